@@ -1,0 +1,47 @@
+# Switchboard - the two commands of the README, and a few helpers.
+#   make run    install what is missing, build, create the home on first run, run the gateway
+#   make test   install what the tests need, build with ASan+UBSan and -Werror, run every test
+#   make bench  build optimised and print the benchmark figures
+
+JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
+RELEASE   := build/release
+TESTBUILD := build/test
+SWITCHBOARD_HOME ?= $(HOME)/.switchboard
+export SWITCHBOARD_HOME
+
+.PHONY: run build deps test test-deps check bench clean format
+
+run: build
+	@test -f "$(SWITCHBOARD_HOME)/switchboard.yaml" || $(RELEASE)/switchboard init
+	exec $(RELEASE)/switchboard gateway
+
+deps:
+	@scripts/deps.sh run
+
+build: deps
+	@cmake -S . -B $(RELEASE) -DCMAKE_BUILD_TYPE=Release -DSB_TESTS=OFF >/dev/null
+	@cmake --build $(RELEASE) -j$(JOBS) --target switchboard
+
+test-deps:
+	@scripts/deps.sh test
+
+check:
+	@scripts/check-source.sh
+
+test: test-deps check
+	cmake -S . -B $(TESTBUILD) -DCMAKE_BUILD_TYPE=Debug -DSB_SANITIZE=ON -DSB_WERROR=ON
+	cmake --build $(TESTBUILD) -j$(JOBS)
+	cd $(TESTBUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		ctest --output-on-failure --no-tests=error -j$(JOBS)
+
+bench: deps
+	@cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSB_TESTS=OFF >/dev/null
+	@cmake --build build/bench -j$(JOBS)
+	@tests/bench/run.sh build/bench
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build

@@ -1,0 +1,782 @@
+/*
+ * config.c - the gateway's schema tables and the snapshot built from them.
+ *
+ * The tables below are the single source of truth for every key: cfg_apply
+ * reads them, docs/configuration.md is generated from them, and
+ * config_restart_changes compares snapshots with them.
+ */
+#include "gateway/config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gateway/core/buf.h"
+#include "gateway/core/err.h"
+
+#define CONFIG_FILE_MAX (1u << 20) /* the YAML file itself */
+#define CONFIG_PATH_MAX 4096
+#define CONFIG_ENUM_END NULL
+
+/* ---- gateway ---- */
+
+/* 127.0.0.0/8, ::1 (also as [::1] and ::ffff:127.x.y.z) and localhost. */
+static bool config_is_loopback(const char *host)
+{
+	char tmp[INET6_ADDRSTRLEN + 2];
+	struct in_addr a4;
+	struct in6_addr a6;
+	size_t n;
+
+	if (!host)
+		return true;
+	if (strcasecmp(host, "localhost") == 0)
+		return true;
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	n = strlen(host);
+	if (n >= 2 && host[0] == '[' && host[n - 1] == ']' && n - 2 < sizeof tmp) {
+		memcpy(tmp, host + 1, n - 2);
+		tmp[n - 2] = '\0';
+		host = tmp;
+	}
+	if (inet_pton(AF_INET6, host, &a6) == 1)
+		return IN6_IS_ADDR_LOOPBACK(&a6) ||
+		       (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+	return false;
+}
+
+static int config_gateway_check(void *obj, struct cfg_error_ctx *ctx)
+{
+	const struct config_gateway *g = obj;
+
+	if (config_is_loopback(g->bind) || (g->auth_token && *g->auth_token))
+		return 0;
+	cfg_error_add(ctx, "bind",
+	              "set gateway.auth_token (e.g. auth_token: ${file:secrets/gateway-token}), "
+	              "or bind 127.0.0.1",
+	              "binding the non-loopback address \"%s\" requires gateway.auth_token",
+	              g->bind);
+	return 1;
+}
+
+static const struct cfg_key config_gateway_keys[] = {
+    {
+        .name = "bind",
+        .type = CFG_STRING,
+        .offset = offsetof(struct config_gateway, bind),
+        .min = 1,
+        .max = 255,
+        .def = "127.0.0.1",
+        .flags = CFG_RESTART,
+        .doc = "Address the HTTP and WebSocket server listens on. Any address other than "
+               "loopback (127.0.0.0/8, ::1, localhost) requires `gateway.auth_token`.",
+    },
+    {
+        .name = "port",
+        .type = CFG_INT,
+        .offset = offsetof(struct config_gateway, port),
+        .min = 1,
+        .max = 65535,
+        .def = "8790",
+        .flags = CFG_RESTART,
+        .doc = "TCP port of the HTTP and WebSocket server.",
+    },
+    {
+        .name = "drain_timeout",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct config_gateway, drain_timeout_ms),
+        .min = 0,
+        .max = 3600000,
+        .def = "10s",
+        .doc = "On SIGTERM, how long in-flight work may run before the gateway exits.",
+    },
+    {
+        .name = "max_body",
+        .type = CFG_SIZE,
+        .offset = offsetof(struct config_gateway, max_body_bytes),
+        .min = 1024,
+        .max = 1LL << 30,
+        .def = "1MiB",
+        .doc = "Largest HTTP request body accepted (webhooks, API calls); larger "
+               "requests get 413.",
+    },
+    {
+        .name = "max_connections",
+        .type = CFG_INT,
+        .offset = offsetof(struct config_gateway, max_connections),
+        .min = 1,
+        .max = 1000000,
+        .def = "1024",
+        .doc = "Most concurrent HTTP and WebSocket connections.",
+    },
+    {
+        .name = "auth_token",
+        .type = CFG_STRING,
+        .offset = offsetof(struct config_gateway, auth_token),
+        .min = 16,
+        .max = 4096,
+        .flags = CFG_SECRET,
+        .doc = "Bearer token for the control plane and the HTTP API. Required when "
+               "`bind` is not loopback. Keep it out of the file: "
+               "`${file:secrets/gateway-token}` or `${SWITCHBOARD_TOKEN}`.",
+        .hint = "generate one with: openssl rand -hex 32",
+    },
+    {
+        .name = "watch_config",
+        .type = CFG_BOOL,
+        .offset = offsetof(struct config_gateway, watch_config),
+        .def = "true",
+        .doc = "Reload the configuration when this file changes (SIGHUP always reloads).",
+    },
+};
+
+static const struct cfg_section config_gateway_section = {
+    .name = "gateway",
+    .size = sizeof(struct config_gateway),
+    .keys = config_gateway_keys,
+    .nkeys = sizeof config_gateway_keys / sizeof config_gateway_keys[0],
+    .check = config_gateway_check,
+    .doc = "The daemon's listener and its limits.",
+};
+
+/* ---- log ---- */
+
+static const char *const config_log_levels[] = {"debug", "info", "warn", "error", CONFIG_ENUM_END};
+static const char *const config_log_formats[] = {"logfmt", "json", CONFIG_ENUM_END};
+
+static const struct cfg_key config_log_keys[] = {
+    {
+        .name = "level",
+        .type = CFG_ENUM,
+        .offset = offsetof(struct config_log, level),
+        .def = "info",
+        .choices = config_log_levels,
+        .doc = "Least severe level written.",
+    },
+    {
+        .name = "format",
+        .type = CFG_ENUM,
+        .offset = offsetof(struct config_log, format),
+        .def = "logfmt",
+        .choices = config_log_formats,
+        .doc = "One event per line, as logfmt (`key=value`) or JSON.",
+    },
+};
+
+static const struct cfg_section config_log_section = {
+    .name = "log",
+    .size = sizeof(struct config_log),
+    .keys = config_log_keys,
+    .nkeys = sizeof config_log_keys / sizeof config_log_keys[0],
+    .doc = "Structured logs on stderr. Secret values are always redacted.",
+};
+
+/* ---- store ---- */
+
+static const char *const config_store_backends[] = {"sqlite", CONFIG_ENUM_END};
+
+static const struct cfg_key config_store_keys[] = {
+    {
+        .name = "backend",
+        .type = CFG_ENUM,
+        .offset = offsetof(struct config_store, backend),
+        .def = "sqlite",
+        .choices = config_store_backends,
+        .flags = CFG_RESTART,
+        .doc = "Where inbox, outbox, sessions and cursors are kept.",
+    },
+    {
+        .name = "path",
+        .type = CFG_STRING,
+        .offset = offsetof(struct config_store, path),
+        .min = 1,
+        .max = CONFIG_PATH_MAX,
+        .def = "state.db",
+        .flags = CFG_RESTART,
+        .doc = "The SQLite database file; a relative path is resolved against the home "
+               "directory.",
+    },
+    {
+        .name = "busy_timeout",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct config_store, busy_timeout_ms),
+        .min = 0,
+        .max = 600000,
+        .def = "5s",
+        .doc = "How long SQLite waits for a lock held by another process.",
+    },
+    {
+        .name = "batch_max",
+        .type = CFG_INT,
+        .offset = offsetof(struct config_store, batch_max),
+        .min = 1,
+        .max = 100000,
+        .def = "256",
+        .doc = "Most operations in one group commit.",
+    },
+    {
+        .name = "queue_max",
+        .type = CFG_INT,
+        .offset = offsetof(struct config_store, queue_max),
+        .min = 1,
+        .max = 10000000,
+        .def = "10000",
+        .doc = "Most operations waiting for the store writer; beyond it, callers are told "
+               "to try again later.",
+    },
+};
+
+static const struct cfg_section config_store_section = {
+    .name = "store",
+    .size = sizeof(struct config_store),
+    .keys = config_store_keys,
+    .nkeys = sizeof config_store_keys / sizeof config_store_keys[0],
+    .doc = "The durable store.",
+};
+
+/* ---- http_client ---- */
+
+static int config_http_client_check(void *obj, struct cfg_error_ctx *ctx)
+{
+	const struct config_http_client *h = obj;
+
+	if (h->max_host_connections <= h->max_connections)
+		return 0;
+	cfg_error_add(ctx, "max_host_connections", "raise http_client.max_connections",
+	              "%lld is more than http_client.max_connections (%lld)",
+	              (long long)h->max_host_connections, (long long)h->max_connections);
+	return 1;
+}
+
+static const struct cfg_key config_http_client_keys[] = {
+    {
+        .name = "timeout",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct config_http_client, timeout_ms),
+        .min = 100,
+        .max = 3600000,
+        .def = "30s",
+        .doc = "Default limit for a whole outbound request, where the caller sets none.",
+    },
+    {
+        .name = "connect_timeout",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct config_http_client, connect_timeout_ms),
+        .min = 100,
+        .max = 600000,
+        .def = "10s",
+        .doc = "Limit for establishing a connection (DNS, TCP and TLS).",
+    },
+    {
+        .name = "max_connections",
+        .type = CFG_INT,
+        .offset = offsetof(struct config_http_client, max_connections),
+        .min = 1,
+        .max = 10000,
+        .def = "32",
+        .doc = "Most open outbound connections, and the size of the connection cache.",
+    },
+    {
+        .name = "max_host_connections",
+        .type = CFG_INT,
+        .offset = offsetof(struct config_http_client, max_host_connections),
+        .min = 1,
+        .max = 10000,
+        .def = "8",
+        .doc = "Most open connections to one host; at most `max_connections`.",
+    },
+    {
+        .name = "max_response",
+        .type = CFG_SIZE,
+        .offset = offsetof(struct config_http_client, max_response_bytes),
+        .min = 1024,
+        .max = 1LL << 30,
+        .def = "8MiB",
+        .doc = "Default cap on a response body, where the caller sets none.",
+    },
+    {
+        .name = "ca_file",
+        .type = CFG_STRING,
+        .offset = offsetof(struct config_http_client, ca_file),
+        .min = 1,
+        .max = CONFIG_PATH_MAX,
+        .doc = "PEM bundle of trusted CAs. Unset: the system store.",
+    },
+};
+
+static const struct cfg_section config_http_client_section = {
+    .name = "http_client",
+    .size = sizeof(struct config_http_client),
+    .keys = config_http_client_keys,
+    .nkeys = sizeof config_http_client_keys / sizeof config_http_client_keys[0],
+    .check = config_http_client_check,
+    .doc = "Outbound HTTP (model providers, channel APIs).",
+};
+
+/* ---- the top level ---- */
+
+static int config_root_check(void *obj, struct cfg_error_ctx *ctx)
+{
+	const struct config *c = obj;
+	size_t first_default = SIZE_MAX;
+	int added = 0;
+	char key[64];
+
+	for (size_t i = 0; i < c->n_agents; i++) {
+		const struct agent_config *a = &c->agents[i];
+
+		for (size_t j = 0; a->id && j < i; j++) {
+			if (!c->agents[j].id || strcmp(c->agents[j].id, a->id) != 0)
+				continue;
+			snprintf(key, sizeof key, "agents[%zu].id", i);
+			cfg_error_add(ctx, key, "give each agent its own id",
+			              "duplicate agent id \"%s\" (also agents[%zu].id)", a->id, j);
+			added++;
+			break;
+		}
+		if (!a->is_default)
+			continue;
+		if (first_default == SIZE_MAX) {
+			first_default = i;
+			continue;
+		}
+		snprintf(key, sizeof key, "agents[%zu].default", i);
+		cfg_error_add(ctx, key, "keep \"default: true\" on one agent only",
+		              "more than one default agent (agents[%zu] is the default already)",
+		              first_default);
+		added++;
+	}
+	return added;
+}
+
+static const struct cfg_key config_root_keys[] = {
+    {
+        .name = "gateway",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct config, gateway),
+        .section = &config_gateway_section,
+        .doc = "Listener, authentication and limits.",
+    },
+    {
+        .name = "log",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct config, log),
+        .section = &config_log_section,
+        .doc = "Log level and format.",
+    },
+    {
+        .name = "store",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct config, store),
+        .section = &config_store_section,
+        .doc = "The durable store.",
+    },
+    {
+        .name = "http_client",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct config, http_client),
+        .section = &config_http_client_section,
+        .doc = "Outbound HTTP defaults.",
+    },
+    {
+        .name = "agents",
+        .type = CFG_LIST,
+        .offset = offsetof(struct config, agents),
+        .count_offset = offsetof(struct config, n_agents),
+        .min = 1,
+        .max = 1000,
+        .section = &agent_config_section,
+        .flags = CFG_REQUIRED,
+        .doc = "The agents this gateway runs; at least one.",
+        .hint = "run \"switchboard init\", or add \"agents: [{id: main}]\"",
+    },
+};
+
+const struct cfg_section config_root_section = {
+    .name = "switchboard.yaml",
+    .size = sizeof(struct config),
+    .keys = config_root_keys,
+    .nkeys = sizeof config_root_keys / sizeof config_root_keys[0],
+    .check = config_root_check,
+    .doc = "The keys at the top of `switchboard.yaml`.",
+};
+
+/* ---- the snapshot ---- */
+
+/* base/rel, or rel when it is absolute. NULL on allocation failure. */
+static char *config_join(const char *base, const char *rel)
+{
+	struct buf b;
+
+	if (rel[0] == '/')
+		return strdup(rel);
+	buf_init(&b, 2 * CONFIG_PATH_MAX + 64);
+	if (buf_printf(&b, "%s/%s", base, rel)) {
+		buf_free(&b);
+		return NULL;
+	}
+	return buf_steal(&b);
+}
+
+/* An absolute form of p: realpath() when p exists, else cwd/p. */
+static char *config_absolute(const char *p)
+{
+	char *r = realpath(p, NULL), cwd[PATH_MAX];
+
+	if (r)
+		return r;
+	if (p[0] == '/')
+		return strdup(p);
+	if (!getcwd(cwd, sizeof cwd))
+		return NULL;
+	return config_join(cwd, p);
+}
+
+static void config_free(struct config *c)
+{
+	if (!c)
+		return;
+	cfg_release(&config_root_section, c);
+	for (size_t i = 0; i < c->n_secrets; i++)
+		free(c->secrets[i]);
+	free(c->secrets);
+	free(c->path);
+	free(c->home);
+	free(c);
+}
+
+struct config_secret_acc {
+	struct config *c;
+	size_t cap;
+	bool nomem;
+};
+
+static void config_collect_secret(void *ud, const char *value)
+{
+	struct config_secret_acc *acc = ud;
+	struct config *c = acc->c;
+	char *copy;
+
+	if (acc->nomem)
+		return;
+	for (size_t i = 0; i < c->n_secrets; i++)
+		if (strcmp(c->secrets[i], value) == 0)
+			return;
+	if (c->n_secrets == acc->cap) {
+		size_t cap = acc->cap ? acc->cap * 2 : 4;
+		char **v = realloc(c->secrets, cap * sizeof *v);
+
+		if (!v) {
+			acc->nomem = true;
+			return;
+		}
+		c->secrets = v;
+		acc->cap = cap;
+	}
+	copy = strdup(value);
+	if (!copy) {
+		acc->nomem = true;
+		return;
+	}
+	c->secrets[c->n_secrets++] = copy;
+}
+
+/* Resolves relative paths against the home and fills derived values. */
+static int config_finish(struct config *c)
+{
+	struct config_secret_acc acc = {.c = c};
+	char *p;
+
+	p = config_join(c->home, c->store.path);
+	if (!p)
+		return SB_ERR_NOMEM;
+	free(c->store.path);
+	c->store.path = p;
+	for (size_t i = 0; i < c->n_agents; i++) {
+		struct agent_config *a = &c->agents[i];
+		struct buf b;
+
+		if (a->workspace) {
+			p = config_join(c->home, a->workspace);
+		} else {
+			buf_init(&b, 2 * CONFIG_PATH_MAX);
+			p = buf_printf(&b, "%s/workspaces/%s", c->home, a->id) ? NULL
+			                                                       : buf_steal(&b);
+			buf_free(&b);
+		}
+		if (!p)
+			return SB_ERR_NOMEM;
+		free(a->workspace);
+		a->workspace = p;
+	}
+	cfg_each_secret(&config_root_section, c, config_collect_secret, &acc);
+	return acc.nomem ? SB_ERR_NOMEM : SB_OK;
+}
+
+/* Builds a snapshot from text. file names the source in errors, path is
+ * the absolute path recorded in the snapshot. */
+static int config_build(const char *text, size_t len, const char *file, const char *path,
+                        const char *home, struct config **out, struct cfg_errors *errs)
+{
+	struct cfg_doc *doc = NULL;
+	struct config *c = NULL;
+	int rc, arc;
+
+	*out = NULL;
+	rc = SB_ERR_NOMEM;
+	if (sodium_init() < 0)
+		goto out;
+	c = calloc(1, sizeof *c);
+	if (!c)
+		goto out;
+	c->home = config_absolute(home ? home : ".");
+	c->path = c->home ? config_join(c->home, path) : NULL;
+	if (!c->home || !c->path)
+		goto out;
+	rc = cfg_doc_parse(text, len, file, c->home, &doc, errs);
+	if (rc == SB_ERR_NOMEM || !doc)
+		goto out;
+	arc = cfg_apply(doc, &config_root_section, c, errs);
+	if (arc == SB_ERR_NOMEM || rc == SB_OK)
+		rc = arc;
+	if (rc)
+		goto out;
+	rc = config_finish(c);
+	if (rc)
+		goto out;
+	crypto_generichash(c->digest, sizeof c->digest, (const unsigned char *)text, len, NULL, 0);
+	c->refs = 1;
+	*out = c;
+	c = NULL;
+out:
+	cfg_doc_free(doc);
+	config_free(c);
+	return rc;
+}
+
+/* Adds an error about the file as a whole (no position, no key). */
+static void config_file_error(struct cfg_errors *errs, const char *file, const char *hint,
+                              const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void config_file_error(struct cfg_errors *errs, const char *file, const char *hint,
+                              const char *fmt, ...)
+{
+	struct cfg_error x = {0};
+	struct buf msg;
+	va_list ap;
+	int rc;
+
+	if (errs->n == errs->cap) {
+		size_t cap = errs->cap ? errs->cap * 2 : 4;
+		struct cfg_error *v = realloc(errs->v, cap * sizeof *v);
+
+		if (!v)
+			return;
+		errs->v = v;
+		errs->cap = cap;
+	}
+	buf_init(&msg, 4096);
+	va_start(ap, fmt);
+	rc = buf_vprintf(&msg, fmt, ap);
+	va_end(ap);
+	x.msg = rc ? NULL : buf_steal(&msg);
+	buf_free(&msg);
+	x.file = strdup(file);
+	x.path = strdup("");
+	x.hint = hint ? strdup(hint) : NULL;
+	if (!x.file || !x.path || !x.msg || (hint && !x.hint)) {
+		free(x.file);
+		free(x.path);
+		free(x.msg);
+		free(x.hint);
+		return;
+	}
+	errs->v[errs->n++] = x;
+}
+
+int config_load(const char *path, const char *home, struct config **out, struct cfg_errors *errs)
+{
+	struct buf text;
+	struct stat st;
+	char chunk[8192], *abs = NULL;
+	int fd = -1, rc = SB_ERR_IO;
+
+	*out = NULL;
+	buf_init(&text, CONFIG_FILE_MAX);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		bool missing = errno == ENOENT;
+
+		config_file_error(errs, path,
+		                  missing ? "run \"switchboard init\" to create it, or pass "
+		                            "--config FILE"
+		                          : NULL,
+		                  "cannot open the configuration: %s", strerror(errno));
+		goto out;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		config_file_error(errs, path, NULL, "the configuration is not a regular file");
+		goto out;
+	}
+	for (;;) {
+		ssize_t got = read(fd, chunk, sizeof chunk);
+		int brc;
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0) {
+			config_file_error(errs, path, NULL, "cannot read the configuration: %s",
+			                  strerror(errno));
+			goto out;
+		}
+		if (got == 0)
+			break;
+		brc = buf_append(&text, chunk, (size_t)got);
+		if (brc == SB_ERR_TOOBIG) {
+			config_file_error(errs, path, NULL,
+			                  "the configuration is larger than 1 MiB");
+			rc = SB_ERR_CONFIG;
+			goto out;
+		}
+		if (brc) {
+			rc = brc;
+			goto out;
+		}
+	}
+	rc = SB_ERR_NOMEM;
+	abs = config_absolute(path);
+	if (!abs)
+		goto out;
+	rc = config_build(text.data ? text.data : "", text.len, path, abs, home, out, errs);
+out:
+	if (fd >= 0)
+		close(fd);
+	free(abs);
+	buf_free(&text);
+	return rc;
+}
+
+int config_load_text(const char *text, const char *file, const char *home, struct config **out,
+                     struct cfg_errors *errs)
+{
+	const char *name = file ? file : "switchboard.yaml";
+
+	return config_build(text, strlen(text), name, name, home, out, errs);
+}
+
+struct config *config_ref(struct config *c)
+{
+	if (c)
+		__atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+	return c;
+}
+
+void config_unref(struct config *c)
+{
+	if (!c)
+		return;
+	if (__atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		config_free(c);
+}
+
+int config_restart_changes(const struct config *old, const struct config *new_,
+                           void (*fn)(void *ud, const char *path), void *ud)
+{
+	return cfg_restart_changes(&config_root_section, old, new_, fn, ud);
+}
+
+const struct agent_config *config_default_agent(const struct config *c)
+{
+	for (size_t i = 0; i < c->n_agents; i++)
+		if (c->agents[i].is_default)
+			return &c->agents[i];
+	return c->n_agents == 1 ? &c->agents[0] : NULL;
+}
+
+static const char config_default_text[] =
+    "# Switchboard configuration ($SWITCHBOARD_HOME/switchboard.yaml).\n"
+    "#\n"
+    "# Every key with its default and bounds: docs/configuration.md, or run\n"
+    "# `switchboard config schema`. The gateway reloads this file on SIGHUP and\n"
+    "# when it changes; keys marked \"restart\" there need a restart.\n"
+    "#\n"
+    "# Keep secrets out of this file. A value may read them from elsewhere:\n"
+    "#   auth_token: ${SWITCHBOARD_TOKEN}            # an environment variable\n"
+    "#   auth_token: ${file:secrets/gateway-token}   # a file under this directory,\n"
+    "#                                               # which must be chmod 600\n"
+    "# Write $${ for a literal \"${\".\n"
+    "\n"
+    "gateway:\n"
+    "  # Listen address. Anything but loopback (127.0.0.1, ::1, localhost)\n"
+    "  # requires auth_token.\n"
+    "  bind: 127.0.0.1\n"
+    "  port: 8790\n"
+    "  # auth_token: ${file:secrets/gateway-token}\n"
+    "  drain_timeout: 10s\n"
+    "  max_body: 1MiB\n"
+    "  max_connections: 1024\n"
+    "  watch_config: true\n"
+    "\n"
+    "log:\n"
+    "  level: info      # debug | info | warn | error\n"
+    "  format: logfmt   # logfmt | json\n"
+    "\n"
+    "# store:\n"
+    "#   path: state.db   # relative to this directory\n"
+    "#   busy_timeout: 5s\n"
+    "\n"
+    "# http_client:\n"
+    "#   timeout: 30s\n"
+    "#   ca_file: /etc/ssl/certs/ca-certificates.crt\n"
+    "\n"
+    "agents:\n"
+    "  - id: main\n"
+    "    default: true\n"
+    "    workspace: workspaces/main\n"
+    "    # model: ${SWITCHBOARD_MODEL}\n";
+
+int config_write_default(const char *path)
+{
+	const char *p = config_default_text;
+	size_t left = sizeof config_default_text - 1;
+	int fd, rc = SB_ERR_IO;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0600);
+	if (fd < 0)
+		return errno == EEXIST ? SB_ERR_EXISTS : SB_ERR_IO;
+	if (fchmod(fd, 0600) != 0)
+		goto out;
+	while (left) {
+		ssize_t n = write(fd, p, left);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			goto out;
+		p += n;
+		left -= (size_t)n;
+	}
+	if (fsync(fd) != 0)
+		goto out;
+	rc = SB_OK;
+out:
+	if (close(fd) != 0 && rc == SB_OK)
+		rc = SB_ERR_IO;
+	if (rc)
+		unlink(path);
+	return rc;
+}
+
+void config_print_reference(FILE *out)
+{
+	cfg_print_reference(&config_root_section, out);
+}

@@ -1,0 +1,118 @@
+/*
+ * config.h - the gateway's configuration snapshot.
+ *
+ * One YAML file ($SWITCHBOARD_HOME/switchboard.yaml) becomes one immutable,
+ * reference-counted struct config. Reload builds a whole new snapshot and
+ * swaps it in only if it is valid; holders of the old snapshot keep it until
+ * they unref it. config_ref/config_unref are thread-safe (atomic counter);
+ * everything else is loop-thread or CLI code.
+ */
+#ifndef SB_GATEWAY_CONFIG_H
+#define SB_GATEWAY_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "agents/agent_config.h"
+#include "gateway/core/cfg.h"
+
+struct config_gateway {
+	char *bind;               /* listen address, default 127.0.0.1 */
+	int64_t port;             /* default 8790 */
+	int64_t drain_timeout_ms; /* SIGTERM: finish in-flight work for this long */
+	int64_t max_body_bytes;   /* request body cap */
+	int64_t max_connections;  /* concurrent HTTP/WS connections */
+	char *auth_token;         /* secret; required for a non-loopback bind */
+	bool watch_config;        /* reload when the file changes */
+};
+
+enum config_log_level { CONFIG_LOG_DEBUG, CONFIG_LOG_INFO, CONFIG_LOG_WARN, CONFIG_LOG_ERROR };
+enum config_log_format { CONFIG_LOG_LOGFMT, CONFIG_LOG_JSON };
+
+struct config_log {
+	int level;  /* enum config_log_level */
+	int format; /* enum config_log_format */
+};
+
+enum config_store_backend { CONFIG_STORE_SQLITE };
+
+struct config_store {
+	int backend;             /* enum config_store_backend */
+	char *path;              /* resolved against the home; default state.db */
+	int64_t busy_timeout_ms; /* SQLite busy timeout */
+	int64_t batch_max;       /* most operations in one group commit */
+	int64_t queue_max;       /* most operations waiting for the writer */
+};
+
+struct config_http_client {
+	int64_t timeout_ms; /* whole-request default */
+	int64_t connect_timeout_ms;
+	int64_t max_connections; /* connection cache and total cap */
+	int64_t max_host_connections;
+	int64_t max_response_bytes; /* default response body cap */
+	char *ca_file;              /* optional CA bundle; default: system store */
+};
+
+struct config {
+	int refs;   /* atomic; use config_ref/config_unref */
+	char *path; /* the file it came from (absolute) */
+	char *home; /* $SWITCHBOARD_HOME (absolute) */
+
+	struct config_gateway gateway;
+	struct config_log log;
+	struct config_store store;
+	struct config_http_client http_client;
+	struct agent_config *agents;
+	size_t n_agents;
+
+	char **secrets; /* values of every CFG_SECRET key, for log redaction */
+	size_t n_secrets;
+	unsigned char digest[32]; /* BLAKE2b of the file bytes, to skip no-op reloads */
+};
+
+/* The schema of the whole file (for docs and tests). */
+extern const struct cfg_section config_root_section;
+
+/* Loads and validates path (at most 1 MiB). home resolves relative paths
+ * (store.path, agent workspaces, ${file:...}); NULL means the working
+ * directory. Both are recorded absolute in the snapshot. Errors name the
+ * file as path was given. On SB_OK *out holds one reference. Otherwise *out
+ * is NULL and: SB_ERR_CONFIG, errs lists every problem; SB_ERR_IO, the file
+ * cannot be read (also added to errs, without a position); SB_ERR_NOMEM.
+ * Loop thread or CLI (it reads files and may block briefly). */
+int config_load(const char *path, const char *home, struct config **out, struct cfg_errors *errs);
+
+/* Same from NUL-terminated text (tests, `config check -`). file names the
+ * source in errors (NULL: "switchboard.yaml"); the snapshot's path is file
+ * resolved against home. The digest is of text. */
+int config_load_text(const char *text, const char *file, const char *home, struct config **out,
+                     struct cfg_errors *errs);
+
+/* Takes another reference (returns c; NULL gives NULL) / drops one, freeing
+ * the snapshot with the last. Any thread. */
+struct config *config_ref(struct config *c);
+void config_unref(struct config *c); /* NULL is a no-op */
+
+/* Calls fn (may be NULL) with the key path ("gateway.port") of each key
+ * that changed between old and new_ and needs a restart to take effect; the
+ * path is borrowed for the call. Returns the count. Any thread holding both
+ * references. */
+int config_restart_changes(const struct config *old, const struct config *new_,
+                           void (*fn)(void *ud, const char *path), void *ud);
+
+/* The agent marked default, else the only agent, else NULL. Borrowed from c. */
+const struct agent_config *config_default_agent(const struct config *c);
+
+/* Writes the commented default configuration that `switchboard init`
+ * creates (mode 0600; the parent directory must exist). It loads cleanly
+ * with config_load. Returns SB_OK; SB_ERR_EXISTS if path exists (never
+ * overwrites); SB_ERR_IO otherwise (a partial file is removed). */
+int config_write_default(const char *path);
+
+/* Writes the markdown reference of every key (the generated part of
+ * docs/configuration.md; `switchboard config schema`). */
+void config_print_reference(FILE *out);
+
+#endif

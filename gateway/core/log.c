@@ -1,0 +1,276 @@
+#include "log.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buf.h"
+#include "err.h"
+
+#define LOG_LINE_MAX 16384
+#define LOG_FIELDS_MAX 32
+#define LOG_SECRET_MIN 4
+#define LOG_REDACTED "[REDACTED]"
+
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static enum log_level log_min = LOG_INFO;
+static enum log_format log_fmt = LOG_FORMAT_LOGFMT;
+static FILE *log_sink;
+static char **log_secrets;
+static size_t log_nsecrets;
+
+static const char *const log_level_names[] = {"debug", "info", "warn", "error"};
+
+void log_configure(enum log_level min, enum log_format fmt, FILE *sink)
+{
+	pthread_mutex_lock(&log_mu);
+	log_min = min;
+	log_fmt = fmt;
+	log_sink = sink;
+	pthread_mutex_unlock(&log_mu);
+}
+
+static void log_secrets_free(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+int log_set_secrets(const char *const *secrets, size_t n)
+{
+	char **v = NULL;
+	size_t k = 0;
+
+	if (n) {
+		v = calloc(n, sizeof *v);
+		if (!v)
+			return SB_ERR_NOMEM;
+		for (size_t i = 0; i < n; i++) {
+			if (!secrets[i] || strlen(secrets[i]) < LOG_SECRET_MIN)
+				continue;
+			v[k] = strdup(secrets[i]);
+			if (!v[k]) {
+				log_secrets_free(v, k);
+				return SB_ERR_NOMEM;
+			}
+			k++;
+		}
+	}
+	pthread_mutex_lock(&log_mu);
+	log_secrets_free(log_secrets, log_nsecrets);
+	log_secrets = v;
+	log_nsecrets = k;
+	pthread_mutex_unlock(&log_mu);
+	return SB_OK;
+}
+
+int log_level_parse(const char *s, enum log_level *out)
+{
+	for (size_t i = 0; i < sizeof log_level_names / sizeof *log_level_names; i++)
+		if (strcmp(s, log_level_names[i]) == 0) {
+			*out = (enum log_level)i;
+			return SB_OK;
+		}
+	return SB_ERR_INVAL;
+}
+
+int log_format_parse(const char *s, enum log_format *out)
+{
+	if (strcmp(s, "logfmt") == 0)
+		*out = LOG_FORMAT_LOGFMT;
+	else if (strcmp(s, "json") == 0)
+		*out = LOG_FORMAT_JSON;
+	else
+		return SB_ERR_INVAL;
+	return SB_OK;
+}
+
+/* Copies s into b with every secret replaced. Caller holds log_mu. */
+static void log_redacted(struct buf *b, const char *s)
+{
+	while (*s) {
+		size_t best = 0;
+
+		for (size_t i = 0; i < log_nsecrets; i++) {
+			size_t n = strlen(log_secrets[i]);
+
+			if (n > best && strncmp(s, log_secrets[i], n) == 0)
+				best = n;
+		}
+		if (best) {
+			buf_puts(b, LOG_REDACTED);
+			s += best;
+		} else {
+			buf_append(b, s, 1);
+			s++;
+		}
+	}
+}
+
+static int log_needs_quotes(const char *s)
+{
+	if (!*s)
+		return 1;
+	for (; *s; s++)
+		if (*s <= ' ' || *s == '"' || *s == '=' || *s == '\\' || *s == 0x7f)
+			return 1;
+	return 0;
+}
+
+/* Escapes s for a logfmt quoted value or a JSON string (same rules). */
+static void log_escaped(struct buf *out, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		switch (c) {
+		case '"':
+			buf_puts(out, "\\\"");
+			break;
+		case '\\':
+			buf_puts(out, "\\\\");
+			break;
+		case '\n':
+			buf_puts(out, "\\n");
+			break;
+		case '\r':
+			buf_puts(out, "\\r");
+			break;
+		case '\t':
+			buf_puts(out, "\\t");
+			break;
+		default:
+			if (c < 0x20 || c == 0x7f)
+				buf_printf(out, "\\u%04x", c);
+			else
+				buf_append(out, s, 1);
+		}
+	}
+}
+
+static void log_put_str(struct buf *out, enum log_format fmt, const char *raw)
+{
+	struct buf red;
+
+	buf_init(&red, LOG_LINE_MAX);
+	log_redacted(&red, raw ? raw : "");
+	if (fmt == LOG_FORMAT_JSON || log_needs_quotes(red.data ? red.data : "")) {
+		buf_puts(out, "\"");
+		log_escaped(out, red.data ? red.data : "");
+		buf_puts(out, "\"");
+	} else {
+		buf_puts(out, red.data);
+	}
+	buf_free(&red);
+}
+
+static void log_put_key(struct buf *out, enum log_format fmt, const char *key)
+{
+	if (fmt == LOG_FORMAT_JSON)
+		buf_printf(out, ",\"%s\":", key);
+	else
+		buf_printf(out, " %s=", key);
+}
+
+static void log_timestamp(char *ts, size_t size)
+{
+	struct timeval tv;
+	struct tm tm;
+	char base[32];
+
+	gettimeofday(&tv, NULL);
+	gmtime_r(&tv.tv_sec, &tm);
+	strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(ts, size, "%s.%03dZ", base, (int)(tv.tv_usec / 1000));
+}
+
+/* Caller holds log_mu. */
+static void log_format_locked(struct buf *out, enum log_format fmt, enum log_level lvl,
+                              const char *module, const char *msg, const struct log_field *f,
+                              size_t n)
+{
+	char ts[48];
+
+	log_timestamp(ts, sizeof ts);
+	if (fmt == LOG_FORMAT_JSON)
+		buf_printf(out, "{\"ts\":\"%s\",\"level\":\"%s\"", ts, log_level_names[lvl]);
+	else
+		buf_printf(out, "ts=%s level=%s", ts, log_level_names[lvl]);
+	log_put_key(out, fmt, "module");
+	log_put_str(out, fmt, module);
+	log_put_key(out, fmt, "msg");
+	log_put_str(out, fmt, msg);
+	for (size_t i = 0; i < n; i++) {
+		log_put_key(out, fmt, f[i].key);
+		switch (f[i].type) {
+		case LOG_FIELD_STR:
+			log_put_str(out, fmt, f[i].s);
+			break;
+		case LOG_FIELD_INT:
+			buf_printf(out, "%lld", (long long)f[i].i);
+			break;
+		case LOG_FIELD_DBL:
+			buf_printf(out, "%.6g", f[i].d);
+			break;
+		case LOG_FIELD_END:
+			break;
+		}
+	}
+	if (fmt == LOG_FORMAT_JSON)
+		buf_puts(out, "}");
+}
+
+void log_format_event(char *out, size_t size, enum log_level lvl, const char *module,
+                      const char *msg, const struct log_field *fields, size_t n)
+{
+	struct buf b;
+
+	buf_init(&b, LOG_LINE_MAX);
+	pthread_mutex_lock(&log_mu);
+	log_format_locked(&b, log_fmt, lvl, module, msg, fields, n);
+	pthread_mutex_unlock(&log_mu);
+	snprintf(out, size, "%s", b.data ? b.data : "");
+	buf_free(&b);
+}
+
+void log_emit(enum log_level lvl, const char *module, const char *msg, ...)
+{
+	struct log_field fields[LOG_FIELDS_MAX];
+	size_t n = 0;
+	struct buf b;
+	va_list ap;
+	FILE *sink;
+
+	if (lvl < log_min)
+		return;
+	va_start(ap, msg);
+	for (;;) {
+		struct log_field f = va_arg(ap, struct log_field);
+
+		if (f.type == LOG_FIELD_END || !f.key)
+			break;
+		if (n < LOG_FIELDS_MAX)
+			fields[n++] = f;
+	}
+	va_end(ap);
+
+	buf_init(&b, LOG_LINE_MAX);
+	pthread_mutex_lock(&log_mu);
+	log_format_locked(&b, log_fmt, lvl, module, msg, fields, n);
+	/* A line cut at LOG_LINE_MAX still ends with a newline. */
+	if (b.len >= LOG_LINE_MAX - 1)
+		b.len = LOG_LINE_MAX - 2;
+	if (b.data) {
+		b.data[b.len++] = '\n';
+		sink = log_sink ? log_sink : stderr;
+		fwrite(b.data, 1, b.len, sink);
+		fflush(sink);
+	}
+	pthread_mutex_unlock(&log_mu);
+	buf_free(&b);
+}

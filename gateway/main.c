@@ -1,0 +1,62 @@
+/*
+ * main.c - the switchboard command line: finds the verb and dispatches.
+ * No feature lives here.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "gateway/cli.h"
+
+struct main_command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+	const char *summary;
+};
+
+static int main_version(int argc, char **argv)
+{
+	(void)argv;
+	if (argc > 1 && strcmp(argv[1], "--help") != 0 && strcmp(argv[1], "-h") != 0) {
+		fprintf(stderr, "usage: switchboard version\n");
+		return 2;
+	}
+	printf("switchboard %s\n", SB_VERSION);
+	return 0;
+}
+
+static const struct main_command main_commands[] = {
+    {"init", cli_init, "create the home with a default config and the main workspace"},
+    {"gateway", cli_gateway, "run the gateway in the foreground"},
+    {"config", cli_config, "check the configuration, or print its reference"},
+    {"version", main_version, "print the version"},
+};
+
+static void main_usage(FILE *f)
+{
+	fprintf(f, "usage: switchboard <command> [options]\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof main_commands / sizeof *main_commands; i++)
+		fprintf(f, "  %-10s %s\n", main_commands[i].name, main_commands[i].summary);
+	fprintf(f, "\n`switchboard <command> --help` describes each command.\n"
+	           "The home is $SWITCHBOARD_HOME (default ~/.switchboard).\n");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		main_usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		main_usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "--version") == 0)
+		return main_version(1, argv + 1);
+	for (size_t i = 0; i < sizeof main_commands / sizeof *main_commands; i++)
+		if (strcmp(argv[1], main_commands[i].name) == 0)
+			return main_commands[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "switchboard: unknown command \"%s\"\n\n", argv[1]);
+	main_usage(stderr);
+	return 2;
+}

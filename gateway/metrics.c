@@ -1,0 +1,134 @@
+/*
+ * metrics.c - see metrics.h.
+ */
+#include "gateway/metrics.h"
+
+#include <string.h>
+#include <time.h>
+
+#include "gateway/core/err.h"
+
+const double metrics_commit_bounds[METRICS_COMMIT_BUCKETS] = {
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+};
+
+static int64_t metrics_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void metrics_init(struct metrics *m)
+{
+	memset(m, 0, sizeof *m);
+	m->start_ms = metrics_now_ms();
+}
+
+void metrics_http(struct metrics *m, const char *route, int status)
+{
+	struct metrics_route *r = NULL;
+	int cls = status / 100;
+
+	for (size_t i = 0; i < m->n_routes; i++)
+		if (strcmp(m->routes[i].route, route) == 0) {
+			r = &m->routes[i];
+			break;
+		}
+	if (!r) {
+		/* The route set is fixed by the server's table; the last slot
+		 * collects anything beyond it. */
+		if (m->n_routes < METRICS_ROUTES_MAX) {
+			r = &m->routes[m->n_routes++];
+			r->route = route;
+		} else {
+			r = &m->routes[METRICS_ROUTES_MAX - 1];
+		}
+	}
+	if (cls < 1 || cls >= METRICS_STATUS_CLASSES)
+		cls = 0;
+	r->by_status[cls]++;
+}
+
+void metrics_commit(struct metrics *m, double seconds, size_t ops, int rc)
+{
+	for (size_t i = 0; i < METRICS_COMMIT_BUCKETS; i++)
+		if (seconds <= metrics_commit_bounds[i]) {
+			m->commit_buckets[i]++;
+			break;
+		}
+	m->commit_count++;
+	m->commit_sum += seconds;
+	m->commit_ops += (int64_t)ops;
+	if (rc)
+		m->commit_failures++;
+}
+
+static int metrics_gauge(struct buf *out, const char *name, const char *type, const char *help,
+                         int64_t v)
+{
+	return buf_printf(out, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", name, help, name, type,
+	                  name, (long long)v);
+}
+
+int metrics_render(const struct metrics *m, struct buf *out)
+{
+	static const char *const classes[METRICS_STATUS_CLASSES] = {"other", "1xx", "2xx",
+	                                                            "3xx",   "4xx", "5xx"};
+	int64_t cum = 0;
+	int rc = SB_OK;
+
+	rc |= buf_printf(out,
+	                 "# HELP switchboard_uptime_seconds Seconds since the gateway started.\n"
+	                 "# TYPE switchboard_uptime_seconds gauge\n"
+	                 "switchboard_uptime_seconds %.3f\n",
+	                 (double)(metrics_now_ms() - m->start_ms) / 1000.0);
+	rc |= buf_puts(out, "# HELP switchboard_http_requests_total HTTP responses by route and "
+	                    "status class.\n# TYPE switchboard_http_requests_total counter\n");
+	for (size_t i = 0; i < m->n_routes; i++)
+		for (int c = 0; c < METRICS_STATUS_CLASSES; c++)
+			if (m->routes[i].by_status[c])
+				rc |= buf_printf(out,
+				                 "switchboard_http_requests_total{route=\"%s\","
+				                 "status=\"%s\"} %lld\n",
+				                 m->routes[i].route, classes[c],
+				                 (long long)m->routes[i].by_status[c]);
+	rc |= buf_puts(out, "# HELP switchboard_store_commit_seconds Latency of store group "
+	                    "commits.\n# TYPE switchboard_store_commit_seconds histogram\n");
+	for (size_t i = 0; i < METRICS_COMMIT_BUCKETS; i++) {
+		cum += m->commit_buckets[i];
+		rc |= buf_printf(out, "switchboard_store_commit_seconds_bucket{le=\"%g\"} %lld\n",
+		                 metrics_commit_bounds[i], (long long)cum);
+	}
+	rc |= buf_printf(out,
+	                 "switchboard_store_commit_seconds_bucket{le=\"+Inf\"} %lld\n"
+	                 "switchboard_store_commit_seconds_sum %.6f\n"
+	                 "switchboard_store_commit_seconds_count %lld\n",
+	                 (long long)m->commit_count, m->commit_sum, (long long)m->commit_count);
+	rc |= metrics_gauge(out, "switchboard_store_commit_ops_total", "counter",
+	                    "Operations committed by group commits.", m->commit_ops);
+	rc |= metrics_gauge(out, "switchboard_store_commit_failures_total", "counter",
+	                    "Group commits that failed.", m->commit_failures);
+	rc |= metrics_gauge(out, "switchboard_inbox_depth", "gauge", "Inbox entries not yet done.",
+	                    m->inbox_depth);
+	rc |= metrics_gauge(out, "switchboard_outbox_depth", "gauge",
+	                    "Outbox entries not yet delivered.", m->outbox_depth);
+	rc |= metrics_gauge(out, "switchboard_store_queue_depth", "gauge",
+	                    "Operations waiting for the store writer.", m->store_queue_depth);
+	rc |= metrics_gauge(out, "switchboard_http_connections", "gauge",
+	                    "Open HTTP and WebSocket connections.", m->http_connections);
+	rc |= metrics_gauge(out, "switchboard_http_client_in_flight", "gauge",
+	                    "Outbound HTTP requests in flight.", m->http_client_in_flight);
+	rc |= metrics_gauge(out, "switchboard_ingest_accepted_total", "counter",
+	                    "Inbound messages committed to the inbox.", m->ingest_accepted);
+	rc |= metrics_gauge(out, "switchboard_ingest_duplicates_total", "counter",
+	                    "Inbound messages recognised as duplicates.", m->ingest_duplicates);
+	rc |= metrics_gauge(out, "switchboard_ingest_rejected_total", "counter",
+	                    "Inbound messages the store could not accept.", m->ingest_rejected);
+	rc |= metrics_gauge(out, "switchboard_config_reloads_total", "counter",
+	                    "Configuration reloads applied.", m->config_reloads_ok);
+	rc |= metrics_gauge(out, "switchboard_config_reload_failures_total", "counter",
+	                    "Configuration reloads rejected as invalid.", m->config_reloads_failed);
+	return rc ? SB_ERR_TOOBIG : SB_OK;
+}

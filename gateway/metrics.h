@@ -1,0 +1,62 @@
+/*
+ * metrics.h - the gateway's counters, gauges and histograms, rendered in the
+ * Prometheus text exposition format (version 0.0.4) at GET /metrics.
+ *
+ * Loop thread only: every update comes from loop callbacks, so no atomics.
+ */
+#ifndef SB_GATEWAY_METRICS_H
+#define SB_GATEWAY_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gateway/core/buf.h"
+
+#define METRICS_ROUTES_MAX 64
+#define METRICS_STATUS_CLASSES 6
+#define METRICS_COMMIT_BUCKETS 12
+
+struct metrics_route {
+	const char *route;                         /* a static route name, e.g. "/healthz" */
+	int64_t by_status[METRICS_STATUS_CLASSES]; /* index = status / 100 (0 = other) */
+};
+
+struct metrics {
+	int64_t start_ms; /* monotonic ms at start */
+	struct metrics_route routes[METRICS_ROUTES_MAX];
+	size_t n_routes;
+
+	/* store commit latency histogram (seconds) */
+	int64_t commit_buckets[METRICS_COMMIT_BUCKETS]; /* cumulative at render time */
+	int64_t commit_count;
+	double commit_sum;
+	int64_t commit_ops;
+	int64_t commit_failures;
+
+	int64_t inbox_depth;
+	int64_t outbox_depth;
+	int64_t store_queue_depth;
+	int64_t http_connections;
+	int64_t http_client_in_flight;
+	int64_t config_reloads_ok;
+	int64_t config_reloads_failed;
+	int64_t ingest_accepted;
+	int64_t ingest_duplicates;
+	int64_t ingest_rejected;
+};
+
+/* Bucket upper bounds of the commit latency histogram, in seconds. */
+extern const double metrics_commit_bounds[METRICS_COMMIT_BUCKETS];
+
+void metrics_init(struct metrics *m);
+
+/* Counts one HTTP response for route (a string that lives as long as m). */
+void metrics_http(struct metrics *m, const char *route, int status);
+
+/* Records one store group commit. */
+void metrics_commit(struct metrics *m, double seconds, size_t ops, int rc);
+
+/* Renders everything. Returns SB_OK or the buf error. */
+int metrics_render(const struct metrics *m, struct buf *out);
+
+#endif

@@ -1,0 +1,575 @@
+/*
+ * server.c - the HTTP server on libwebsockets, joined to the daemon's libuv
+ * loop as a foreign loop. See server.h.
+ *
+ * Each HTTP transaction gets a heap struct server_request. The connection's
+ * per-session data points at it; when the connection closes before the
+ * handler answered, the request is detached (wsi = NULL) and freed when the
+ * handler answers. Answers are always written from LWS_CALLBACK_HTTP_WRITEABLE
+ * so that synchronous and late answers take one path.
+ */
+#include "gateway/server.h"
+
+#include <libwebsockets.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gateway/core/buf.h"
+#include "gateway/core/err.h"
+#include "gateway/core/log.h"
+#include "gateway/metrics.h"
+
+#define SERVER_ROUTES_MAX 64
+#define SERVER_PATH_MAX 2048
+#define SERVER_CHUNK 16384
+#define SERVER_HDRS_MAX 4096
+
+struct server_route {
+	const char *name;
+	char *path;
+	size_t path_len;
+	bool prefix;
+	unsigned methods;
+	server_handler fn;
+	void *ud;
+};
+
+struct server {
+	struct lws_context *ctx;
+	uv_loop_t *loop;
+	char *bind;
+	size_t max_body;
+	int max_connections;
+	int connections;
+	size_t pending; /* requests not yet freed */
+	bool accepting;
+	bool closing;
+	struct metrics *metrics;
+	struct server_route routes[SERVER_ROUTES_MAX];
+	size_t n_routes;
+};
+
+struct server_request {
+	struct server *srv;
+	struct lws *wsi; /* NULL once the connection closed */
+	enum server_method method;
+	char *path;
+	char *query;
+	struct buf body;
+	char peer[64];
+	const char *route_name;
+	bool dispatched;
+	bool answered;
+	bool headers_sent;
+	int status;
+	char *content_type;
+	char *extra_headers; /* "Name: value\n" lines */
+	struct buf resp;
+	size_t sent;
+};
+
+struct server_pss {
+	struct server_request *req;
+};
+
+static struct server *server_of(struct lws *wsi)
+{
+	return lws_context_user(lws_get_context(wsi));
+}
+
+static void server_req_free(struct server_request *r)
+{
+	if (!r)
+		return;
+	r->srv->pending--;
+	free(r->path);
+	free(r->query);
+	free(r->content_type);
+	free(r->extra_headers);
+	buf_free(&r->body);
+	buf_free(&r->resp);
+	free(r);
+}
+
+static const struct {
+	enum lws_token_indexes tok;
+	enum server_method method;
+} server_methods[] = {
+    {WSI_TOKEN_GET_URI, SERVER_GET},     {WSI_TOKEN_POST_URI, SERVER_POST},
+    {WSI_TOKEN_PUT_URI, SERVER_PUT},     {WSI_TOKEN_DELETE_URI, SERVER_DELETE},
+    {WSI_TOKEN_PATCH_URI, SERVER_PATCH}, {WSI_TOKEN_OPTIONS_URI, SERVER_OPTIONS},
+    {WSI_TOKEN_HEAD_URI, SERVER_HEAD},
+};
+
+static enum server_method server_method_of(struct lws *wsi)
+{
+	for (size_t i = 0; i < sizeof server_methods / sizeof *server_methods; i++)
+		if (lws_hdr_total_length(wsi, server_methods[i].tok) > 0)
+			return server_methods[i].method;
+	return 0;
+}
+
+static const struct server_route *server_find(const struct server *s, const char *path)
+{
+	/* Later routes win, so a module can refine an earlier one. */
+	for (size_t i = s->n_routes; i-- > 0;) {
+		const struct server_route *r = &s->routes[i];
+
+		if (r->prefix ? strncmp(path, r->path, r->path_len) == 0
+		              : strcmp(path, r->path) == 0)
+			return r;
+	}
+	return NULL;
+}
+
+static void server_allow_header(unsigned methods, char *out, size_t size)
+{
+	static const char *const names[] = {"GET",   "POST", "PUT",    "DELETE",
+	                                    "PATCH", "HEAD", "OPTIONS"};
+	size_t used = 0;
+
+	out[0] = '\0';
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+		if (!(methods & (1u << i)))
+			continue;
+		int n = snprintf(out + used, size - used, "%s%s", used ? ", " : "", names[i]);
+
+		if (n < 0 || (size_t)n >= size - used)
+			break;
+		used += (size_t)n;
+	}
+}
+
+static void server_json_error(struct server_request *r, int status, const char *msg,
+                              const char *const *headers)
+{
+	char body[256];
+	int n = snprintf(body, sizeof body, "{\"error\":\"%s\"}\n", msg);
+
+	server_respond(r, status, "application/json", body, (size_t)n, headers);
+}
+
+static void server_dispatch(struct server_request *r)
+{
+	const struct server_route *route = server_find(r->srv, r->path);
+
+	r->dispatched = true;
+	if (!route) {
+		r->route_name = "unmatched";
+		server_json_error(r, 404, "not found", NULL);
+		return;
+	}
+	r->route_name = route->name;
+	if (!(route->methods & r->method)) {
+		char allow[128], hdr[160];
+		const char *hdrs[] = {hdr, NULL};
+
+		server_allow_header(route->methods, allow, sizeof allow);
+		snprintf(hdr, sizeof hdr, "Allow: %s", allow);
+		server_json_error(r, 405, "method not allowed", hdrs);
+		return;
+	}
+	route->fn(route->ud, r);
+}
+
+static int server_begin(struct lws *wsi, struct server_pss *pss, const char *uri)
+{
+	struct server *s = server_of(wsi);
+	struct server_request *r;
+	char clen[32];
+	int qlen;
+
+	r = calloc(1, sizeof *r);
+	if (!r)
+		return -1;
+	s->pending++;
+	r->srv = s;
+	r->wsi = wsi;
+	r->route_name = "unmatched";
+	pss->req = r;
+	buf_init(&r->body, s->max_body);
+	buf_init(&r->resp, SIZE_MAX / 2);
+	r->method = server_method_of(wsi);
+	r->path = strndup(uri ? uri : "/", SERVER_PATH_MAX);
+	qlen = lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_URI_ARGS);
+	r->query = calloc(1, qlen > 0 ? (size_t)qlen + 1 : 1);
+	if (!r->path || !r->query)
+		return -1;
+	if (qlen > 0)
+		lws_hdr_copy(wsi, r->query, qlen + 1, WSI_TOKEN_HTTP_URI_ARGS);
+	lws_get_peer_simple(wsi, r->peer, sizeof r->peer);
+
+	if (r->method & (SERVER_POST | SERVER_PUT | SERVER_PATCH)) {
+		if (lws_hdr_copy(wsi, clen, sizeof clen, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0 &&
+		    strtoull(clen, NULL, 10) > s->max_body) {
+			r->route_name =
+			    server_find(s, r->path) ? server_find(s, r->path)->name : "unmatched";
+			r->dispatched = true;
+			server_json_error(r, 413, "request body too large", NULL);
+			return 0;
+		}
+		/* The body arrives in LWS_CALLBACK_HTTP_BODY; dispatch at its end. */
+		return 0;
+	}
+	server_dispatch(r);
+	return 0;
+}
+
+static int server_body(struct server_request *r, const void *in, size_t len)
+{
+	if (r->dispatched)
+		return 0; /* already answered (413): drop the rest */
+	if (buf_append(&r->body, in, len) == SB_ERR_TOOBIG) {
+		r->dispatched = true;
+		server_json_error(r, 413, "request body too large", NULL);
+	}
+	return 0;
+}
+
+/* Writes headers, then body chunks; returns -1 to close the connection. */
+static int server_write(struct lws *wsi, struct server_pss *pss)
+{
+	struct server_request *r = pss->req;
+	unsigned char *start, *p, *end;
+	unsigned char hdrs[LWS_PRE + SERVER_HDRS_MAX];
+	size_t left;
+	int done;
+
+	if (!r || !r->answered)
+		return 0;
+	if (!r->headers_sent) {
+		start = p = hdrs + LWS_PRE;
+		end = hdrs + sizeof hdrs - 1;
+		if (lws_add_http_common_headers(wsi, (unsigned int)r->status, r->content_type,
+		                                (lws_filepos_t)r->resp.len, &p, end))
+			return -1;
+		for (char *line = r->extra_headers; line && *line;) {
+			char *nl = strchr(line, '\n'), *colon = strchr(line, ':');
+			char name[128];
+			const char *val;
+
+			if (!nl || !colon || colon > nl || (size_t)(colon - line) + 2 > sizeof name)
+				break;
+			memcpy(name, line, (size_t)(colon - line) + 1);
+			name[colon - line + 1] = '\0';
+			val = colon + 1;
+			while (*val == ' ')
+				val++;
+			if (lws_add_http_header_by_name(wsi, (const unsigned char *)name,
+			                                (const unsigned char *)val, (int)(nl - val),
+			                                &p, end))
+				return -1;
+			line = nl + 1;
+		}
+		if (lws_finalize_write_http_header(wsi, start, &p, end))
+			return -1;
+		r->headers_sent = true;
+		if (r->resp.len && r->method != SERVER_HEAD) {
+			lws_callback_on_writable(wsi);
+			return 0;
+		}
+	} else {
+		unsigned char chunk[LWS_PRE + SERVER_CHUNK];
+		size_t n;
+
+		left = r->resp.len - r->sent;
+		n = left < SERVER_CHUNK ? left : SERVER_CHUNK;
+		memcpy(chunk + LWS_PRE, r->resp.data + r->sent, n);
+		if (lws_write(wsi, chunk + LWS_PRE, n,
+		              n == left ? LWS_WRITE_HTTP_FINAL : LWS_WRITE_HTTP) != (int)n)
+			return -1;
+		r->sent += n;
+		if (r->sent < r->resp.len) {
+			lws_callback_on_writable(wsi);
+			return 0;
+		}
+	}
+	pss->req = NULL;
+	server_req_free(r);
+	done = lws_http_transaction_completed(wsi);
+	return done ? -1 : 0;
+}
+
+static int server_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                     size_t len)
+{
+	struct server_pss *pss = user;
+	struct server *s;
+
+	switch (reason) {
+	case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
+		s = server_of(wsi);
+		if (!s->accepting || s->connections >= s->max_connections)
+			return 1; /* refuse: draining, or over the connection cap */
+		return 0;
+	case LWS_CALLBACK_HTTP_BIND_PROTOCOL:
+		s = server_of(wsi);
+		s->connections++;
+		if (s->metrics)
+			s->metrics->http_connections = s->connections;
+		return 0;
+	case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
+		s = server_of(wsi);
+		if (s->connections > 0)
+			s->connections--;
+		if (s->metrics)
+			s->metrics->http_connections = s->connections;
+		return 0;
+	case LWS_CALLBACK_HTTP:
+		if (pss->req) /* a pipelined request before the last was answered */
+			return -1;
+		return server_begin(wsi, pss, in);
+	case LWS_CALLBACK_HTTP_BODY:
+		return pss->req ? server_body(pss->req, in, len) : 0;
+	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+		if (pss->req && !pss->req->dispatched)
+			server_dispatch(pss->req);
+		return 0;
+	case LWS_CALLBACK_HTTP_WRITEABLE:
+		return server_write(wsi, pss);
+	case LWS_CALLBACK_CLOSED_HTTP:
+		if (pss && pss->req) {
+			struct server_request *r = pss->req;
+
+			pss->req = NULL;
+			r->wsi = NULL;
+			/* Answered ones are done; unanswered ones wait for
+			 * their handler, which frees them in server_respond. */
+			if (r->answered || !r->dispatched)
+				server_req_free(r);
+		}
+		return 0;
+	default:
+		break;
+	}
+	return lws_callback_http_dummy(wsi, reason, user, in, len);
+}
+
+static const struct lws_protocols server_protocols[] = {
+    {.name = "http", .callback = server_cb, .per_session_data_size = sizeof(struct server_pss)},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+static void server_lws_log(int level, const char *line)
+{
+	char msg[512];
+	size_t n;
+
+	snprintf(msg, sizeof msg, "%s", line);
+	n = strlen(msg);
+	while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+		msg[--n] = '\0';
+	if (level & LLL_ERR)
+		log_error("lws", msg);
+	else
+		log_warn("lws", msg);
+}
+
+static bool server_is_ipv6(const char *bind)
+{
+	return strchr(bind, ':') != NULL;
+}
+
+int server_start(struct server **out, uv_loop_t *loop, const struct server_options *opt)
+{
+	struct lws_context_creation_info info;
+	void *loops[1] = {loop};
+	struct server *s;
+	int rc = SB_ERR_NOMEM;
+
+	*out = NULL;
+	s = calloc(1, sizeof *s);
+	if (!s)
+		goto out;
+	s->loop = loop;
+	s->max_body = opt->max_body_bytes;
+	s->max_connections = opt->max_connections > 0 ? opt->max_connections : 1024;
+	s->metrics = opt->metrics;
+	s->accepting = true;
+	s->bind = strdup(strcmp(opt->bind, "localhost") == 0 ? "127.0.0.1" : opt->bind);
+	if (!s->bind)
+		goto out;
+
+	lws_set_log_level(LLL_ERR | LLL_WARN, server_lws_log);
+	memset(&info, 0, sizeof info);
+	info.port = opt->port;
+	info.iface = s->bind;
+	info.protocols = server_protocols;
+	info.foreign_loops = loops;
+	info.user = s;
+	info.pcontext = &s->ctx;
+	info.vhost_name = "switchboard";
+	info.server_string = "switchboard";
+	info.keepalive_timeout = 5;
+	info.timeout_secs = 30;
+	info.fd_limit_per_thread = (unsigned int)s->max_connections + 32;
+	info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_VALIDATE_UTF8;
+	if (!server_is_ipv6(s->bind))
+		info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+	s->ctx = lws_create_context(&info);
+	if (!s->ctx) {
+		log_error("server", "cannot listen", LOG_S("bind", s->bind),
+		          LOG_I("port", opt->port),
+		          LOG_S("hint", "is another process using the port? change gateway.port "
+		                        "or pass --port"));
+		rc = SB_ERR_IO;
+		goto out;
+	}
+	*out = s;
+	s = NULL;
+	rc = SB_OK;
+out:
+	if (s) {
+		free(s->bind);
+		free(s);
+	}
+	return rc;
+}
+
+int server_route(struct server *s, const char *name, const char *path, bool prefix,
+                 unsigned methods, server_handler fn, void *ud)
+{
+	struct server_route *r;
+
+	if (s->n_routes >= SERVER_ROUTES_MAX)
+		return SB_ERR_TOOBIG;
+	r = &s->routes[s->n_routes];
+	r->path = strdup(path);
+	if (!r->path)
+		return SB_ERR_NOMEM;
+	r->name = name;
+	r->path_len = strlen(path);
+	r->prefix = prefix;
+	r->methods = methods;
+	r->fn = fn;
+	r->ud = ud;
+	s->n_routes++;
+	return SB_OK;
+}
+
+void server_stop_listening(struct server *s)
+{
+	if (s)
+		s->accepting = false;
+}
+
+size_t server_busy(const struct server *s)
+{
+	return s ? s->pending : 0;
+}
+
+void server_close(struct server *s)
+{
+	if (!s || s->closing)
+		return;
+	s->closing = true;
+	s->accepting = false;
+	lws_context_destroy(s->ctx);
+}
+
+void server_free(struct server *s)
+{
+	if (!s)
+		return;
+	/* With a foreign loop the first destroy only starts closing lws'
+	 * handles; once the loop has run them down, this one frees the rest
+	 * (lws clears s->ctx through info.pcontext when it is all gone). */
+	if (s->ctx)
+		lws_context_destroy(s->ctx);
+	for (size_t i = 0; i < s->n_routes; i++)
+		free(s->routes[i].path);
+	free(s->bind);
+	free(s);
+}
+
+enum server_method server_req_method(const struct server_request *r)
+{
+	return r->method;
+}
+
+const char *server_req_path(const struct server_request *r)
+{
+	return r->path;
+}
+
+const char *server_req_query(const struct server_request *r)
+{
+	return r->query;
+}
+
+const char *server_req_body(const struct server_request *r, size_t *len)
+{
+	if (len)
+		*len = r->body.len;
+	return r->body.data ? r->body.data : "";
+}
+
+const char *server_req_peer(const struct server_request *r)
+{
+	return r->peer;
+}
+
+int server_req_header(struct server_request *r, const char *name, char *out, size_t size)
+{
+	char key[128];
+	size_t n = strlen(name);
+	int got;
+
+	if (!r->wsi || n + 2 > sizeof key)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		key[i] = (char)((name[i] >= 'A' && name[i] <= 'Z') ? name[i] + 32 : name[i]);
+	key[n] = ':';
+	key[n + 1] = '\0';
+	for (int tok = 0; tok < WSI_TOKEN_COUNT; tok++) {
+		const unsigned char *t = lws_token_to_string((enum lws_token_indexes)tok);
+
+		if (t && strcmp((const char *)t, key) == 0) {
+			if (lws_hdr_total_length(r->wsi, (enum lws_token_indexes)tok) <= 0)
+				return -1;
+			got = lws_hdr_copy(r->wsi, out, (int)size, (enum lws_token_indexes)tok);
+			return got < 0 ? -1 : got;
+		}
+	}
+	got = lws_hdr_custom_copy(r->wsi, out, (int)size, key, (int)n + 1);
+	return got < 0 ? -1 : got;
+}
+
+int server_respond(struct server_request *r, int status, const char *content_type, const void *body,
+                   size_t len, const char *const *headers)
+{
+	struct buf hdrs;
+	int rc = SB_ERR_NOMEM;
+
+	if (r->answered)
+		return SB_ERR_INVAL;
+	r->answered = true;
+	r->status = status;
+	if (r->srv->metrics)
+		metrics_http(r->srv->metrics, r->route_name, status);
+	if (!r->wsi) {
+		/* The client is gone; nothing to write. */
+		server_req_free(r);
+		return SB_ERR_CLOSED;
+	}
+	buf_init(&hdrs, SERVER_HDRS_MAX);
+	for (; headers && *headers; headers++)
+		if (buf_printf(&hdrs, "%s\n", *headers))
+			goto out;
+	r->extra_headers = buf_steal(&hdrs);
+	r->content_type = strdup(content_type ? content_type : "text/plain");
+	if (!r->extra_headers || !r->content_type)
+		goto out;
+	if (len && buf_append(&r->resp, body, len))
+		goto out;
+	lws_callback_on_writable(r->wsi);
+	rc = SB_OK;
+out:
+	buf_free(&hdrs);
+	if (rc)
+		r->status = 500;
+	if (rc && r->wsi)
+		lws_callback_on_writable(r->wsi);
+	return rc;
+}

@@ -1,0 +1,219 @@
+/*
+ * store.h - the durable store: inbox, outbox, kv, sessions.
+ *
+ * The store sits behind one table of operations (struct store_ops) so that a
+ * PostgreSQL backend can join the SQLite one without touching callers. Every
+ * operation is asynchronous: it is queued to the backend's writer, and its
+ * callback runs later ON THE LOOP THREAD with the result. The durability rule:
+ * a callback that reports SB_OK for a write runs only after the transaction
+ * holding that write is committed to disk (SQLite WAL, synchronous=FULL).
+ *
+ * The SQLite backend has one writer thread that group-commits: everything
+ * queued while a commit runs goes into the next transaction (each operation in
+ * its own savepoint, so one failure does not undo its neighbours).
+ *
+ * All functions below: loop thread only, unless said otherwise. Strings passed
+ * in are copied before the call returns. Results passed to callbacks are
+ * borrowed for the duration of the callback.
+ *
+ * Every operation function returns SB_OK when the operation was queued: its
+ * callback (which may be NULL) then runs exactly once, on the loop thread.
+ * Any other return means nothing was queued and the callback never runs:
+ *   SB_ERR_INVAL   a required field is NULL or a number is out of range
+ *   SB_ERR_NOMEM   copying the arguments failed
+ *   SB_ERR_AGAIN   queue_max operations are outstanding (try again later)
+ *   SB_ERR_CLOSED  close() has started (e.g. called from a callback it runs)
+ * Codes a callback may see: SB_OK; SB_ERR_NOTFOUND (no such row, see each
+ * operation); SB_ERR_INVAL (a constraint was violated, e.g. an unknown
+ * inbox_id); SB_ERR_NOMEM; SB_ERR_STORE (the database failed; for a write,
+ * nothing of it is stored - a failed COMMIT fails every operation of its
+ * batch). Results (ids, items, values) are meaningful only with SB_OK.
+ */
+#ifndef SB_GATEWAY_STORE_H
+#define SB_GATEWAY_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct store;
+
+/* ---- records ---- */
+
+struct store_inbox_new {
+	const char *channel;    /* "webhook", "telegram", ... */
+	const char *account;    /* channel account id ("default") */
+	const char *dedupe_key; /* unique per (channel, account): the event id */
+	const char *payload;    /* the envelope as JSON text */
+};
+
+struct store_inbox_item {
+	int64_t id;
+	const char *channel;
+	const char *account;
+	const char *dedupe_key;
+	const char *payload;
+	int attempts;        /* times it was claimed before this claim (0 the first time) */
+	int64_t received_at; /* unix ms */
+};
+
+struct store_outbox_new {
+	const char *idempotency_key; /* unique; a second put with it is a duplicate */
+	const char *channel;
+	const char *account;
+	const char *target;  /* channel-specific destination (chat id, URL, ...) */
+	const char *payload; /* JSON text */
+	int64_t due_at;      /* unix ms; 0 = now */
+	int64_t inbox_id;    /* the inbox entry it answers (must exist); 0 = none */
+};
+
+struct store_outbox_item {
+	int64_t id;
+	const char *idempotency_key;
+	const char *channel;
+	const char *account;
+	const char *target;
+	const char *payload;
+	int attempts; /* times it was claimed before this claim (0 the first time) */
+	int64_t due_at;
+	int64_t inbox_id; /* 0 = none */
+};
+
+struct store_session {
+	const char *key; /* session key, e.g. agent:main:main */
+	const char *agent_id;
+	const char *session_id; /* current transcript id */
+	const char *meta;       /* JSON text (may be NULL) */
+	int64_t updated_at;     /* unix ms; on put, 0 = now */
+};
+
+struct store_stats {
+	int64_t inbox_pending;  /* not yet done (pending or claimed) */
+	int64_t outbox_pending; /* not yet sent or failed for good */
+	int64_t queue_depth;    /* operations waiting for the writer (not counting this one) */
+};
+
+/* ---- callbacks (loop thread) ---- */
+
+/* rc SB_OK; id of the row; duplicate=true when the dedupe/idempotency key
+ * existed already (id is then the existing row's). */
+typedef void (*store_put_cb)(void *ud, int rc, int64_t id, bool duplicate);
+typedef void (*store_done_cb)(void *ud, int rc);
+typedef void (*store_inbox_cb)(void *ud, int rc, const struct store_inbox_item *items, size_t n);
+typedef void (*store_outbox_cb)(void *ud, int rc, const struct store_outbox_item *items, size_t n);
+/* value NULL with rc SB_ERR_NOTFOUND when absent. */
+typedef void (*store_kv_cb)(void *ud, int rc, const char *value);
+typedef void (*store_session_cb)(void *ud, int rc, const struct store_session *s);
+typedef void (*store_stats_cb)(void *ud, int rc, const struct store_stats *st);
+
+/* Called on the loop thread after each group commit (for metrics). */
+typedef void (*store_commit_cb)(void *ud, double seconds, size_t ops, int rc);
+
+struct store_options {
+	const char *path;        /* SQLite file (copied); its directory must exist */
+	int64_t busy_timeout_ms; /* 0 = 5000 */
+	size_t batch_max;        /* ops in one transaction; 0 = 256 */
+	/* Operations accepted and whose callbacks have not run yet (queued,
+	 * being written, or waiting for the loop); one more is SB_ERR_AGAIN.
+	 * 0 = 10000. */
+	size_t queue_max;
+	store_commit_cb on_commit; /* optional */
+	void *on_commit_ud;
+};
+
+/* The largest max a claim accepts, and the most replies one inbox_done takes. */
+#define STORE_CLAIM_MAX 1024
+
+/* ---- the backend contract ---- */
+
+struct store_ops {
+	const char *name;
+	/* Opens (creating if needed) and migrates the database, starts the
+	 * writer and registers a uv_async_t handle on loop. *out is set on
+	 * SB_OK. Returns SB_ERR_INVAL, SB_ERR_NOMEM, SB_ERR_IO, or SB_ERR_STORE
+	 * (cannot open, migration failed, or the file's schema is newer than
+	 * this build). */
+	int (*open)(struct store **out, uv_loop_t *loop, const struct store_options *opt);
+	/* Refuses new operations (SB_ERR_CLOSED), finishes every queued one
+	 * and runs their callbacks on the calling thread, stops the writer,
+	 * closes the database and frees the store. Blocks until the writer is
+	 * joined; call it at shutdown only, never from a store callback. It
+	 * uv_close()s the store's async handle: run the loop afterwards (until
+	 * all handles are closed) so that the handle's memory is released.
+	 * NULL is a no-op. */
+	void (*close)(struct store *s);
+
+	/* Adds a pending message; all fields are required. A duplicate
+	 * (channel, account, dedupe_key) reports the existing id with
+	 * duplicate=true (SB_OK, nothing written). */
+	int (*inbox_put)(struct store *s, const struct store_inbox_new *m, store_put_cb cb,
+	                 void *ud);
+	/* Claims up to max (1..STORE_CLAIM_MAX) entries, oldest id first, for
+	 * lease_ms (>= 0): pending ones, and claimed ones whose lease has
+	 * expired (lease_until < now; this is how a crashed process's claims
+	 * come back). Sets them claimed, lease_until = now + lease_ms,
+	 * attempts + 1. n may be 0. */
+	int (*inbox_claim)(struct store *s, size_t max, int64_t lease_ms, store_inbox_cb cb,
+	                   void *ud);
+	/* Marks an entry done and, in the same transaction, puts the replies
+	 * (n may be 0, at most STORE_CLAIM_MAX; a reply's inbox_id of 0 means
+	 * this entry). Replies whose idempotency key exists are skipped. All or
+	 * nothing: if one reply fails, the entry is not marked done either.
+	 * SB_ERR_NOTFOUND when no entry has that id. */
+	int (*inbox_done)(struct store *s, int64_t inbox_id, const struct store_outbox_new *replies,
+	                  size_t n, store_done_cb cb, void *ud);
+	/* Gives a claimed entry back (pending again) without counting it done.
+	 * SB_ERR_NOTFOUND when no claimed entry has that id. */
+	int (*inbox_release)(struct store *s, int64_t inbox_id, store_done_cb cb, void *ud);
+
+	/* Adds a pending entry; every string is required. A duplicate
+	 * idempotency key reports the existing id with duplicate=true. */
+	int (*outbox_put)(struct store *s, const struct store_outbox_new *m, store_put_cb cb,
+	                  void *ud);
+	/* Claims up to max entries, by due_at then id: pending ones with
+	 * due_at <= now, and claimed ones whose lease has expired. Same limits
+	 * and effects as inbox_claim. */
+	int (*outbox_claim_due)(struct store *s, size_t max, int64_t lease_ms, store_outbox_cb cb,
+	                        void *ud);
+	/* Sent: records the channel's message id (may be NULL) and sent_at.
+	 * SB_ERR_NOTFOUND when no entry has that id. */
+	int (*outbox_done)(struct store *s, int64_t id, const char *channel_msg_id,
+	                   store_done_cb cb, void *ud);
+	/* Not sent: records error (may be NULL) and makes it pending again with
+	 * due_at = retry_at (unix ms), or failed for good when retry_at < 0.
+	 * SB_ERR_NOTFOUND when no entry that is not already sent has that id. */
+	int (*outbox_failed)(struct store *s, int64_t id, const char *error, int64_t retry_at,
+	                     store_done_cb cb, void *ud);
+
+	/* Reads a value (SB_ERR_NOTFOUND when absent) / inserts or replaces it
+	 * (value required). */
+	int (*kv_get)(struct store *s, const char *ns, const char *key, store_kv_cb cb, void *ud);
+	int (*kv_put)(struct store *s, const char *ns, const char *key, const char *value,
+	              store_done_cb cb, void *ud);
+
+	/* Reads a session (SB_ERR_NOTFOUND and NULL when absent) / inserts or
+	 * replaces it (key, agent_id, session_id required). */
+	int (*session_get)(struct store *s, const char *key, store_session_cb cb, void *ud);
+	int (*session_put)(struct store *s, const struct store_session *sess, store_done_cb cb,
+	                   void *ud);
+
+	/* Counts, read in the writer's transaction (see struct store_stats). */
+	int (*stats)(struct store *s, store_stats_cb cb, void *ud);
+};
+
+/* Every backend's struct begins with this. */
+struct store {
+	const struct store_ops *ops;
+};
+
+/* The SQLite backend. */
+extern const struct store_ops store_sqlite_ops;
+
+/* Finds a backend by name ("sqlite"); NULL if unknown. */
+const struct store_ops *store_backend(const char *name);
+
+/* The schema version the SQLite backend migrates to. */
+#define STORE_SQLITE_SCHEMA_VERSION 1
+
+#endif

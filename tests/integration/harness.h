@@ -1,0 +1,62 @@
+/*
+ * harness.h - the integration harness: run the real switchboard binary with a
+ * temporary home on a free loopback port, wait for /readyz, talk to it over
+ * HTTP, stop it, and check how it exited. Used by every integration test.
+ *
+ * Blocking helpers, for test processes only.
+ */
+#ifndef SB_TESTS_HARNESS_H
+#define SB_TESTS_HARNESS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "gateway/core/buf.h"
+
+struct harness_daemon {
+	pid_t pid;
+	int port;
+	char home[512];
+	char log_path[600]; /* the daemon's stderr */
+};
+
+/* Creates a fresh temporary directory (to be used as SWITCHBOARD_HOME). */
+int harness_tmpdir(char *out, size_t size);
+
+/* Removes a directory tree. */
+void harness_rmrf(const char *path);
+
+/* A port on 127.0.0.1 that was free a moment ago. */
+int harness_free_port(void);
+
+/* Runs `switchboard ARGS...` with SWITCHBOARD_HOME=home, waits for it,
+ * captures stdout and stderr (merged) into out (may be NULL) and returns
+ * the exit status (or -1 if it did not exit normally). */
+int harness_cli(const char *home, struct buf *out, const char *const *args);
+
+/* Starts `switchboard gateway --port P` (plus extra args, NULL-terminated or
+ * NULL) with SWITCHBOARD_HOME=home; stderr goes to home/gateway.log. Runs
+ * `switchboard init` first when home has no config yet. */
+int harness_daemon_start(struct harness_daemon *d, const char *home, const char *const *extra);
+
+/* Polls GET /readyz until 200 or timeout. Returns 0 when ready. */
+int harness_wait_ready(const struct harness_daemon *d, int timeout_ms);
+
+/* One HTTP request to 127.0.0.1:port. Returns the status (0 on failure);
+ * body receives the response body when not NULL. headers: NULL-terminated
+ * "Name: value" list or NULL. */
+long harness_http(int port, const char *method, const char *path, const char *const *headers,
+                  const char *body, struct buf *resp);
+
+/* Sends sig and waits up to timeout_ms for the process to exit. Returns the
+ * exit code, 128+signal if it died of a signal, or -1 on timeout (the process
+ * is then killed). */
+int harness_daemon_stop(struct harness_daemon *d, int sig, int timeout_ms);
+
+/* Reads the daemon's log into out. */
+int harness_daemon_log(const struct harness_daemon *d, struct buf *out);
+
+/* Writes text to path (creating or replacing it). */
+int harness_write_file(const char *path, const char *text);
+
+#endif

@@ -1,0 +1,300 @@
+/*
+ * test_gateway.c - the real daemon: init, start on a free loopback port,
+ * health/readiness/metrics, routing errors, body caps, reload on SIGHUP and on
+ * file change (valid and invalid), the CLI's usage and errors, one gateway per
+ * home, and a clean exit on SIGTERM (the sanitizer build turns leaks into a
+ * non-zero exit, so exit code 0 also means "no leaks").
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "harness.h"
+
+static int wait_for_log(struct harness_daemon *d, const char *needle, int timeout_ms)
+{
+	for (int waited = 0; waited < timeout_ms; waited += 20) {
+		struct buf log;
+		int found;
+
+		buf_init(&log, 64 << 20);
+		harness_daemon_log(d, &log);
+		found = log.data && strstr(log.data, needle) != NULL;
+		buf_free(&log);
+		if (found)
+			return 0;
+		usleep(20000);
+	}
+	return -1;
+}
+
+static void test_init_creates_home(void **state)
+{
+	char home[512], path[700];
+	const char *init[] = {"init", NULL};
+	struct buf out;
+	struct stat st;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	buf_init(&out, 1 << 20);
+	assert_int_equal(harness_cli(home, &out, init), 0);
+	assert_non_null(strstr(out.data, "switchboard.yaml   created"));
+	assert_non_null(strstr(out.data, "gateway.token      created (0600)"));
+	snprintf(path, sizeof path, "%s/gateway.token", home);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	assert_int_equal(st.st_size, 65); /* 64 hex characters and a newline */
+	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0077, 0);
+	snprintf(path, sizeof path, "%s/workspaces/main/AGENTS.md", home);
+	assert_int_equal(access(path, R_OK), 0);
+	snprintf(path, sizeof path, "%s/workspaces/main/HEARTBEAT.md", home);
+	assert_int_equal(access(path, R_OK), 0);
+	snprintf(path, sizeof path, "%s/agents/main/sessions", home);
+	assert_int_equal(stat(path, &st), 0);
+	assert_true(S_ISDIR(st.st_mode));
+
+	/* A second run keeps everything and says so. */
+	snprintf(path, sizeof path, "%s/workspaces/main/SOUL.md", home);
+	assert_int_equal(harness_write_file(path, "custom soul\n"), 0);
+	buf_reset(&out);
+	assert_int_equal(harness_cli(home, &out, init), 0);
+	assert_non_null(strstr(out.data, "switchboard.yaml   kept"));
+	assert_non_null(strstr(out.data, "gateway.token      kept"));
+	assert_non_null(strstr(out.data, "(0 files written)"));
+	buf_free(&out);
+	{
+		struct buf soul;
+		FILE *f = fopen(path, "r");
+		char tmp[64];
+		size_t n;
+
+		assert_non_null(f);
+		buf_init(&soul, 1024);
+		n = fread(tmp, 1, sizeof tmp, f);
+		buf_append(&soul, tmp, n);
+		fclose(f);
+		assert_string_equal(soul.data, "custom soul\n");
+		buf_free(&soul);
+	}
+	harness_rmrf(home);
+}
+
+static void test_cli_usage(void **state)
+{
+	char home[512];
+	struct buf out;
+	const char *none[] = {NULL};
+	const char *bogus[] = {"frobnicate", NULL};
+	const char *help[] = {"--help", NULL};
+	const char *gw_help[] = {"gateway", "--help", NULL};
+	const char *gw_bad_port[] = {"gateway", "--port", "99999", NULL};
+	const char *gw_extra[] = {"gateway", "extra", NULL};
+	const char *cfg_bad[] = {"config", "frob", NULL};
+	const char *version[] = {"version", NULL};
+	const char *no_cfg[] = {"gateway", NULL};
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	buf_init(&out, 1 << 20);
+	assert_int_equal(harness_cli(home, &out, none), 2);
+	assert_non_null(strstr(out.data, "usage: switchboard <command>"));
+	buf_reset(&out);
+	assert_int_equal(harness_cli(home, &out, bogus), 2);
+	assert_non_null(strstr(out.data, "unknown command \"frobnicate\""));
+	buf_reset(&out);
+	assert_int_equal(harness_cli(home, &out, help), 0);
+	assert_non_null(strstr(out.data, "gateway"));
+	assert_non_null(strstr(out.data, "init"));
+	buf_reset(&out);
+	assert_int_equal(harness_cli(home, &out, gw_help), 0);
+	assert_non_null(strstr(out.data, "usage: switchboard gateway [--config FILE] [--port N]"));
+	buf_reset(&out);
+	assert_int_equal(harness_cli(home, &out, gw_bad_port), 2);
+	assert_non_null(strstr(out.data, "--port wants a number from 1 to 65535, got \"99999\""));
+	buf_reset(&out);
+	assert_int_equal(harness_cli(home, &out, gw_extra), 2);
+	buf_reset(&out);
+	assert_int_equal(harness_cli(home, &out, cfg_bad), 2);
+	assert_non_null(strstr(out.data, "unknown subcommand \"frob\""));
+	buf_reset(&out);
+	assert_int_equal(harness_cli(home, &out, version), 0);
+	assert_non_null(strstr(out.data, "switchboard 0."));
+	buf_reset(&out);
+	/* No home yet: the gateway says how to make one. */
+	assert_int_equal(harness_cli(home, &out, no_cfg), 1);
+	assert_non_null(strstr(out.data, "run `switchboard init`"));
+	buf_free(&out);
+	harness_rmrf(home);
+}
+
+static void test_config_check_lists_every_error(void **state)
+{
+	char home[512], path[700];
+	const char *init[] = {"init", NULL};
+	const char *check[] = {"config", "check", NULL};
+	struct buf out;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_cli(home, NULL, init), 0);
+	buf_init(&out, 1 << 20);
+	assert_int_equal(harness_cli(home, &out, check), 0);
+	assert_non_null(strstr(out.data, "ok: "));
+	assert_non_null(strstr(out.data, "(1 agent)"));
+
+	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
+	assert_int_equal(harness_write_file(path, "gateway:\n"
+	                                          "  prot: 8080\n"
+	                                          "  drain_timeout: soon\n"
+	                                          "log:\n"
+	                                          "  level: loud\n"
+	                                          "agents:\n"
+	                                          "  - id: main\n"),
+	                 0);
+	buf_reset(&out);
+	assert_int_equal(harness_cli(home, &out, check), 1);
+	/* every problem, each with file:line:col and the key */
+	assert_non_null(strstr(out.data, "switchboard.yaml:2:3: gateway.prot: "));
+	assert_non_null(strstr(out.data, "did you mean \"port\"?"));
+	assert_non_null(strstr(out.data, "switchboard.yaml:3:18: gateway.drain_timeout: "));
+	assert_non_null(strstr(out.data, "switchboard.yaml:5:10: log.level: "));
+	assert_non_null(strstr(out.data, "3 errors in "));
+	buf_free(&out);
+	harness_rmrf(home);
+}
+
+static void test_gateway_serves_and_stops_cleanly(void **state)
+{
+	struct harness_daemon d;
+	char home[512];
+	struct buf body, log;
+	long st;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_daemon_start(&d, home, NULL), 0);
+	assert_int_equal(harness_wait_ready(&d, 20000), 0);
+	buf_init(&body, 1 << 20);
+
+	assert_int_equal(harness_http(d.port, "GET", "/healthz", NULL, NULL, &body), 200);
+	assert_string_equal(body.data, "{\"status\":\"ok\"}\n");
+	buf_reset(&body);
+	assert_int_equal(harness_http(d.port, "GET", "/readyz", NULL, NULL, &body), 200);
+	assert_string_equal(body.data, "{\"status\":\"ready\"}\n");
+	buf_reset(&body);
+	assert_int_equal(harness_http(d.port, "GET", "/nope", NULL, NULL, &body), 404);
+	assert_string_equal(body.data, "{\"error\":\"not found\"}\n");
+	buf_reset(&body);
+	assert_int_equal(harness_http(d.port, "POST", "/healthz", NULL, "{}", &body), 405);
+	buf_reset(&body);
+	/* a body over gateway.max_body (default 1 MiB) is refused by its length */
+	{
+		const char *hdrs[] = {"Content-Length: 2000000", NULL};
+
+		st = harness_http(d.port, "POST", "/anything", hdrs, NULL, &body);
+		assert_int_equal(st, 413);
+	}
+	buf_reset(&body);
+
+	assert_int_equal(harness_http(d.port, "GET", "/metrics", NULL, NULL, &body), 200);
+	assert_non_null(strstr(body.data, "# TYPE switchboard_uptime_seconds gauge\n"));
+	assert_non_null(strstr(body.data, "switchboard_http_requests_total{route=\"/healthz\","
+	                                  "status=\"2xx\"} 1\n"));
+	assert_non_null(strstr(body.data, "switchboard_http_requests_total{route=\"/healthz\","
+	                                  "status=\"4xx\"} 1\n"));
+	assert_non_null(strstr(body.data, "switchboard_http_requests_total{route=\"unmatched\","
+	                                  "status=\"4xx\"} 2\n"));
+	assert_non_null(strstr(body.data, "# TYPE switchboard_store_commit_seconds histogram\n"));
+	assert_non_null(strstr(body.data, "switchboard_inbox_depth 0\n"));
+	assert_non_null(strstr(body.data, "switchboard_outbox_depth 0\n"));
+
+	/* one gateway per home */
+	{
+		struct harness_daemon d2;
+
+		assert_int_equal(harness_daemon_start(&d2, home, NULL), 0);
+		/* it exits by itself with status 1 */
+		assert_int_equal(harness_daemon_stop(&d2, 0, 10000), 1);
+		buf_init(&log, 64 << 20);
+		harness_daemon_log(&d2, &log);
+		assert_non_null(strstr(log.data, "another gateway is running with this home"));
+		buf_free(&log);
+	}
+
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
+	buf_init(&log, 64 << 20);
+	harness_daemon_log(&d, &log);
+	assert_non_null(strstr(log.data, "msg=draining signal=SIGTERM"));
+	assert_non_null(strstr(log.data, "msg=stopped"));
+	assert_null(strstr(log.data, "LeakSanitizer"));
+	buf_free(&log);
+	buf_free(&body);
+	harness_rmrf(home);
+}
+
+static void test_reload(void **state)
+{
+	struct harness_daemon d;
+	char home[512], path[700];
+	struct buf log;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_daemon_start(&d, home, NULL), 0);
+	assert_int_equal(harness_wait_ready(&d, 20000), 0);
+	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
+
+	/* An invalid file is rejected with file:line and the old config stays. */
+	assert_int_equal(
+	    harness_write_file(path, "gateway:\n  port: many\nagents:\n  - id: main\n"), 0);
+	kill(d.pid, SIGHUP);
+	assert_int_equal(wait_for_log(&d, "reload rejected", 5000), 0);
+	assert_int_equal(wait_for_log(&d, "switchboard.yaml:2:9", 100), 0);
+	assert_int_equal(harness_http(d.port, "GET", "/readyz", NULL, NULL, NULL), 200);
+
+	/* A valid change applies, and a listen-port change is reported as
+	 * needing a restart. Saving the file is enough (no signal). */
+	assert_int_equal(harness_write_file(path, "gateway:\n  port: 1999\nlog:\n  level: debug\n"
+	                                          "agents:\n  - id: main\n"),
+	                 0);
+	assert_int_equal(wait_for_log(&d, "msg=reloaded trigger=\"file change\"", 5000), 0);
+	assert_int_equal(
+	    wait_for_log(&d, "change takes effect after a restart\" key=gateway.port", 100), 0);
+	/* still serving on the port it started with */
+	assert_int_equal(harness_http(d.port, "GET", "/healthz", NULL, NULL, NULL), 200);
+
+	kill(d.pid, SIGHUP);
+	assert_int_equal(wait_for_log(&d, "msg=unchanged trigger=SIGHUP", 5000), 0);
+
+	buf_init(&log, 1 << 20);
+	assert_int_equal(harness_http(d.port, "GET", "/metrics", NULL, NULL, &log), 200);
+	assert_non_null(strstr(log.data, "switchboard_config_reloads_total 1\n"));
+	assert_non_null(strstr(log.data, "switchboard_config_reload_failures_total 1\n"));
+	buf_free(&log);
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
+	harness_rmrf(home);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_init_creates_home),
+	    cmocka_unit_test(test_cli_usage),
+	    cmocka_unit_test(test_config_check_lists_every_error),
+	    cmocka_unit_test(test_gateway_serves_and_stops_cleanly),
+	    cmocka_unit_test(test_reload),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

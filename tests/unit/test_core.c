@@ -1,0 +1,293 @@
+/*
+ * test_core.c - the small core library: buffers, number parsing, logging
+ * (format, escaping, redaction), envelopes, metrics rendering.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "gateway/core/buf.h"
+#include "gateway/core/envelope.h"
+#include "gateway/core/err.h"
+#include "gateway/core/log.h"
+#include "gateway/core/num.h"
+#include "gateway/metrics.h"
+
+static void test_buf_bounds(void **state)
+{
+	struct buf b;
+
+	(void)state;
+	buf_init(&b, 8);
+	assert_int_equal(buf_puts(&b, "abcd"), SB_OK);
+	assert_int_equal(buf_printf(&b, "%d", 123), SB_OK);
+	assert_string_equal(b.data, "abcd123");
+	/* one byte left: a two-byte append fails and changes nothing */
+	assert_int_equal(buf_puts(&b, "xy"), SB_ERR_TOOBIG);
+	assert_string_equal(b.data, "abcd123");
+	assert_int_equal(buf_puts(&b, "z"), SB_OK);
+	assert_int_equal(b.len, 8);
+	assert_int_equal(buf_printf(&b, "%s", "q"), SB_ERR_TOOBIG);
+	buf_reset(&b);
+	assert_int_equal(b.len, 0);
+	assert_string_equal(b.data, "");
+	char *s = buf_steal(&b);
+	assert_string_equal(s, "");
+	free(s);
+	assert_null(b.data);
+	buf_free(&b);
+}
+
+static void test_buf_grows(void **state)
+{
+	struct buf b;
+
+	(void)state;
+	buf_init(&b, 1 << 20);
+	for (int i = 0; i < 10000; i++)
+		assert_int_equal(buf_printf(&b, "%04d", i % 10000), SB_OK);
+	assert_int_equal(b.len, 40000);
+	assert_memory_equal(b.data + 39996, "9999", 4);
+	buf_free(&b);
+}
+
+static void test_num_parse(void **state)
+{
+	int64_t v = 0;
+	uint64_t u = 0;
+
+	(void)state;
+	assert_int_equal(num_parse_i64("8790", 1, 65535, &v), SB_OK);
+	assert_int_equal(v, 8790);
+	assert_int_equal(num_parse_i64("-5", -10, 10, &v), SB_OK);
+	assert_int_equal(v, -5);
+	assert_int_equal(num_parse_i64("70000", 1, 65535, &v), SB_ERR_TOOBIG);
+	assert_int_equal(num_parse_i64("12x", 0, 100, &v), SB_ERR_INVAL);
+	assert_int_equal(num_parse_i64("", 0, 100, &v), SB_ERR_INVAL);
+	assert_int_equal(num_parse_i64(" 1", 0, 100, &v), SB_ERR_INVAL);
+	assert_int_equal(num_parse_i64("99999999999999999999", 0, INT64_MAX, &v), SB_ERR_TOOBIG);
+	assert_int_equal(num_parse_u64("-1", UINT64_MAX, &u), SB_ERR_INVAL);
+	assert_int_equal(num_parse_u64("42", 100, &u), SB_OK);
+	assert_int_equal(u, 42);
+
+	assert_int_equal(num_parse_duration_ms("250ms", &v), SB_OK);
+	assert_int_equal(v, 250);
+	assert_int_equal(num_parse_duration_ms("30s", &v), SB_OK);
+	assert_int_equal(v, 30000);
+	assert_int_equal(num_parse_duration_ms("5m", &v), SB_OK);
+	assert_int_equal(v, 300000);
+	assert_int_equal(num_parse_duration_ms("2h", &v), SB_OK);
+	assert_int_equal(v, 7200000);
+	assert_int_equal(num_parse_duration_ms("1d", &v), SB_OK);
+	assert_int_equal(v, 86400000);
+	assert_int_equal(num_parse_duration_ms("1500", &v), SB_OK);
+	assert_int_equal(v, 1500);
+	assert_int_equal(num_parse_duration_ms("5 s", &v), SB_ERR_INVAL);
+	assert_int_equal(num_parse_duration_ms("s", &v), SB_ERR_INVAL);
+	assert_int_equal(num_parse_duration_ms("5y", &v), SB_ERR_INVAL);
+	assert_int_equal(num_parse_size("64KiB", &v), SB_OK);
+	assert_int_equal(v, 65536);
+	assert_int_equal(num_parse_size("10MiB", &v), SB_OK);
+	assert_int_equal(v, 10485760);
+	assert_int_equal(num_parse_size("512", &v), SB_OK);
+	assert_int_equal(v, 512);
+	assert_int_equal(num_parse_size("99999999999GiB", &v), SB_ERR_TOOBIG);
+}
+
+/* Captures log lines through a memory FILE. */
+static char *capture_log(void (*emit)(void))
+{
+	char *data = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&data, &len);
+
+	assert_non_null(f);
+	log_configure(LOG_DEBUG, LOG_FORMAT_LOGFMT, f);
+	emit();
+	log_configure(LOG_INFO, LOG_FORMAT_LOGFMT, NULL);
+	fclose(f);
+	return data;
+}
+
+static void emit_logfmt(void)
+{
+	log_info("store", "opened db", LOG_S("path", "/tmp/a b"), LOG_I("schema", 3),
+	         LOG_S("plain", "x"), LOG_S("quote", "say \"hi\"\n"));
+	log_debug("core", "second");
+}
+
+static void test_log_logfmt(void **state)
+{
+	char *out = capture_log(emit_logfmt);
+	char *second;
+
+	(void)state;
+	assert_non_null(strstr(out, " level=info module=store msg=\"opened db\" path=\"/tmp/a b\" "
+	                            "schema=3 plain=x quote=\"say \\\"hi\\\"\\n\"\n"));
+	assert_true(strncmp(out, "ts=", 3) == 0);
+	second = strchr(out, '\n') + 1;
+	assert_non_null(strstr(second, "level=debug module=core msg=second\n"));
+	/* exactly two lines */
+	assert_null(strchr(strchr(second, '\n') + 1, '\n'));
+	free(out);
+}
+
+static void emit_secret(void)
+{
+	static const char *const secrets[] = {"xoxb-SECRET-123", "abc", "tg:TOKEN"};
+
+	log_set_secrets(secrets, 3);
+	log_warn("slack", "auth failed for xoxb-SECRET-123 (again)", LOG_S("token", "tg:TOKEN"),
+	         LOG_S("url", "https://api/bottg:TOKEN/getMe"), LOG_S("word", "abc"));
+	log_set_secrets(NULL, 0);
+	log_warn("slack", "after", LOG_S("token", "tg:TOKEN"));
+}
+
+static void test_log_redacts_secrets(void **state)
+{
+	char *out = capture_log(emit_secret);
+
+	(void)state;
+	assert_null(strstr(strchr(out, '\n') ? out : out, "xoxb-SECRET-123"));
+	assert_non_null(strstr(out, "msg=\"auth failed for [REDACTED] (again)\""));
+	assert_non_null(strstr(out, "token=[REDACTED]"));
+	assert_non_null(strstr(out, "url=https://api/bot[REDACTED]/getMe"));
+	/* values shorter than 4 bytes are not treated as secrets */
+	assert_non_null(strstr(out, "word=abc"));
+	/* cleared: the second line shows the value again */
+	assert_non_null(strstr(out, "msg=after token=tg:TOKEN"));
+	free(out);
+}
+
+static void test_log_json(void **state)
+{
+	char line[512];
+	struct log_field f[] = {LOG_S("k", "v\"1"), LOG_I("n", -7), LOG_D("d", 0.5)};
+
+	(void)state;
+	log_configure(LOG_INFO, LOG_FORMAT_JSON, NULL);
+	log_format_event(line, sizeof line, LOG_ERROR, "gw", "boom", f, 3);
+	log_configure(LOG_INFO, LOG_FORMAT_LOGFMT, NULL);
+	assert_true(strncmp(line, "{\"ts\":\"", 7) == 0);
+	assert_non_null(strstr(line, "\",\"level\":\"error\",\"module\":\"gw\",\"msg\":\"boom\","
+	                             "\"k\":\"v\\\"1\",\"n\":-7,\"d\":0.5}"));
+}
+
+static void test_log_parse(void **state)
+{
+	enum log_level l;
+	enum log_format f;
+
+	(void)state;
+	assert_int_equal(log_level_parse("warn", &l), SB_OK);
+	assert_int_equal(l, LOG_WARN);
+	assert_int_equal(log_level_parse("verbose", &l), SB_ERR_INVAL);
+	assert_int_equal(log_format_parse("json", &f), SB_OK);
+	assert_int_equal(f, LOG_FORMAT_JSON);
+	assert_int_equal(log_format_parse("xml", &f), SB_ERR_INVAL);
+}
+
+static void test_envelope_roundtrip(void **state)
+{
+	struct envelope in = {
+	    .channel = "telegram",
+	    .account = "default",
+	    .event_id = "update:991",
+	    .peer_kind = ENVELOPE_PEER_GROUP,
+	    .peer_id = "-100123",
+	    .thread_id = "42",
+	    .sender_id = "777",
+	    .sender_name = "Zoë \"Z\"",
+	    .text = "hello\nworld ✓",
+	    .mentioned = true,
+	    .received_at = 1764464400123,
+	    .raw = "{\"update_id\":991}",
+	};
+	struct envelope out;
+	char *json = envelope_to_json(&in);
+
+	(void)state;
+	assert_non_null(json);
+	assert_int_equal(envelope_from_json(json, &out), SB_OK);
+	assert_string_equal(out.channel, "telegram");
+	assert_string_equal(out.event_id, "update:991");
+	assert_int_equal(out.peer_kind, ENVELOPE_PEER_GROUP);
+	assert_string_equal(out.peer_id, "-100123");
+	assert_string_equal(out.thread_id, "42");
+	assert_null(out.parent_id);
+	assert_string_equal(out.sender_name, "Zoë \"Z\"");
+	assert_string_equal(out.text, "hello\nworld ✓");
+	assert_true(out.mentioned);
+	assert_false(out.untrusted);
+	assert_int_equal(out.received_at, 1764464400123);
+	/* raw is embedded as JSON, not as an escaped string */
+	assert_non_null(strstr(json, "\"raw\":{\"update_id\":991}"));
+	assert_string_equal(out.raw, "{\"update_id\":991}");
+	envelope_release(&out);
+	free(json);
+
+	assert_int_equal(envelope_from_json("{\"channel\":\"x\"}", &out), SB_ERR_INVAL);
+	assert_int_equal(envelope_from_json("[1]", &out), SB_ERR_INVAL);
+	assert_int_equal(envelope_from_json("{\"channel\":\"x\",\"event_id\":\"1\",\"peer_kind\":"
+	                                    "\"room\"}",
+	                                    &out),
+	                 SB_ERR_INVAL);
+	assert_int_equal(envelope_from_json("not json", &out), SB_ERR_INVAL);
+}
+
+static void test_metrics_render(void **state)
+{
+	struct metrics m;
+	struct buf out;
+
+	(void)state;
+	metrics_init(&m);
+	metrics_http(&m, "/healthz", 200);
+	metrics_http(&m, "/healthz", 200);
+	metrics_http(&m, "unmatched", 404);
+	metrics_commit(&m, 0.0007, 3, SB_OK);
+	metrics_commit(&m, 0.02, 5, SB_OK);
+	metrics_commit(&m, 9.0, 1, SB_ERR_STORE);
+	m.inbox_depth = 4;
+	buf_init(&out, 1 << 20);
+	assert_int_equal(metrics_render(&m, &out), SB_OK);
+	assert_non_null(strstr(out.data, "switchboard_http_requests_total{route=\"/healthz\","
+	                                 "status=\"2xx\"} 2\n"));
+	assert_non_null(strstr(out.data, "switchboard_http_requests_total{route=\"unmatched\","
+	                                 "status=\"4xx\"} 1\n"));
+	/* cumulative buckets */
+	assert_non_null(
+	    strstr(out.data, "switchboard_store_commit_seconds_bucket{le=\"0.0005\"} 0\n"));
+	assert_non_null(
+	    strstr(out.data, "switchboard_store_commit_seconds_bucket{le=\"0.001\"} 1\n"));
+	assert_non_null(
+	    strstr(out.data, "switchboard_store_commit_seconds_bucket{le=\"0.025\"} 2\n"));
+	assert_non_null(
+	    strstr(out.data, "switchboard_store_commit_seconds_bucket{le=\"2.5\"} 2\n"));
+	assert_non_null(
+	    strstr(out.data, "switchboard_store_commit_seconds_bucket{le=\"+Inf\"} 3\n"));
+	assert_non_null(strstr(out.data, "switchboard_store_commit_seconds_count 3\n"));
+	assert_non_null(strstr(out.data, "switchboard_store_commit_ops_total 9\n"));
+	assert_non_null(strstr(out.data, "switchboard_store_commit_failures_total 1\n"));
+	assert_non_null(strstr(out.data, "# TYPE switchboard_inbox_depth gauge\n"
+	                                 "switchboard_inbox_depth 4\n"));
+	buf_free(&out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_buf_bounds),          cmocka_unit_test(test_buf_grows),
+	    cmocka_unit_test(test_num_parse),           cmocka_unit_test(test_log_logfmt),
+	    cmocka_unit_test(test_log_redacts_secrets), cmocka_unit_test(test_log_json),
+	    cmocka_unit_test(test_log_parse),           cmocka_unit_test(test_envelope_roundtrip),
+	    cmocka_unit_test(test_metrics_render),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

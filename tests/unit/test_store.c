@@ -1,0 +1,1192 @@
+/*
+ * test_store.c - the SQLite store backend: schema, every operation, group
+ * commit, bounds and close. Each test opens a fresh database in its own
+ * temporary directory, drives the uv loop until the callbacks it waits for
+ * have run, and checks the rows with a separate sqlite3 connection.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+#include <uv.h>
+
+#include "gateway/core/err.h"
+#include "gateway/store.h"
+
+#define WAIT_MS 10000
+#define MAX_ITEMS 32
+
+struct fx {
+	char dir[256];
+	char path[320];
+	uv_loop_t loop;
+	uv_timer_t guard;
+	int guard_fired;
+	struct store *st;
+	const struct store_ops *ops;
+	/* on_commit */
+	size_t commits;
+	size_t commit_ops;
+	size_t commit_max_ops;
+	size_t commit_failures;
+	size_t last_commit_ops;
+};
+
+/* Incremented by every result callback; tests wait on it. */
+static int g_calls;
+
+/* ---- result records (callbacks copy what they are lent) ---- */
+
+struct put_res {
+	int calls;
+	int rc;
+	int64_t id;
+	bool dup;
+	/* When set, the callback tries one more put and records its code. */
+	struct fx *reput;
+	int reput_rc;
+};
+
+struct done_res {
+	int calls;
+	int rc;
+};
+
+/* One claimed entry, inbox or outbox. */
+struct item {
+	int64_t id;
+	char key[64]; /* dedupe_key / idempotency_key */
+	char payload[128];
+	char target[64]; /* inbox: the channel; outbox: the target */
+	int attempts;
+	int64_t due_at; /* inbox: received_at */
+	int64_t inbox_id;
+};
+
+struct claim_res {
+	int calls;
+	int rc;
+	size_t n;
+	struct item items[MAX_ITEMS];
+};
+
+struct kv_res {
+	int calls;
+	int rc;
+	bool has_value;
+	char value[128];
+};
+
+struct sess_res {
+	int calls;
+	int rc;
+	bool present;
+	char agent_id[64];
+	char session_id[64];
+	bool has_meta;
+	char meta[128];
+	int64_t updated_at;
+};
+
+struct stats_res {
+	int calls;
+	int rc;
+	struct store_stats st;
+};
+
+static void copy_str(char *dst, size_t size, const char *src)
+{
+	int n = snprintf(dst, size, "%s", src ? src : "");
+
+	assert_true(n >= 0 && (size_t)n < size);
+}
+
+static void put_cb(void *ud, int rc, int64_t id, bool dup)
+{
+	struct put_res *r = ud;
+
+	r->calls++;
+	r->rc = rc;
+	r->id = id;
+	r->dup = dup;
+	if (r->reput) {
+		struct store_inbox_new m = {"t", "default", "after-close", "{}"};
+
+		r->reput_rc = r->reput->ops->inbox_put(r->reput->st, &m, put_cb, NULL);
+		r->reput = NULL;
+	}
+	g_calls++;
+}
+
+static void done_cb(void *ud, int rc)
+{
+	struct done_res *r = ud;
+
+	r->calls++;
+	r->rc = rc;
+	g_calls++;
+}
+
+static void inbox_cb(void *ud, int rc, const struct store_inbox_item *items, size_t n)
+{
+	struct claim_res *r = ud;
+
+	r->calls++;
+	r->rc = rc;
+	r->n = n;
+	assert_true(n <= MAX_ITEMS);
+	for (size_t i = 0; i < n; i++) {
+		r->items[i].id = items[i].id;
+		copy_str(r->items[i].key, sizeof r->items[i].key, items[i].dedupe_key);
+		copy_str(r->items[i].payload, sizeof r->items[i].payload, items[i].payload);
+		copy_str(r->items[i].target, sizeof r->items[i].target, items[i].channel);
+		r->items[i].attempts = items[i].attempts;
+		r->items[i].due_at = items[i].received_at;
+		assert_string_equal(items[i].account, "default");
+	}
+	g_calls++;
+}
+
+static void outbox_cb(void *ud, int rc, const struct store_outbox_item *items, size_t n)
+{
+	struct claim_res *r = ud;
+
+	r->calls++;
+	r->rc = rc;
+	r->n = n;
+	assert_true(n <= MAX_ITEMS);
+	for (size_t i = 0; i < n; i++) {
+		r->items[i].id = items[i].id;
+		copy_str(r->items[i].key, sizeof r->items[i].key, items[i].idempotency_key);
+		copy_str(r->items[i].payload, sizeof r->items[i].payload, items[i].payload);
+		copy_str(r->items[i].target, sizeof r->items[i].target, items[i].target);
+		r->items[i].attempts = items[i].attempts;
+		r->items[i].due_at = items[i].due_at;
+		r->items[i].inbox_id = items[i].inbox_id;
+	}
+	g_calls++;
+}
+
+static void kv_cb(void *ud, int rc, const char *value)
+{
+	struct kv_res *r = ud;
+
+	r->calls++;
+	r->rc = rc;
+	r->has_value = value != NULL;
+	copy_str(r->value, sizeof r->value, value);
+	g_calls++;
+}
+
+static void sess_cb(void *ud, int rc, const struct store_session *s)
+{
+	struct sess_res *r = ud;
+
+	r->calls++;
+	r->rc = rc;
+	r->present = s != NULL;
+	if (s) {
+		copy_str(r->agent_id, sizeof r->agent_id, s->agent_id);
+		copy_str(r->session_id, sizeof r->session_id, s->session_id);
+		r->has_meta = s->meta != NULL;
+		copy_str(r->meta, sizeof r->meta, s->meta);
+		r->updated_at = s->updated_at;
+	}
+	g_calls++;
+}
+
+static void stats_cb(void *ud, int rc, const struct store_stats *st)
+{
+	struct stats_res *r = ud;
+
+	r->calls++;
+	r->rc = rc;
+	if (st)
+		r->st = *st;
+	g_calls++;
+}
+
+static void commit_cb(void *ud, double seconds, size_t ops, int rc)
+{
+	struct fx *f = ud;
+
+	assert_true(seconds >= 0);
+	f->commits++;
+	f->commit_ops += ops;
+	f->last_commit_ops = ops;
+	if (ops > f->commit_max_ops)
+		f->commit_max_ops = ops;
+	if (rc != SB_OK)
+		f->commit_failures++;
+}
+
+/* ---- fixture ---- */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+static void guard_cb(uv_timer_t *t)
+{
+	struct fx *f = t->data;
+
+	f->guard_fired = 1;
+}
+
+static int fx_open(struct fx *f, size_t batch_max, size_t queue_max, int64_t busy_ms)
+{
+	struct store_options o;
+
+	memset(&o, 0, sizeof o);
+	o.path = f->path;
+	o.busy_timeout_ms = busy_ms;
+	o.batch_max = batch_max;
+	o.queue_max = queue_max;
+	o.on_commit = commit_cb;
+	o.on_commit_ud = f;
+	return f->ops->open(&f->st, &f->loop, &o);
+}
+
+static int setup(void **state)
+{
+	struct fx *f = calloc(1, sizeof *f);
+	int n;
+
+	assert_non_null(f);
+	n = snprintf(f->dir, sizeof f->dir, "%s/sb-store-XXXXXX",
+	             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	assert_true(n > 0 && (size_t)n < sizeof f->dir);
+	assert_non_null(mkdtemp(f->dir));
+	n = snprintf(f->path, sizeof f->path, "%s/state.db", f->dir);
+	assert_true(n > 0 && (size_t)n < sizeof f->path);
+	assert_int_equal(uv_loop_init(&f->loop), 0);
+	assert_int_equal(uv_timer_init(&f->loop, &f->guard), 0);
+	f->guard.data = f;
+	f->ops = store_backend("sqlite");
+	assert_non_null(f->ops);
+	assert_ptr_equal(f->ops, &store_sqlite_ops);
+	g_calls = 0;
+	*state = f;
+	return 0;
+}
+
+static void fx_close(struct fx *f)
+{
+	if (f->st)
+		f->ops->close(f->st);
+	f->st = NULL;
+}
+
+static void rm_db(const char *path)
+{
+	char p[400];
+	static const char *const suffix[] = {"", "-wal", "-shm", "-journal"};
+
+	for (size_t i = 0; i < sizeof suffix / sizeof *suffix; i++) {
+		int n = snprintf(p, sizeof p, "%s%s", path, suffix[i]);
+
+		if (n > 0 && (size_t)n < sizeof p)
+			unlink(p);
+	}
+}
+
+static int teardown(void **state)
+{
+	struct fx *f = *state;
+
+	fx_close(f);
+	uv_close((uv_handle_t *)&f->guard, NULL);
+	uv_run(&f->loop, UV_RUN_DEFAULT);
+	/* Every handle (the store's async one included) is closed and freed. */
+	assert_int_equal(uv_loop_close(&f->loop), 0);
+	rm_db(f->path);
+	rmdir(f->dir);
+	free(f);
+	return 0;
+}
+
+/* Runs the loop until g_calls reaches target; fails after WAIT_MS. */
+static void wait_calls(struct fx *f, int target)
+{
+	f->guard_fired = 0;
+	uv_timer_start(&f->guard, guard_cb, WAIT_MS, 0);
+	while (g_calls < target && !f->guard_fired)
+		uv_run(&f->loop, UV_RUN_ONCE);
+	uv_timer_stop(&f->guard);
+	assert_int_equal(g_calls, target);
+}
+
+/* ---- direct SQL checks on a separate connection ---- */
+
+static int64_t q_int(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	int64_t v;
+
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	assert_int_equal(sqlite3_close(db), SQLITE_OK);
+	return v;
+}
+
+/* First column of the first row as text ("<null>" for NULL, "<none>" for
+ * no row). */
+static void q_text(const char *path, const char *sql, char *out, size_t size)
+{
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+	int src;
+
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	src = sqlite3_step(st);
+	if (src == SQLITE_DONE)
+		copy_str(out, size, "<none>");
+	else if (sqlite3_column_type(st, 0) == SQLITE_NULL)
+		copy_str(out, size, "<null>");
+	else
+		copy_str(out, size, (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	assert_int_equal(sqlite3_close(db), SQLITE_OK);
+}
+
+static void q_exec(const char *path, const char *sql)
+{
+	sqlite3 *db = NULL;
+
+	assert_int_equal(
+	    sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL),
+	    SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_close(db), SQLITE_OK);
+}
+
+/* ---- helpers that queue one operation ---- */
+
+static void put_inbox(struct fx *f, const char *account, const char *key, const char *payload,
+                      struct put_res *r)
+{
+	struct store_inbox_new m = {"webhook", account, key, payload};
+
+	assert_int_equal(f->ops->inbox_put(f->st, &m, put_cb, r), SB_OK);
+}
+
+static int64_t put_inbox_wait(struct fx *f, const char *key, const char *payload)
+{
+	struct put_res r = {0};
+
+	put_inbox(f, "default", key, payload, &r);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r.calls, 1);
+	assert_int_equal(r.rc, SB_OK);
+	assert_false(r.dup);
+	assert_true(r.id > 0);
+	return r.id;
+}
+
+static void claim_inbox_wait(struct fx *f, size_t max, int64_t lease_ms, struct claim_res *r)
+{
+	memset(r, 0, sizeof *r);
+	assert_int_equal(f->ops->inbox_claim(f->st, max, lease_ms, inbox_cb, r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r->calls, 1);
+	assert_int_equal(r->rc, SB_OK);
+}
+
+static void claim_outbox_wait(struct fx *f, size_t max, int64_t lease_ms, struct claim_res *r)
+{
+	memset(r, 0, sizeof *r);
+	assert_int_equal(f->ops->outbox_claim_due(f->st, max, lease_ms, outbox_cb, r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r->calls, 1);
+	assert_int_equal(r->rc, SB_OK);
+}
+
+static struct store_outbox_new outbox_new(const char *key, const char *target, const char *payload,
+                                          int64_t due_at, int64_t inbox_id)
+{
+	struct store_outbox_new m = {key, "telegram", "default", target, payload, due_at, inbox_id};
+
+	return m;
+}
+
+static struct put_res put_outbox_wait(struct fx *f, const struct store_outbox_new *m)
+{
+	struct put_res r = {0};
+
+	assert_int_equal(f->ops->outbox_put(f->st, m, put_cb, &r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r.calls, 1);
+	return r;
+}
+
+/* ---- tests ---- */
+
+static void test_open_migrates(void **state)
+{
+	struct fx *f = *state;
+	char text[64];
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_non_null(f->st);
+	assert_ptr_equal(f->st->ops, &store_sqlite_ops);
+	assert_int_equal(q_int(f->path, "PRAGMA user_version"), STORE_SQLITE_SCHEMA_VERSION);
+	q_text(f->path, "PRAGMA journal_mode", text, sizeof text);
+	assert_string_equal(text, "wal");
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sqlite_master WHERE type = 'table'"
+	                                " AND name IN ('inbox', 'outbox', 'kv', 'sessions')"),
+	                 4);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
+	                                " AND name IN ('inbox_claim', 'outbox_claim')"),
+	                 2);
+	put_inbox_wait(f, "kept", "{\"a\":1}");
+	fx_close(f);
+
+	/* Reopening an up-to-date database migrates nothing and keeps data. */
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(q_int(f->path, "PRAGMA user_version"), STORE_SQLITE_SCHEMA_VERSION);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE dedupe_key = 'kept'"), 1);
+}
+
+static void test_future_version_refused(void **state)
+{
+	struct fx *f = *state;
+	char sql[64];
+	char mode[32];
+	int n =
+	    snprintf(sql, sizeof sql, "PRAGMA user_version = %d", STORE_SQLITE_SCHEMA_VERSION + 1);
+
+	assert_true(n > 0 && (size_t)n < sizeof sql);
+	q_exec(f->path, sql);
+	{
+		struct store_options o = {.path = f->path};
+		struct store sentinel;
+		struct store *st = &sentinel; /* must be reset to NULL on failure */
+
+		assert_int_equal(f->ops->open(&st, &f->loop, &o), SB_ERR_STORE);
+		assert_null(st);
+	}
+	/* The file is left as it was: same version, journal mode untouched. */
+	assert_int_equal(q_int(f->path, "PRAGMA user_version"), STORE_SQLITE_SCHEMA_VERSION + 1);
+	q_text(f->path, "PRAGMA journal_mode", mode, sizeof mode);
+	assert_string_equal(mode, "delete");
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sqlite_master"), 0);
+}
+
+static void test_inbox_roundtrip(void **state)
+{
+	struct fx *f = *state;
+	struct claim_res c;
+	struct done_res d = {0};
+	int64_t t0 = now_ms(), id;
+	char text[64];
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	id = put_inbox_wait(f, "evt-1", "{\"text\":\"hello \\u00e9\"}");
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE state = 'pending'"), 1);
+
+	claim_inbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.items[0].id, id);
+	assert_string_equal(c.items[0].key, "evt-1");
+	assert_string_equal(c.items[0].payload, "{\"text\":\"hello \\u00e9\"}");
+	assert_string_equal(c.items[0].target, "webhook"); /* the channel */
+	assert_int_equal(c.items[0].attempts, 0);
+	assert_true(c.items[0].due_at >= t0 - 5 && c.items[0].due_at <= now_ms() + 5);
+	assert_int_equal(q_int(f->path, "SELECT attempts FROM inbox"), 1);
+	assert_true(q_int(f->path, "SELECT lease_until FROM inbox") >= t0 + 60000);
+
+	/* Claimed with a live lease: not claimable again. */
+	claim_inbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 0);
+
+	assert_int_equal(f->ops->inbox_done(f->st, id, NULL, 0, done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.calls, 1);
+	assert_int_equal(d.rc, SB_OK);
+	q_text(f->path, "SELECT state FROM inbox", text, sizeof text);
+	assert_string_equal(text, "done");
+	assert_true(q_int(f->path, "SELECT done_at FROM inbox") >= t0);
+	claim_inbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 0);
+
+	/* Unknown ids are reported, not ignored. */
+	memset(&d, 0, sizeof d);
+	assert_int_equal(f->ops->inbox_done(f->st, id + 100, NULL, 0, done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.rc, SB_ERR_NOTFOUND);
+
+	/* Bad arguments are refused at once; the callback never runs. */
+	{
+		struct store_inbox_new bad = {"webhook", "default", "k", NULL};
+		struct put_res r = {0};
+
+		assert_int_equal(f->ops->inbox_put(f->st, &bad, put_cb, &r), SB_ERR_INVAL);
+		assert_int_equal(f->ops->inbox_claim(f->st, 0, 1000, inbox_cb, &c), SB_ERR_INVAL);
+		assert_int_equal(
+		    f->ops->inbox_claim(f->st, STORE_CLAIM_MAX + 1, 1000, inbox_cb, &c),
+		    SB_ERR_INVAL);
+		assert_int_equal(f->ops->inbox_claim(f->st, 1, -1, inbox_cb, &c), SB_ERR_INVAL);
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+		assert_int_equal(r.calls, 0);
+	}
+}
+
+static void test_inbox_dedupe(void **state)
+{
+	struct fx *f = *state;
+	struct put_res a = {0}, b = {0}, c = {0}, d = {0};
+	int64_t id;
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	id = put_inbox_wait(f, "evt-7", "{\"first\":true}");
+
+	/* A later put with the same key: the existing row, flagged. */
+	put_inbox(f, "default", "evt-7", "{\"second\":true}", &a);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(a.rc, SB_OK);
+	assert_int_equal(a.id, id);
+	assert_true(a.dup);
+
+	/* Two puts of a new key queued together (most likely one batch). */
+	put_inbox(f, "default", "evt-8", "{}", &b);
+	put_inbox(f, "default", "evt-8", "{}", &c);
+	/* Same key on another account is another message. */
+	put_inbox(f, "other", "evt-7", "{}", &d);
+	wait_calls(f, g_calls + 3);
+	assert_int_equal(b.calls + c.calls + d.calls, 3);
+	assert_int_equal(b.rc, SB_OK);
+	assert_false(b.dup);
+	assert_int_equal(c.rc, SB_OK);
+	assert_true(c.dup);
+	assert_int_equal(c.id, b.id);
+	assert_false(d.dup);
+	assert_true(d.id != id && d.id != b.id);
+
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox"), 3);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE dedupe_key = 'evt-7'"
+	                                " AND account = 'default'"),
+	                 1);
+	/* The first payload is kept. */
+	{
+		char text[64];
+
+		q_text(f->path,
+		       "SELECT payload FROM inbox WHERE dedupe_key = 'evt-7'"
+		       " AND account = 'default'",
+		       text, sizeof text);
+		assert_string_equal(text, "{\"first\":true}");
+	}
+}
+
+static void test_claim_order_and_max(void **state)
+{
+	struct fx *f = *state;
+	struct put_res r[5];
+	struct claim_res c;
+	struct done_res d = {0};
+	char key[16];
+
+	memset(r, 0, sizeof r);
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	for (int i = 0; i < 5; i++) {
+		snprintf(key, sizeof key, "k%d", i);
+		put_inbox(f, "default", key, key, &r[i]);
+	}
+	wait_calls(f, 5);
+	for (int i = 1; i < 5; i++)
+		assert_true(r[i].id > r[i - 1].id);
+
+	claim_inbox_wait(f, 2, 60000, &c);
+	assert_int_equal(c.n, 2);
+	assert_int_equal(c.items[0].id, r[0].id);
+	assert_string_equal(c.items[0].key, "k0");
+	assert_int_equal(c.items[1].id, r[1].id);
+	assert_string_equal(c.items[1].payload, "k1");
+
+	claim_inbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 3);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(c.items[i].id, r[i + 2].id);
+		snprintf(key, sizeof key, "k%d", i + 2);
+		assert_string_equal(c.items[i].key, key);
+	}
+
+	/* Released: pending again, and claimed before the others. */
+	assert_int_equal(f->ops->inbox_release(f->st, r[1].id, done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.rc, SB_OK);
+	claim_inbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.items[0].id, r[1].id);
+	assert_int_equal(c.items[0].attempts, 1);
+
+	/* Releasing what is not claimed is reported. */
+	memset(&d, 0, sizeof d);
+	assert_int_equal(f->ops->inbox_done(f->st, r[0].id, NULL, 0, NULL, NULL), SB_OK);
+	assert_int_equal(f->ops->inbox_release(f->st, r[0].id, done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.calls, 1);
+	assert_int_equal(d.rc, SB_ERR_NOTFOUND);
+	{
+		char text[32];
+
+		q_text(f->path, "SELECT state FROM inbox WHERE dedupe_key = 'k0'", text,
+		       sizeof text);
+		assert_string_equal(text, "done");
+	}
+}
+
+static void test_lease_expiry(void **state)
+{
+	struct fx *f = *state;
+	struct claim_res c;
+	int64_t id;
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	id = put_inbox_wait(f, "lease", "{}");
+	claim_inbox_wait(f, 10, 200, &c);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.items[0].attempts, 0);
+	claim_inbox_wait(f, 10, 200, &c);
+	assert_int_equal(c.n, 0);
+
+	sleep_ms(300);
+	/* The claimer never finished: the entry comes back. */
+	claim_inbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.items[0].id, id);
+	assert_int_equal(c.items[0].attempts, 1);
+	assert_int_equal(q_int(f->path, "SELECT attempts FROM inbox"), 2);
+
+	/* A fresh process sees an expired lease left by a dead one. */
+	fx_close(f);
+	q_exec(f->path, "UPDATE inbox SET lease_until = 1");
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	claim_inbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.items[0].id, id);
+	assert_int_equal(c.items[0].attempts, 2);
+}
+
+static void test_inbox_done_replies(void **state)
+{
+	struct fx *f = *state;
+	struct claim_res c;
+	struct done_res d = {0};
+	struct store_outbox_new replies[3];
+	struct put_res pre;
+	int64_t in1, in2;
+	char text[128];
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	in1 = put_inbox_wait(f, "m1", "{}");
+	in2 = put_inbox_wait(f, "m2", "{}");
+	claim_inbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 2);
+
+	struct store_outbox_new existing = outbox_new("reply-dup", "chat-9", "{\"orig\":1}", 0, 0);
+	pre = put_outbox_wait(f, &existing);
+	assert_int_equal(pre.rc, SB_OK);
+
+	replies[0] = outbox_new("reply-1", "chat-1", "{\"text\":\"one\"}", 0, 0);
+	replies[1] = outbox_new("reply-2", "chat-1", "{\"text\":\"two\"}", 0, 0);
+	replies[2] = outbox_new("reply-dup", "chat-1", "{\"text\":\"dup\"}", 0, 0);
+	assert_int_equal(f->ops->inbox_done(f->st, in1, replies, 3, done_cb, &d), SB_OK);
+	/* The caller's strings may go away at once: they were copied. */
+	memset(replies, 0, sizeof replies);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.calls, 1);
+	assert_int_equal(d.rc, SB_OK);
+	q_text(f->path, "SELECT state FROM inbox WHERE dedupe_key = 'm1'", text, sizeof text);
+	assert_string_equal(text, "done");
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM outbox"), 3);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM outbox WHERE inbox_id = (SELECT id"
+	                                " FROM inbox WHERE dedupe_key = 'm1')"
+	                                " AND idempotency_key IN ('reply-1', 'reply-2')"
+	                                " AND target = 'chat-1' AND state = 'pending'"),
+	                 2);
+	q_text(f->path, "SELECT payload FROM outbox WHERE idempotency_key = 'reply-2'", text,
+	       sizeof text);
+	assert_string_equal(text, "{\"text\":\"two\"}");
+	/* The duplicate was skipped: the first one stays as it was. */
+	q_text(f->path, "SELECT payload || target FROM outbox WHERE idempotency_key = 'reply-dup'",
+	       text, sizeof text);
+	assert_string_equal(text, "{\"orig\":1}chat-9");
+
+	/* All or nothing: a reply that cannot be stored (unknown inbox_id)
+	 * leaves the entry claimed and stores no reply. */
+	replies[0] = outbox_new("reply-x", "chat-2", "{}", 0, 0);
+	replies[1] = outbox_new("reply-y", "chat-2", "{}", 0, in2 + 1000);
+	memset(&d, 0, sizeof d);
+	assert_int_equal(f->ops->inbox_done(f->st, in2, replies, 2, done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.calls, 1);
+	assert_int_equal(d.rc, SB_ERR_INVAL);
+	q_text(f->path, "SELECT state FROM inbox WHERE dedupe_key = 'm2'", text, sizeof text);
+	assert_string_equal(text, "claimed");
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM outbox WHERE idempotency_key IN"
+	                                " ('reply-x', 'reply-y')"),
+	                 0);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM outbox"), 3);
+}
+
+static void test_outbox_due_and_retry(void **state)
+{
+	struct fx *f = *state;
+	struct claim_res c;
+	struct done_res d = {0};
+	struct put_res a, b, p, dup;
+	int64_t t0 = now_ms();
+	char text[128];
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	struct store_outbox_new ma = outbox_new("a", "chat-a", "{\"n\":\"a\"}", 0, 0);
+	struct store_outbox_new mb = outbox_new("b", "chat-b", "{}", t0 + 600000, 0);
+	struct store_outbox_new mp = outbox_new("p", "chat-p", "{}", t0 - 1000, 0);
+	a = put_outbox_wait(f, &ma);
+	b = put_outbox_wait(f, &mb);
+	p = put_outbox_wait(f, &mp);
+	assert_int_equal(a.rc + b.rc + p.rc, SB_OK);
+
+	dup = put_outbox_wait(f, &ma);
+	assert_int_equal(dup.rc, SB_OK);
+	assert_true(dup.dup);
+	assert_int_equal(dup.id, a.id);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM outbox"), 3);
+
+	/* Due ones only, earliest due first; b is in the future. */
+	claim_outbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 2);
+	assert_int_equal(c.items[0].id, p.id);
+	assert_int_equal(c.items[0].due_at, t0 - 1000);
+	assert_int_equal(c.items[1].id, a.id);
+	assert_string_equal(c.items[1].key, "a");
+	assert_string_equal(c.items[1].target, "chat-a");
+	assert_string_equal(c.items[1].payload, "{\"n\":\"a\"}");
+	assert_int_equal(c.items[1].attempts, 0);
+	assert_int_equal(c.items[1].inbox_id, 0);
+	assert_true(c.items[1].due_at >= t0 && c.items[1].due_at <= now_ms());
+
+	/* a fails and is retried later; p fails for good. */
+	assert_int_equal(
+	    f->ops->outbox_failed(f->st, a.id, "HTTP 502", now_ms() + 500, done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.rc, SB_OK);
+	memset(&d, 0, sizeof d);
+	assert_int_equal(f->ops->outbox_failed(f->st, p.id, "chat not found", -1, done_cb, &d),
+	                 SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.rc, SB_OK);
+	q_text(f->path, "SELECT state || ':' || last_error FROM outbox WHERE idempotency_key = 'p'",
+	       text, sizeof text);
+	assert_string_equal(text, "failed:chat not found");
+	q_text(f->path, "SELECT state || ':' || last_error FROM outbox WHERE idempotency_key = 'a'",
+	       text, sizeof text);
+	assert_string_equal(text, "pending:HTTP 502");
+
+	claim_outbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 0);
+	sleep_ms(600);
+	claim_outbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.items[0].id, a.id);
+	assert_int_equal(c.items[0].attempts, 1);
+
+	memset(&d, 0, sizeof d);
+	assert_int_equal(f->ops->outbox_done(f->st, a.id, "msg-42", done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.rc, SB_OK);
+	q_text(f->path,
+	       "SELECT state || ':' || channel_msg_id FROM outbox WHERE idempotency_key = 'a'",
+	       text, sizeof text);
+	assert_string_equal(text, "sent:msg-42");
+	assert_true(q_int(f->path, "SELECT sent_at FROM outbox WHERE idempotency_key = 'a'") >= t0);
+
+	/* A late failure report does not undo a send. */
+	memset(&d, 0, sizeof d);
+	assert_int_equal(f->ops->outbox_failed(f->st, a.id, "late", 0, done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.rc, SB_ERR_NOTFOUND);
+	q_text(f->path, "SELECT state FROM outbox WHERE idempotency_key = 'a'", text, sizeof text);
+	assert_string_equal(text, "sent");
+
+	/* Nothing else is due: p failed for good, b is in the future. */
+	claim_outbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 0);
+	assert_int_equal(f->ops->outbox_done(f->st, 0, NULL, done_cb, &d), SB_ERR_INVAL);
+}
+
+static void test_kv(void **state)
+{
+	struct fx *f = *state;
+	struct kv_res g = {0};
+	struct done_res d = {0};
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(f->ops->kv_get(f->st, "telegram", "offset", kv_cb, &g), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(g.calls, 1);
+	assert_int_equal(g.rc, SB_ERR_NOTFOUND);
+	assert_false(g.has_value);
+
+	assert_int_equal(f->ops->kv_put(f->st, "telegram", "offset", "100", done_cb, &d), SB_OK);
+	assert_int_equal(f->ops->kv_put(f->st, "slack", "offset", "other", NULL, NULL), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.rc, SB_OK);
+	memset(&d, 0, sizeof d);
+	assert_int_equal(f->ops->kv_put(f->st, "telegram", "offset", "101", done_cb, &d), SB_OK);
+	memset(&g, 0, sizeof g);
+	assert_int_equal(f->ops->kv_get(f->st, "telegram", "offset", kv_cb, &g), SB_OK);
+	wait_calls(f, g_calls + 2);
+	assert_int_equal(d.calls, 1);
+	assert_int_equal(d.rc, SB_OK);
+	assert_int_equal(g.calls, 1);
+	assert_int_equal(g.rc, SB_OK);
+	assert_string_equal(g.value, "101");
+
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM kv"), 2);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM kv WHERE ns = 'slack'"
+	                                " AND value = 'other'"),
+	                 1);
+	assert_int_equal(f->ops->kv_put(f->st, "telegram", "offset", NULL, done_cb, &d),
+	                 SB_ERR_INVAL);
+}
+
+static void test_sessions(void **state)
+{
+	struct fx *f = *state;
+	struct sess_res g = {0};
+	struct done_res d = {0};
+	struct store_session s1 = {"agent:main:main", "main", "sess-1", "{\"model\":\"x\"}", 0};
+	struct store_session s2 = {"agent:main:main", "main", "sess-2", NULL, 1234};
+	int64_t t0 = now_ms();
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(f->ops->session_get(f->st, "agent:main:main", sess_cb, &g), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(g.rc, SB_ERR_NOTFOUND);
+	assert_false(g.present);
+
+	assert_int_equal(f->ops->session_put(f->st, &s1, done_cb, &d), SB_OK);
+	memset(&g, 0, sizeof g);
+	assert_int_equal(f->ops->session_get(f->st, "agent:main:main", sess_cb, &g), SB_OK);
+	wait_calls(f, g_calls + 2);
+	assert_int_equal(d.rc, SB_OK);
+	assert_int_equal(g.rc, SB_OK);
+	assert_string_equal(g.agent_id, "main");
+	assert_string_equal(g.session_id, "sess-1");
+	assert_true(g.has_meta);
+	assert_string_equal(g.meta, "{\"model\":\"x\"}");
+	assert_true(g.updated_at >= t0 && g.updated_at <= now_ms());
+
+	memset(&d, 0, sizeof d);
+	assert_int_equal(f->ops->session_put(f->st, &s2, done_cb, &d), SB_OK);
+	memset(&g, 0, sizeof g);
+	assert_int_equal(f->ops->session_get(f->st, "agent:main:main", sess_cb, &g), SB_OK);
+	wait_calls(f, g_calls + 2);
+	assert_int_equal(d.calls, 1);
+	assert_int_equal(g.calls, 1);
+	assert_string_equal(g.session_id, "sess-2");
+	assert_false(g.has_meta);
+	assert_int_equal(g.updated_at, 1234);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sessions"), 1);
+}
+
+static void test_stats(void **state)
+{
+	struct fx *f = *state;
+	struct stats_res s = {0};
+	struct claim_res c;
+	struct put_res o[3];
+	struct done_res d = {0};
+	int64_t in[3];
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(f->ops->stats(f->st, stats_cb, &s), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(s.rc, SB_OK);
+	assert_int_equal(s.st.inbox_pending, 0);
+	assert_int_equal(s.st.outbox_pending, 0);
+	assert_int_equal(s.st.queue_depth, 0);
+
+	in[0] = put_inbox_wait(f, "s0", "{}");
+	in[1] = put_inbox_wait(f, "s1", "{}");
+	in[2] = put_inbox_wait(f, "s2", "{}");
+	claim_inbox_wait(f, 1, 60000, &c); /* s0 claimed: still not done */
+	assert_int_equal(f->ops->inbox_done(f->st, in[1], NULL, 0, done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	for (int i = 0; i < 3; i++) {
+		char key[8];
+
+		snprintf(key, sizeof key, "o%d", i);
+		struct store_outbox_new m = outbox_new(key, "t", "{}", 0, in[2]);
+		o[i] = put_outbox_wait(f, &m);
+		assert_int_equal(o[i].rc, SB_OK);
+	}
+	claim_outbox_wait(f, 1, 60000, &c); /* o0 claimed */
+	assert_int_equal(c.items[0].inbox_id, in[2]);
+	memset(&d, 0, sizeof d);
+	assert_int_equal(f->ops->outbox_failed(f->st, o[1].id, "x", -1, done_cb, &d), SB_OK);
+	memset(&s, 0, sizeof s);
+	assert_int_equal(f->ops->stats(f->st, stats_cb, &s), SB_OK);
+	wait_calls(f, g_calls + 2);
+	assert_int_equal(d.rc, SB_OK);
+	assert_int_equal(s.calls, 1);
+	assert_int_equal(s.st.inbox_pending, 2);  /* s0 claimed, s2 pending */
+	assert_int_equal(s.st.outbox_pending, 2); /* o0 claimed, o2 pending */
+}
+
+/* Holds the database's write lock from another connection, so that the
+ * writer waits in BEGIN IMMEDIATE while the test queues operations. */
+static sqlite3 *lock_db(const char *path)
+{
+	sqlite3 *db = NULL;
+
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+	return db;
+}
+
+static void unlock_db(sqlite3 *db)
+{
+	assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_close(db), SQLITE_OK);
+}
+
+static void test_stats_queue_depth(void **state)
+{
+	struct fx *f = *state;
+	struct stats_res s = {0};
+	struct put_res r[6];
+	sqlite3 *lock;
+
+	memset(r, 0, sizeof r);
+	assert_int_equal(fx_open(f, 1, 0, 10000), SB_OK);
+	lock = lock_db(f->path);
+	put_inbox(f, "default", "first", "{}", &r[0]); /* the writer blocks on it */
+	sleep_ms(50);
+	assert_int_equal(f->ops->stats(f->st, stats_cb, &s), SB_OK);
+	for (int i = 1; i < 6; i++) {
+		char key[8];
+
+		snprintf(key, sizeof key, "q%d", i);
+		put_inbox(f, "default", key, "{}", &r[i]);
+	}
+	unlock_db(lock);
+	wait_calls(f, 7);
+	assert_int_equal(s.calls, 1);
+	assert_int_equal(s.rc, SB_OK);
+	/* batch_max 1: stats ran alone, with the five puts still queued. */
+	assert_int_equal(s.st.queue_depth, 5);
+	assert_int_equal(s.st.inbox_pending, 1);
+	assert_int_equal(f->commits, 7);
+}
+
+static void test_queue_full(void **state)
+{
+	struct fx *f = *state;
+	struct put_res r[4];
+	struct store_inbox_new m = {"webhook", "default", "x", "{}"};
+
+	memset(r, 0, sizeof r);
+	assert_int_equal(fx_open(f, 0, 3, 0), SB_OK);
+	put_inbox(f, "default", "q0", "{}", &r[0]);
+	put_inbox(f, "default", "q1", "{}", &r[1]);
+	put_inbox(f, "default", "q2", "{}", &r[2]);
+	/* Three outstanding (callbacks not run): the fourth is refused at once,
+	 * whatever the writer has done meanwhile. */
+	sleep_ms(30);
+	assert_int_equal(f->ops->inbox_put(f->st, &m, put_cb, &r[3]), SB_ERR_AGAIN);
+	assert_int_equal(f->ops->stats(f->st, stats_cb, NULL), SB_ERR_AGAIN);
+	wait_calls(f, 3);
+	assert_int_equal(r[3].calls, 0);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox"), 3);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE dedupe_key = 'x'"), 0);
+
+	/* Drained: accepted again. */
+	assert_int_equal(f->ops->inbox_put(f->st, &m, put_cb, &r[3]), SB_OK);
+	wait_calls(f, 4);
+	assert_int_equal(r[3].calls, 1);
+	assert_int_equal(r[3].rc, SB_OK);
+}
+
+static void test_group_commit(void **state)
+{
+	struct fx *f = *state;
+	enum { N = 500 };
+	struct put_res *r = calloc(N, sizeof *r);
+	char key[16];
+
+	assert_non_null(r);
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	for (int i = 0; i < N; i++) {
+		snprintf(key, sizeof key, "g%d", i);
+		put_inbox(f, "default", key, key, &r[i]);
+	}
+	wait_calls(f, N);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(r[i].calls, 1);
+		assert_int_equal(r[i].rc, SB_OK);
+		assert_false(r[i].dup);
+		if (i > 0)
+			assert_true(r[i].id > r[i - 1].id);
+	}
+	print_message("group commit: %d ops in %zu commits (%.1f ops/commit, largest %zu)\n", N,
+	              f->commits, (double)f->commit_ops / (double)f->commits, f->commit_max_ops);
+	assert_int_equal(f->commit_ops, N);
+	assert_int_equal(f->commit_failures, 0);
+	assert_true(f->commits >= 2); /* batch_max defaults to 256 */
+	assert_true(f->commits <= N / 10);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox"), N);
+	assert_int_equal(q_int(f->path, "SELECT count(DISTINCT dedupe_key) FROM inbox"
+	                                " WHERE dedupe_key = payload"),
+	                 N);
+	free(r);
+}
+
+static void test_failure_isolated(void **state)
+{
+	struct fx *f = *state;
+	struct put_res a = {0}, o = {0}, b = {0}, first = {0};
+	struct store_outbox_new bad = outbox_new("orphan", "t", "{}", 0, 999999);
+	sqlite3 *lock;
+
+	assert_int_equal(fx_open(f, 0, 0, 10000), SB_OK);
+	/* Hold the writer in its first batch so that the next three operations
+	 * are queued together and share one transaction. */
+	lock = lock_db(f->path);
+	put_inbox(f, "default", "first", "{}", &first);
+	sleep_ms(50);
+	put_inbox(f, "default", "a", "{}", &a);
+	assert_int_equal(f->ops->outbox_put(f->st, &bad, put_cb, &o), SB_OK);
+	put_inbox(f, "default", "b", "{}", &b);
+	unlock_db(lock);
+	wait_calls(f, 4);
+	/* FIFO: a commit of three or more ending with b holds a, o and b. */
+	assert_true(f->last_commit_ops >= 3);
+	assert_int_equal(a.rc, SB_OK);
+	assert_int_equal(o.rc, SB_ERR_INVAL);
+	assert_int_equal(o.id, 0);
+	assert_int_equal(b.rc, SB_OK);
+	assert_int_equal(
+	    q_int(f->path, "SELECT count(*) FROM inbox WHERE dedupe_key IN ('a', 'b')"), 2);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM outbox"), 0);
+}
+
+static void test_begin_failure_acknowledges_nothing(void **state)
+{
+	struct fx *f = *state;
+	struct put_res r[3];
+	sqlite3 *lock;
+
+	memset(r, 0, sizeof r);
+	assert_int_equal(fx_open(f, 0, 0, 30), SB_OK); /* 30 ms busy timeout */
+	lock = lock_db(f->path);
+	put_inbox(f, "default", "l0", "{}", &r[0]);
+	put_inbox(f, "default", "l1", "{}", &r[1]);
+	put_inbox(f, "default", "l2", "{}", &r[2]);
+	wait_calls(f, 3);
+	unlock_db(lock);
+	for (int i = 0; i < 3; i++) {
+		assert_int_equal(r[i].calls, 1);
+		assert_int_equal(r[i].rc, SB_ERR_STORE);
+		assert_int_equal(r[i].id, 0);
+	}
+	assert_true(f->commit_failures >= 1);
+	assert_int_equal(f->commit_ops, 3);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox"), 0);
+
+	/* The store carries on once the lock is gone. */
+	put_inbox_wait(f, "l3", "{}");
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox"), 1);
+}
+
+static void test_close_flushes_and_refuses(void **state)
+{
+	struct fx *f = *state;
+	enum { N = 20 };
+	struct put_res r[N];
+	struct kv_res g = {0};
+	char key[16];
+
+	memset(r, 0, sizeof r);
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	for (int i = 0; i < N; i++) {
+		snprintf(key, sizeof key, "c%d", i);
+		put_inbox(f, "default", key, "{}", &r[i]);
+	}
+	assert_int_equal(f->ops->kv_get(f->st, "ns", "absent", kv_cb, &g), SB_OK);
+	r[0].reput = f;
+	r[0].reput_rc = -1;
+	/* No loop run: close itself finishes the queue and runs every callback
+	 * exactly once, on this thread. */
+	fx_close(f);
+	assert_int_equal(g_calls, N + 1);
+	for (int i = 0; i < N; i++) {
+		assert_int_equal(r[i].calls, 1);
+		assert_int_equal(r[i].rc, SB_OK);
+	}
+	assert_int_equal(g.calls, 1);
+	assert_int_equal(g.rc, SB_ERR_NOTFOUND);
+	/* An operation started from a callback that close runs is refused. */
+	assert_int_equal(r[0].reput_rc, SB_ERR_CLOSED);
+	assert_int_equal(f->commit_ops, N + 1);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox"), N);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE dedupe_key ="
+	                                " 'after-close'"),
+	                 0);
+	/* Nothing runs twice when the loop turns again. */
+	uv_run(&f->loop, UV_RUN_NOWAIT);
+	assert_int_equal(g_calls, N + 1);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_open_migrates, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_future_version_refused, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_inbox_roundtrip, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_inbox_dedupe, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_claim_order_and_max, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lease_expiry, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_inbox_done_replies, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_outbox_due_and_retry, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_kv, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stats_queue_depth, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_queue_full, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_failure_isolated, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_begin_failure_acknowledges_nothing, setup,
+	                                    teardown),
+	    cmocka_unit_test_setup_teardown(test_close_flushes_and_refuses, setup, teardown),
+	};
+
+	return cmocka_run_group_tests_name("store", tests, NULL, NULL);
+}
