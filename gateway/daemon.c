@@ -396,7 +396,7 @@ static void daemon_on_signal(uv_signal_t *h, int signum)
 	d->state = DAEMON_DRAINING;
 	log_info("gateway", "draining", LOG_S("signal", signum == SIGTERM ? "SIGTERM" : "SIGINT"),
 	         LOG_I("drain_timeout_ms", d->cfg->gateway.drain_timeout_ms));
-	server_stop_listening(d->server);
+	server_drain(d->server);
 	d->drain_deadline = uv_now(&d->loop) + (uint64_t)d->cfg->gateway.drain_timeout_ms;
 	uv_timer_start(&d->drain_timer, daemon_drain_tick, 0, DAEMON_DRAIN_POLL_MS);
 }
@@ -467,14 +467,14 @@ static int daemon_start_server(struct daemon *d)
 	rc = server_start(&d->server, &d->loop, &so);
 	if (rc)
 		return rc;
-	rc = server_route(d->server, "/healthz", "/healthz", false, SERVER_GET | SERVER_HEAD,
-	                  daemon_healthz, d);
+	rc = server_route(d->server, "/healthz", "/healthz", SERVER_DURING_DRAIN,
+	                  SERVER_GET | SERVER_HEAD, daemon_healthz, d);
 	if (!rc)
-		rc = server_route(d->server, "/readyz", "/readyz", false, SERVER_GET | SERVER_HEAD,
-		                  daemon_readyz, d);
+		rc = server_route(d->server, "/readyz", "/readyz", SERVER_DURING_DRAIN,
+		                  SERVER_GET | SERVER_HEAD, daemon_readyz, d);
 	if (!rc)
-		rc = server_route(d->server, "/metrics", "/metrics", false, SERVER_GET,
-		                  daemon_metrics, d);
+		rc = server_route(d->server, "/metrics", "/metrics", SERVER_DURING_DRAIN,
+		                  SERVER_GET, daemon_metrics, d);
 	return rc;
 }
 

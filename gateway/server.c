@@ -29,7 +29,7 @@ struct server_route {
 	const char *name;
 	char *path;
 	size_t path_len;
-	bool prefix;
+	unsigned flags;
 	unsigned methods;
 	server_handler fn;
 	void *ud;
@@ -44,6 +44,7 @@ struct server {
 	int connections;
 	size_t pending; /* requests not yet freed */
 	bool accepting;
+	bool draining;
 	bool closing;
 	struct metrics *metrics;
 	struct server_route routes[SERVER_ROUTES_MAX];
@@ -116,8 +117,8 @@ static const struct server_route *server_find(const struct server *s, const char
 	for (size_t i = s->n_routes; i-- > 0;) {
 		const struct server_route *r = &s->routes[i];
 
-		if (r->prefix ? strncmp(path, r->path, r->path_len) == 0
-		              : strcmp(path, r->path) == 0)
+		if ((r->flags & SERVER_PREFIX) ? strncmp(path, r->path, r->path_len) == 0
+		                               : strcmp(path, r->path) == 0)
 			return r;
 	}
 	return NULL;
@@ -161,6 +162,12 @@ static void server_dispatch(struct server_request *r)
 		return;
 	}
 	r->route_name = route->name;
+	if (r->srv->draining && !(route->flags & SERVER_DURING_DRAIN)) {
+		static const char *const hdrs[] = {"Retry-After: 5", NULL};
+
+		server_json_error(r, 503, "draining: the gateway is stopping", hdrs);
+		return;
+	}
 	if (!(route->methods & r->method)) {
 		char allow[128], hdr[160];
 		const char *hdrs[] = {hdr, NULL};
@@ -301,7 +308,7 @@ static int server_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
 		s = server_of(wsi);
 		if (!s->accepting || s->connections >= s->max_connections)
-			return 1; /* refuse: draining, or over the connection cap */
+			return 1; /* refuse: closing, or over the connection cap */
 		return 0;
 	case LWS_CALLBACK_HTTP_BIND_PROTOCOL:
 		s = server_of(wsi);
@@ -427,7 +434,7 @@ out:
 	return rc;
 }
 
-int server_route(struct server *s, const char *name, const char *path, bool prefix,
+int server_route(struct server *s, const char *name, const char *path, unsigned flags,
                  unsigned methods, server_handler fn, void *ud)
 {
 	struct server_route *r;
@@ -440,7 +447,7 @@ int server_route(struct server *s, const char *name, const char *path, bool pref
 		return SB_ERR_NOMEM;
 	r->name = name;
 	r->path_len = strlen(path);
-	r->prefix = prefix;
+	r->flags = flags;
 	r->methods = methods;
 	r->fn = fn;
 	r->ud = ud;
@@ -448,10 +455,10 @@ int server_route(struct server *s, const char *name, const char *path, bool pref
 	return SB_OK;
 }
 
-void server_stop_listening(struct server *s)
+void server_drain(struct server *s)
 {
 	if (s)
-		s->accepting = false;
+		s->draining = true;
 }
 
 size_t server_busy(const struct server *s)

@@ -32,6 +32,11 @@ enum server_method {
 	SERVER_OPTIONS = 1 << 6,
 };
 
+enum server_route_flags {
+	SERVER_PREFIX = 1u << 0,       /* path is a prefix, not an exact path */
+	SERVER_DURING_DRAIN = 1u << 1, /* still served while draining (health, metrics) */
+};
+
 typedef void (*server_handler)(void *ud, struct server_request *req);
 
 struct server_options {
@@ -46,14 +51,16 @@ struct server_options {
  * address cannot be bound (logged with the reason). */
 int server_start(struct server **out, uv_loop_t *loop, const struct server_options *opt);
 
-/* Adds a route. path is exact unless prefix; methods is a mask of
+/* Adds a route. flags: enum server_route_flags; methods: a mask of
  * enum server_method. Routes added later take precedence over earlier ones
  * with the same path. name labels the route in metrics (static string). */
-int server_route(struct server *s, const char *name, const char *path, bool prefix,
+int server_route(struct server *s, const char *name, const char *path, unsigned flags,
                  unsigned methods, server_handler fn, void *ud);
 
-/* Stops accepting connections; open ones finish their current exchange. */
-void server_stop_listening(struct server *s);
+/* Stops taking new work: from now on only SERVER_DURING_DRAIN routes are
+ * served; every other request is answered 503 with Retry-After, so load
+ * balancers and senders go elsewhere while requests in flight finish. */
+void server_drain(struct server *s);
 
 /* Requests not yet answered, plus connections still open. */
 size_t server_busy(const struct server *s);

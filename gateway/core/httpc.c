@@ -34,6 +34,8 @@
 #define HTTPC_CA_CACHE_S 86400L
 #define HTTPC_DEFAULT_UA "switchboard/" SB_VERSION
 
+_Static_assert(sizeof(curl_off_t) == sizeof(int64_t), "curl_off_t is 64-bit");
+
 enum httpc_call_state { HTTPC_CALL_ACTIVE = 0, HTTPC_CALL_DONE };
 
 /* One uv_poll_t per socket curl asked us to watch. */
@@ -655,6 +657,7 @@ int httpc_request(struct httpc *c, const struct httpc_request *req, httpc_done_c
 {
 	struct httpc_call *call = NULL;
 	CURL *e;
+	curl_off_t max_file;
 	long timeout;
 	int rc = SB_ERR_INVAL;
 
@@ -678,6 +681,8 @@ int httpc_request(struct httpc *c, const struct httpc_request *req, httpc_done_c
 	if (!e)
 		goto out;
 	timeout = req->timeout_ms ? req->timeout_ms : c->timeout_ms;
+	/* Lets curl refuse a Content-Length above the cap before any body. */
+	max_file = call->max_bytes > (size_t)INT64_MAX ? INT64_MAX : (curl_off_t)call->max_bytes;
 	if (curl_easy_setopt(e, CURLOPT_URL, req->url) ||
 	    curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)call) ||
 	    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, call->errbuf) ||
@@ -689,7 +694,7 @@ int httpc_request(struct httpc *c, const struct httpc_request *req, httpc_done_c
 	    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https") ||
 	    curl_easy_setopt(e, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") ||
 	    curl_easy_setopt(e, CURLOPT_USERAGENT, c->user_agent) ||
-	    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)call->max_bytes) ||
+	    curl_easy_setopt(e, CURLOPT_MAXFILESIZE_LARGE, max_file) ||
 	    curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, HTTPC_CA_CACHE_S) ||
 	    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, httpc_on_write) ||
 	    curl_easy_setopt(e, CURLOPT_WRITEDATA, call) ||
@@ -706,7 +711,7 @@ int httpc_request(struct httpc *c, const struct httpc_request *req, httpc_done_c
 		goto out;
 	/* curl refuses add_handle from inside its callbacks (on_data): such a
 	 * request is added when curl_multi_socket_action returns. */
-	if (1) {
+	if (!c->in_curl) {
 		rc = SB_ERR_NOMEM;
 		if (curl_multi_add_handle(c->multi, e) != CURLM_OK)
 			goto out;

@@ -4,10 +4,13 @@
  * One struct httpc per daemon. Requests run concurrently on the loop thread
  * (one uv_poll_t per curl socket, one uv_timer_t for curl's timeouts). Every
  * request has a timeout; the connection cache is bounded; the CA store is
- * loaded lazily by curl on the first TLS connection and cached for the
- * lifetime of the multi handle (CURLMOPT/CURLOPT_CA_CACHE_TIMEOUT).
+ * loaded lazily by curl on the first TLS connection and then kept by the
+ * multi handle (CURLOPT_CA_CACHE_TIMEOUT, one day).
  *
- * All functions: loop thread only.
+ * Redirects are not followed; only http and https are allowed; no
+ * Accept-Encoding is sent; "Expect: 100-continue" is never used.
+ *
+ * All functions: loop thread only (httpc_global_cleanup: main, at exit).
  */
 #ifndef SB_CORE_HTTPC_H
 #define SB_CORE_HTTPC_H

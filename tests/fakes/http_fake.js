@@ -14,8 +14,9 @@
 //   GET  /retry-after/<s>   429 with "Retry-After: <s>"
 //   GET  /stream            chunked SSE: "data: 1\n\n" .. "data: 5\n\n" "data: [DONE]\n\n"
 //   GET  /reset             headers + part of the body, then the socket is destroyed
+//   GET  /early-hints       103 (Link header), then 200 "final" with "X-Final: yes"
 //   GET  /stats             {"inflight":n,"peak":m} (requests being handled right now)
-//   GET  /stats/reset       resets peak to the current inflight count
+//   GET  /stats/reset       {"inflight":n}; peak restarts from n (this request not counted)
 'use strict';
 
 const http = require('http');
@@ -104,14 +105,21 @@ function route(req, res, url, body) {
 		return;
 	}
 
+	if (url.pathname === '/early-hints') {
+		// A 103 with its own header first; clients keep only the 200's.
+		res.writeEarlyHints({link: '</style.css>; rel=preload; as=style'});
+		return setTimeout(() => send(res, 200, 'final', {'X-Final': 'yes'}), 20);
+	}
+
 	if (url.pathname === '/stats') {
 		// This request counts itself; report the others.
 		return send(res, 200, JSON.stringify({inflight: inflight - 1, peak}),
 			{'Content-Type': 'application/json'});
 	}
 	if (url.pathname === '/stats/reset') {
-		peak = inflight;
-		return send(res, 200, 'ok');
+		peak = inflight - 1;
+		return send(res, 200, JSON.stringify({inflight: inflight - 1}),
+			{'Content-Type': 'application/json'});
 	}
 
 	return send(res, 404, 'not found');

@@ -170,6 +170,48 @@ int harness_daemon_start(struct harness_daemon *d, const char *home, const char 
 	return d->pid > 0 ? 0 : -1;
 }
 
+int harness_connect(int port)
+{
+	struct sockaddr_in sa;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0)
+		return -1;
+	memset(&sa, 0, sizeof sa);
+	sa.sin_family = AF_INET;
+	sa.sin_port = htons((uint16_t)port);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+long harness_read_response(int fd, struct buf *out, int timeout_ms)
+{
+	long deadline = harness_now_ms() + timeout_ms;
+	char chunk[4096];
+
+	for (;;) {
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		long left = deadline - harness_now_ms();
+		ssize_t n;
+
+		if (left <= 0 || poll(&p, 1, (int)left) <= 0)
+			break;
+		n = read(fd, chunk, sizeof chunk);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		buf_append(out, chunk, (size_t)n);
+	}
+	if (out->len > 12 && strncmp(out->data, "HTTP/1.", 7) == 0)
+		return strtol(out->data + 9, NULL, 10);
+	return 0;
+}
+
 long harness_http(int port, const char *method, const char *path, const char *const *headers,
                   const char *body, struct buf *resp)
 {

@@ -48,6 +48,13 @@ int harness_wait_ready(const struct harness_daemon *d, int timeout_ms);
 long harness_http(int port, const char *method, const char *path, const char *const *headers,
                   const char *body, struct buf *resp);
 
+/* A raw loopback connection to port (for partial requests); -1 on error. */
+int harness_connect(int port);
+
+/* Reads from fd until EOF (or timeout_ms) into out; returns the HTTP status
+ * of the response it read, or 0. */
+long harness_read_response(int fd, struct buf *out, int timeout_ms);
+
 /* Sends sig and waits up to timeout_ms for the process to exit. Returns the
  * exit code, 128+signal if it died of a signal, or -1 on timeout (the process
  * is then killed). */

@@ -287,6 +287,127 @@ static void test_reload(void **state)
 	harness_rmrf(home);
 }
 
+static int write_str(int fd, const char *s)
+{
+	size_t n = strlen(s);
+
+	return write(fd, s, n) == (ssize_t)n ? 0 : -1;
+}
+
+/* SIGTERM with a request in flight: /readyz turns 503, new work is refused
+ * with 503 and Retry-After, the request in flight is still answered, and
+ * then the gateway exits 0. */
+static void test_drain_finishes_in_flight(void **state)
+{
+	struct harness_daemon d;
+	char home[512];
+	struct buf body, resp;
+	int fd;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_daemon_start(&d, home, NULL), 0);
+	assert_int_equal(harness_wait_ready(&d, 20000), 0);
+
+	/* a request whose body is still arriving */
+	fd = harness_connect(d.port);
+	assert_true(fd >= 0);
+	assert_int_equal(write_str(fd, "POST /hooks/slow HTTP/1.1\r\nHost: x\r\n"
+	                               "Connection: close\r\nContent-Length: 10\r\n\r\n12345"),
+	                 0);
+	usleep(100000);
+	kill(d.pid, SIGTERM);
+	assert_int_equal(wait_for_log(&d, "msg=draining", 5000), 0);
+
+	buf_init(&body, 1 << 20);
+	assert_int_equal(harness_http(d.port, "GET", "/readyz", NULL, NULL, &body), 503);
+	assert_string_equal(body.data, "{\"status\":\"draining\"}\n");
+	buf_reset(&body);
+	assert_int_equal(harness_http(d.port, "GET", "/healthz", NULL, NULL, &body), 200);
+	buf_reset(&body);
+	/* unknown paths are still told so (work routes answer 503 + Retry-After) */
+	assert_int_equal(harness_http(d.port, "GET", "/nope", NULL, NULL, &body), 404);
+	buf_free(&body);
+	/* the gateway is still waiting for the request in flight */
+	usleep(200000);
+	assert_int_equal(kill(d.pid, 0), 0);
+
+	assert_int_equal(write_str(fd, "67890"), 0);
+	buf_init(&resp, 1 << 20);
+	assert_int_equal(harness_read_response(fd, &resp, 5000), 404);
+	buf_free(&resp);
+	close(fd);
+	assert_int_equal(harness_daemon_stop(&d, 0, 20000), 0);
+	harness_rmrf(home);
+}
+
+/* A request that never completes does not hold the gateway past
+ * gateway.drain_timeout. */
+static void test_drain_timeout(void **state)
+{
+	struct harness_daemon d;
+	char home[512], path[700];
+	const char *init[] = {"init", NULL};
+	int fd;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_cli(home, NULL, init), 0);
+	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
+	assert_int_equal(harness_write_file(path, "gateway:\n  drain_timeout: 300ms\n"
+	                                          "agents:\n  - id: main\n"),
+	                 0);
+	assert_int_equal(harness_daemon_start(&d, home, NULL), 0);
+	assert_int_equal(harness_wait_ready(&d, 20000), 0);
+	fd = harness_connect(d.port);
+	assert_int_equal(
+	    write_str(fd, "POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n1"), 0);
+	usleep(100000);
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 10000), 0);
+	assert_int_equal(wait_for_log(&d,
+	                              "drain time is up; stopping with work in flight\" "
+	                              "in_flight=1",
+	                              100),
+	                 0);
+	close(fd);
+	harness_rmrf(home);
+}
+
+/* gateway.max_connections bounds open connections. */
+static void test_connection_cap(void **state)
+{
+	struct harness_daemon d;
+	char home[512], path[700];
+	const char *init[] = {"init", NULL};
+	int fds[2];
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_cli(home, NULL, init), 0);
+	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
+	assert_int_equal(harness_write_file(path, "gateway:\n  max_connections: 2\n"
+	                                          "agents:\n  - id: main\n"),
+	                 0);
+	assert_int_equal(harness_daemon_start(&d, home, NULL), 0);
+	assert_int_equal(harness_wait_ready(&d, 20000), 0);
+	for (int i = 0; i < 2; i++) {
+		fds[i] = harness_connect(d.port);
+		assert_true(fds[i] >= 0);
+		/* a started request makes the connection count for sure */
+		assert_int_equal(write_str(fds[i], "POST /x HTTP/1.1\r\nHost: x\r\n"
+		                                   "Content-Length: 5\r\n\r\n1"),
+		                 0);
+	}
+	usleep(100000);
+	assert_int_equal(harness_http(d.port, "GET", "/healthz", NULL, NULL, NULL), 0);
+	close(fds[0]);
+	close(fds[1]);
+	usleep(100000);
+	assert_int_equal(harness_http(d.port, "GET", "/healthz", NULL, NULL, NULL), 200);
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
+	harness_rmrf(home);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -295,6 +416,9 @@ int main(void)
 	    cmocka_unit_test(test_config_check_lists_every_error),
 	    cmocka_unit_test(test_gateway_serves_and_stops_cleanly),
 	    cmocka_unit_test(test_reload),
+	    cmocka_unit_test(test_drain_finishes_in_flight),
+	    cmocka_unit_test(test_drain_timeout),
+	    cmocka_unit_test(test_connection_cap),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
