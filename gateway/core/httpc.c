@@ -22,9 +22,10 @@
 #include <strings.h>
 #include <time.h>
 
-#include <curl/curl.h>
-
+#define CURL_LAZY_NAMES
+#include "curl_lazy.h"
 #include "err.h"
+#include "log.h"
 #include "num.h"
 
 #define HTTPC_MAX_HEADERS 256
@@ -93,6 +94,12 @@ static CURLcode httpc_global_rc = CURLE_FAILED_INIT;
 
 static void httpc_global_init(void)
 {
+	const char *why = NULL;
+
+	if (curl_lazy_load(&why) != SB_OK) {
+		log_error("httpc", "no HTTP client", LOG_S("error", why));
+		return;
+	}
 	httpc_global_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
