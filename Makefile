@@ -9,7 +9,7 @@ TESTBUILD := build/test
 SWITCHBOARD_HOME ?= $(HOME)/.switchboard
 export SWITCHBOARD_HOME
 
-.PHONY: run build deps test test-deps check bench clean format
+.PHONY: run build deps test test-deps check bench fuzz clean format
 
 run: build
 	@test -f "$(SWITCHBOARD_HOME)/switchboard.yaml" || $(RELEASE)/switchboard init
@@ -39,6 +39,12 @@ bench: deps
 	@cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSB_TESTS=OFF >/dev/null
 	@cmake --build build/bench -j$(JOBS)
 	@tests/bench/run.sh build/bench
+
+FUZZ_SECONDS ?= 60
+fuzz: test-deps
+	@CC=clang cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_FUZZ=ON -DSB_TESTS=OFF >/dev/null
+	@cmake --build build/fuzz -j$(JOBS)
+	@tests/fuzz/run.sh build/fuzz $(FUZZ_SECONDS)
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

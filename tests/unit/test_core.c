@@ -17,6 +17,7 @@
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/core/num.h"
+#include "gateway/core/resolve.h"
 #include "gateway/metrics.h"
 
 static void test_buf_bounds(void **state)
@@ -280,6 +281,48 @@ static void test_metrics_render(void **state)
 	buf_free(&out);
 }
 
+struct resolved {
+	int calls;
+	int rc;
+	char addr[RESOLVE_ADDR_MAX];
+};
+
+static void on_resolved(void *ud, int rc, const char *addr)
+{
+	struct resolved *r = ud;
+
+	r->calls++;
+	r->rc = rc;
+	snprintf(r->addr, sizeof r->addr, "%s", addr ? addr : "");
+}
+
+static void test_resolve(void **state)
+{
+	uv_loop_t loop;
+	struct resolved a = {0}, b = {0};
+	char long_name[300];
+
+	(void)state;
+	assert_int_equal(uv_loop_init(&loop), 0);
+	assert_int_equal(resolve_host(&loop, "127.0.0.1", on_resolved, &a), SB_OK);
+	assert_int_equal(resolve_host(&loop, "localhost", on_resolved, &b), SB_OK);
+	/* nothing is called back from inside the call */
+	assert_int_equal(a.calls + b.calls, 0);
+	assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(a.rc, SB_OK);
+	assert_string_equal(a.addr, "127.0.0.1");
+	assert_int_equal(b.calls, 1);
+	assert_int_equal(b.rc, SB_OK);
+	assert_true(strcmp(b.addr, "127.0.0.1") == 0 || strcmp(b.addr, "::1") == 0);
+
+	memset(long_name, 'a', sizeof long_name - 1);
+	long_name[sizeof long_name - 1] = '\0';
+	assert_int_equal(resolve_host(&loop, "", on_resolved, &a), SB_ERR_INVAL);
+	assert_int_equal(resolve_host(&loop, long_name, on_resolved, &a), SB_ERR_INVAL);
+	assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -287,7 +330,7 @@ int main(void)
 	    cmocka_unit_test(test_num_parse),           cmocka_unit_test(test_log_logfmt),
 	    cmocka_unit_test(test_log_redacts_secrets), cmocka_unit_test(test_log_json),
 	    cmocka_unit_test(test_log_parse),           cmocka_unit_test(test_envelope_roundtrip),
-	    cmocka_unit_test(test_metrics_render),
+	    cmocka_unit_test(test_metrics_render),      cmocka_unit_test(test_resolve),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
