@@ -66,6 +66,66 @@ static const struct cfg_key agent_config_keys[] = {
         .doc = "Receives messages that no binding routes elsewhere. At most one agent "
                "may be the default; with a single agent, it is the default anyway.",
     },
+    {
+        .name = "fallbacks",
+        .type = CFG_STRING_LIST,
+        .offset = offsetof(struct agent_config, fallbacks),
+        .count_offset = offsetof(struct agent_config, n_fallbacks),
+        .min = 0,
+        .max = 8,
+        .doc = "More `provider/model` names, tried in order when the model fails "
+               "after its retries (or its provider is cooling down).",
+    },
+    {
+        .name = "max_turns",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_config, max_turns),
+        .min = 1,
+        .max = 1000,
+        .def = "25",
+        .doc = "The most model calls one run may make before it stops with "
+               "`max_turns`.",
+    },
+    {
+        .name = "budget",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_config, budget),
+        .min = 1,
+        .max = 10000,
+        .def = "60",
+        .doc = "Iterations one run may spend, shared with the runs it starts; when "
+               "it is spent the model gets one last call to wrap up.",
+    },
+    {
+        .name = "tools",
+        .type = CFG_STRING_LIST,
+        .offset = offsetof(struct agent_config, tools),
+        .count_offset = offsetof(struct agent_config, n_tools),
+        .min = 0,
+        .max = 64,
+        .doc = "The tools the agent may use, by name. Absent or empty: all of `read`, "
+               "`write`, `edit`, `ls`, `glob`, `grep`, `bash`, `message`.",
+    },
+    {
+        .name = "tool_timeout",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct agent_config, tool_timeout_ms),
+        .min = 100,
+        .max = 3600000,
+        .def = "120s",
+        .doc = "The default time limit of one tool call (a `bash` command may ask "
+               "for less).",
+    },
+    {
+        .name = "run_timeout",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct agent_config, run_timeout_ms),
+        .min = 1000,
+        .max = 86400000,
+        .def = "10m",
+        .doc = "The longest one run may take; past it the run is aborted and the "
+               "session's queue moves on.",
+    },
 };
 
 const struct cfg_section agent_config_section = {

@@ -5,14 +5,24 @@
 #define SB_AGENTS_AGENT_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 
 #include "gateway/core/cfg.h"
 
 struct agent_config {
-	char *id;        /* [a-z0-9][a-z0-9_-]{0,63} */
-	char *workspace; /* directory; relative to the home; default workspaces/<id> */
-	char *model;     /* provider/model; empty until a provider is configured */
-	bool is_default; /* YAML key "default" */
+	char *id;         /* [a-z0-9][a-z0-9_-]{0,63} */
+	char *workspace;  /* directory; relative to the home; default workspaces/<id> */
+	char *model;      /* provider/model; NULL until a provider is configured */
+	bool is_default;  /* YAML key "default" */
+	char **fallbacks; /* provider/model, tried in order when model fails */
+	size_t n_fallbacks;
+	int64_t max_turns; /* model calls in one run */
+	int64_t budget;    /* iterations shared with sub-runs */
+	char **tools;      /* tool names the agent may use; none listed = all */
+	size_t n_tools;
+	int64_t tool_timeout_ms; /* default time limit of one tool call (bash) */
+	int64_t run_timeout_ms;  /* a whole run; the watchdog aborts past it */
 };
 
 /* The schema of one element of the top-level `agents` list. */

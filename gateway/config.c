@@ -325,11 +325,71 @@ static const struct cfg_section config_http_client_section = {
 
 /* ---- the top level ---- */
 
+/* An agent's "provider/model" must name a configured provider. */
+static int config_check_model_ref(const struct config *c, const char *ref, const char *key,
+                                  struct cfg_error_ctx *ctx)
+{
+	const char *slash = ref ? strchr(ref, '/') : NULL;
+
+	if (!ref)
+		return 0;
+	if (!slash || slash == ref || !slash[1]) {
+		cfg_error_add(ctx, key, "write it as provider/model, e.g. openai/gpt-4o-mini",
+		              "\"%s\" is not of the form provider/model", ref);
+		return 1;
+	}
+	for (size_t i = 0; i < c->n_providers; i++)
+		if (c->providers[i].id && strlen(c->providers[i].id) == (size_t)(slash - ref) &&
+		    strncmp(c->providers[i].id, ref, (size_t)(slash - ref)) == 0)
+			return 0;
+	cfg_error_add(ctx, key, "add it under \"providers:\" or fix the name",
+	              "no provider \"%.*s\" is configured", (int)(slash - ref), ref);
+	return 1;
+}
+
+static int config_check_providers(const struct config *c, struct cfg_error_ctx *ctx)
+{
+	int added = 0;
+	char key[64];
+
+	for (size_t i = 0; i < c->n_providers; i++) {
+		const struct provider_config *p = &c->providers[i];
+
+		for (size_t j = 0; p->id && j < i; j++) {
+			if (!c->providers[j].id || strcmp(c->providers[j].id, p->id) != 0)
+				continue;
+			snprintf(key, sizeof key, "providers[%zu].id", i);
+			cfg_error_add(ctx, key, "give each provider its own id",
+			              "duplicate provider id \"%s\" (also providers[%zu].id)", p->id,
+			              j);
+			added++;
+			break;
+		}
+		if (p->api == PROVIDER_API_SCRIPTED && !p->script) {
+			snprintf(key, sizeof key, "providers[%zu]", i);
+			cfg_error_add(ctx, key, "add \"script: builtin:offline\" or a script file",
+			              "a scripted provider needs \"script\"");
+			added++;
+		}
+	}
+	for (size_t i = 0; i < c->n_agents; i++) {
+		const struct agent_config *a = &c->agents[i];
+
+		snprintf(key, sizeof key, "agents[%zu].model", i);
+		added += config_check_model_ref(c, a->model, key, ctx);
+		for (size_t f = 0; f < a->n_fallbacks; f++) {
+			snprintf(key, sizeof key, "agents[%zu].fallbacks[%zu]", i, f);
+			added += config_check_model_ref(c, a->fallbacks[f], key, ctx);
+		}
+	}
+	return added;
+}
+
 static int config_root_check(void *obj, struct cfg_error_ctx *ctx)
 {
 	const struct config *c = obj;
 	size_t first_default = SIZE_MAX;
-	int added = 0;
+	int added = config_check_providers(c, ctx);
 	char key[64];
 
 	for (size_t i = 0; i < c->n_agents; i++) {
@@ -399,6 +459,16 @@ static const struct cfg_key config_root_keys[] = {
         .flags = CFG_REQUIRED,
         .doc = "The agents this gateway runs; at least one.",
         .hint = "run \"switchboard init\", or add \"agents: [{id: main}]\"",
+    },
+    {
+        .name = "providers",
+        .type = CFG_LIST,
+        .offset = offsetof(struct config, providers),
+        .count_offset = offsetof(struct config, n_providers),
+        .min = 0,
+        .max = 64,
+        .section = &provider_config_section,
+        .doc = "The model APIs agents call; an agent names one as `model: <provider>/<model>`.",
     },
 };
 
@@ -502,6 +572,24 @@ static int config_finish(struct config *c)
 		return SB_ERR_NOMEM;
 	free(c->store.path);
 	c->store.path = p;
+	for (size_t i = 0; i < c->n_providers; i++) {
+		struct provider_config *pc = &c->providers[i];
+		static const char *const base_urls[] = {"https://api.openai.com/v1",
+		                                        "https://api.anthropic.com", NULL};
+
+		if (!pc->base_url && base_urls[pc->api]) {
+			pc->base_url = strdup(base_urls[pc->api]);
+			if (!pc->base_url)
+				return SB_ERR_NOMEM;
+		}
+		if (pc->script && strncmp(pc->script, "builtin:", 8) != 0) {
+			p = config_join(c->home, pc->script);
+			if (!p)
+				return SB_ERR_NOMEM;
+			free(pc->script);
+			pc->script = p;
+		}
+	}
 	for (size_t i = 0; i < c->n_agents; i++) {
 		struct agent_config *a = &c->agents[i];
 		struct buf b;
@@ -738,11 +826,26 @@ static const char config_default_text[] =
     "#   timeout: 30s\n"
     "#   ca_file: /etc/ssl/certs/ca-certificates.crt\n"
     "\n"
+    "# Model providers. \"offline\" replays a built-in script that says how to\n"
+    "# connect a real model; add yours and point the agent's model at it:\n"
+    "#   - id: openai\n"
+    "#     api: openai-chat          # OpenAI, Ollama, llama.cpp, vLLM, OpenRouter\n"
+    "#     base_url: https://api.openai.com/v1\n"
+    "#     api_key: ${OPENAI_API_KEY}\n"
+    "#   - id: anthropic\n"
+    "#     api: anthropic-messages\n"
+    "#     api_key: ${ANTHROPIC_API_KEY}\n"
+    "providers:\n"
+    "  - id: offline\n"
+    "    api: scripted\n"
+    "    script: builtin:offline\n"
+    "\n"
     "agents:\n"
     "  - id: main\n"
     "    default: true\n"
     "    workspace: workspaces/main\n"
-    "    # model: ${SWITCHBOARD_MODEL}\n";
+    "    model: offline/demo          # e.g. openai/gpt-4o-mini\n"
+    "    # fallbacks: [anthropic/claude-sonnet-4-5]\n";
 
 int config_write_default(const char *path)
 {
@@ -774,6 +877,22 @@ out:
 	if (rc)
 		unlink(path);
 	return rc;
+}
+
+const struct provider_config *config_provider(const struct config *c, const char *id)
+{
+	for (size_t i = 0; c && id && i < c->n_providers; i++)
+		if (strcmp(c->providers[i].id, id) == 0)
+			return &c->providers[i];
+	return NULL;
+}
+
+const struct agent_config *config_agent(const struct config *c, const char *id)
+{
+	for (size_t i = 0; c && id && i < c->n_agents; i++)
+		if (strcmp(c->agents[i].id, id) == 0)
+			return &c->agents[i];
+	return NULL;
 }
 
 void config_print_reference(FILE *out)

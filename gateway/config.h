@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "agents/agent_config.h"
+#include "agents/provider_config.h"
 #include "gateway/core/cfg.h"
 
 struct config_gateway {
@@ -66,6 +67,8 @@ struct config {
 	struct config_http_client http_client;
 	struct agent_config *agents;
 	size_t n_agents;
+	struct provider_config *providers;
+	size_t n_providers;
 
 	char **secrets; /* values of every CFG_SECRET key, for log redaction */
 	size_t n_secrets;
@@ -104,6 +107,12 @@ int config_restart_changes(const struct config *old, const struct config *new_,
 
 /* The agent marked default, else the only agent, else NULL. Borrowed from c. */
 const struct agent_config *config_default_agent(const struct config *c);
+
+/* The provider with this id, or NULL. */
+const struct provider_config *config_provider(const struct config *c, const char *id);
+
+/* The agent with this id, or NULL. */
+const struct agent_config *config_agent(const struct config *c, const char *id);
 
 /* Writes the commented default configuration that `switchboard init`
  * creates (mode 0600; the parent directory must exist). It loads cleanly

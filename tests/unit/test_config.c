@@ -177,10 +177,17 @@ static void test_valid_full(void **state)
 	                           "  max_host_connections: 2\n"
 	                           "  max_response: 10MiB\n"
 	                           "  ca_file: \"/etc/ca.pem\"\n"
+	                           "providers:\n"
+	                           "  - {id: openai, api: openai-chat, api_key: sk-test-0123456789}\n"
+	                           "  - {id: local, api: openai-chat, base_url: "
+	                           "\"http://127.0.0.1:11434/v1\", stream: false}\n"
+	                           "  - {id: demo, api: scripted, script: scripts/demo.yaml}\n"
 	                           "agents:\n"
 	                           "  - id: main\n"
 	                           "    workspace: /srv/ws/main\n"
 	                           "    model: openai/gpt-4o\n"
+	                           "    fallbacks: [local/llama3, demo/x]\n"
+	                           "    max_turns: 7\n"
 	                           "  - {id: helper-2, default: true}\n";
 	struct config *c = load_ok(yaml);
 	char *ws = home_path("workspaces/helper-2");
@@ -217,6 +224,36 @@ static void test_valid_full(void **state)
 	assert_true(c->agents[1].is_default);
 	assert_ptr_equal(config_default_agent(c), &c->agents[1]);
 	assert_string_equal(c->home, home);
+	assert_int_equal(c->agents[0].n_fallbacks, 2);
+	assert_string_equal(c->agents[0].fallbacks[1], "demo/x");
+	assert_int_equal(c->agents[0].max_turns, 7);
+	assert_int_equal(c->agents[1].max_turns, 25);
+	assert_int_equal(c->agents[1].tool_timeout_ms, 120000);
+	assert_int_equal(c->n_providers, 3);
+	assert_int_equal(c->providers[0].api, PROVIDER_API_OPENAI_CHAT);
+	assert_string_equal(c->providers[0].base_url, "https://api.openai.com/v1");
+	assert_int_equal(c->providers[0].timeout_ms, 120000);
+	assert_int_equal(c->providers[0].max_retries, 2);
+	assert_true(c->providers[0].stream);
+	assert_string_equal(c->providers[1].base_url, "http://127.0.0.1:11434/v1");
+	assert_false(c->providers[1].stream);
+	assert_ptr_equal(config_provider(c, "local"), &c->providers[1]);
+	assert_null(config_provider(c, "nope"));
+	assert_ptr_equal(config_agent(c, "helper-2"), &c->agents[1]);
+	{
+		char *script = home_path("scripts/demo.yaml");
+
+		assert_string_equal(c->providers[2].script, script);
+		free(script);
+	}
+	/* the API key is a secret: collected for log redaction */
+	{
+		bool found = false;
+
+		for (size_t i = 0; i < c->n_secrets; i++)
+			found |= strcmp(c->secrets[i], "sk-test-0123456789") == 0;
+		assert_true(found);
+	}
 	free(ws);
 	ws = home_path("t.yaml");
 	assert_string_equal(c->path, ws);
@@ -294,7 +331,7 @@ static void test_unknown_key_suggestion(void **state)
 	              "drain_timeout, max_body, max_connections, auth_token, watch_config)\n");
 	expect_errors("bindings: []\n" AGENTS,
 	              "t.yaml:1:1: bindings: unknown key (hint: valid keys: gateway, log, store, "
-	              "http_client, agents)\n");
+	              "http_client, agents, providers)\n");
 }
 
 static void test_wrong_types(void **state)
@@ -356,9 +393,36 @@ static void test_missing_required(void **state)
 	                              "main}]\")\n");
 	expect_errors("agents:\n", "t.yaml:1:8: agents: required key has no value (hint: run "
 	                           "\"switchboard init\", or add \"agents: [{id: main}]\")\n");
-	expect_errors("agents:\n  - model: x\n",
+	expect_errors("agents:\n  - default: true\n",
 	              "t.yaml:2:5: agents[0].id: missing required key (hint: use lower-case "
 	              "letters, digits, \"_\" and \"-\", starting with a letter or digit)\n");
+}
+
+static void test_provider_checks(void **state)
+{
+	(void)state;
+	expect_errors("agents:\n  - id: main\n    model: gpt-4o\n",
+	              "t.yaml:3:12: agents[0].model: \"gpt-4o\" is not of the form provider/model "
+	              "(hint: write it as provider/model, e.g. openai/gpt-4o-mini)\n");
+	expect_errors("agents:\n  - id: main\n    model: openai/gpt-4o\n"
+	              "    fallbacks: [openai/x]\n",
+	              "t.yaml:3:12: agents[0].model: no provider \"openai\" is configured (hint: "
+	              "add it under \"providers:\" or fix the name)\n"
+	              "t.yaml:4:17: agents[0].fallbacks[0]: no provider \"openai\" is configured "
+	              "(hint: add it under \"providers:\" or fix the name)\n");
+	expect_errors("providers:\n  - {id: a, api: scripted}\n  - {id: a, api: openai-chat}\n"
+	              "agents:\n  - id: main\n",
+	              "t.yaml:2:5: providers[0]: a scripted provider needs \"script\" (hint: add "
+	              "\"script: builtin:offline\" or a script file)\n"
+	              "t.yaml:3:10: providers[1].id: duplicate provider id \"a\" (also "
+	              "providers[0].id) (hint: give each provider its own id)\n");
+	expect_errors("providers:\n  - {id: a, api: grpc}\nagents:\n  - id: main\n",
+	              "t.yaml:2:18: providers[0].api: expected one of openai-chat, "
+	              "anthropic-messages, scripted, found \"grpc\"\n");
+	expect_errors("providers:\n  - {id: a, api: openai-chat, base_url: \"http://x/v1/\"}\n"
+	              "agents:\n  - id: main\n",
+	              "t.yaml:2:41: providers[0].base_url: remove the trailing \"/\", found "
+	              "\"http://x/v1/\"\n");
 }
 
 static void test_bool_yaml11_rejected(void **state)
@@ -588,6 +652,7 @@ static void test_env_interpolation(void **state)
 
 	c = load_ok("gateway:\n"
 	            "  port: ${SB_TEST_PORT}\n"
+	            "providers: [{id: example, api: scripted, script: builtin:offline}]\n"
 	            "agents:\n"
 	            "  - id: main\n"
 	            "    model: \"${SB_TEST_HOST}/m-${SB_TEST_PORT}${SB_TEST_EMPTY}\"\n"
@@ -800,7 +865,8 @@ static void test_restart_changes(void **state)
 	struct config *a = load_ok("gateway:\n  port: 8790\nlog:\n  level: info\n" AGENTS);
 	struct config *b = load_ok("gateway:\n  port: 9000\n  max_connections: 5\nlog:\n  level: "
 	                           "debug\nstore:\n  path: other.db\nagents:\n  - id: main\n"
-	                           "    model: x/y\n");
+	                           "    model: x/y\nproviders: [{id: x, api: scripted, script: "
+	                           "builtin:offline}]\n");
 	struct config *same = load_ok("gateway:\n  port: 8790\n" AGENTS);
 	struct paths p = {0};
 
@@ -1209,6 +1275,7 @@ int main(void)
 	    cmocka_unit_test(test_out_of_range),
 	    cmocka_unit_test(test_missing_required),
 	    cmocka_unit_test(test_bool_yaml11_rejected),
+	    cmocka_unit_test(test_provider_checks),
 	    cmocka_unit_test(test_durations),
 	    cmocka_unit_test(test_sizes),
 	    cmocka_unit_test(test_enum),

@@ -1,0 +1,68 @@
+/*
+ * executor.h - runs the tool calls of one assistant message.
+ *
+ * Calls run in the order the model gave them, under one rule (the seeds'
+ * concurrency matrix): consecutive calls that are concurrency-safe for their
+ * input run together (at most max_parallel at once); any other call runs
+ * alone, after everything before it finished and before anything after it
+ * starts. So a safe call never runs while an unsafe one runs.
+ *
+ * Every tool_use gets exactly one tool_result, in order, on every path:
+ * unknown or disallowed tool, invalid input (the schema error), tool failure,
+ * timeout, and abort (calls not started and calls cancelled get an error
+ * result saying so). Results longer than the tool's budget are cut with a
+ * note of what was cut.
+ *
+ * Loop thread only.
+ */
+#ifndef SB_AGENTS_EXECUTOR_H
+#define SB_AGENTS_EXECUTOR_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "agents/tool.h"
+
+#define EXECUTOR_MAX_PARALLEL 10
+
+struct executor;
+
+struct executor_events {
+	void *ud;
+	void (*tool_start)(void *ud, const char *id, const char *name, const json_t *input);
+	void (*tool_end)(void *ud, const char *id, const char *name, bool is_error,
+	                 const char *content, double seconds);
+};
+
+struct executor_options {
+	const struct tool_ctx *ctx; /* borrowed until done */
+	const char *const *allowed; /* tool names the agent may use; NULL = all */
+	size_t n_allowed;
+	size_t max_parallel;              /* 0 = EXECUTOR_MAX_PARALLEL */
+	const struct executor_events *ev; /* may be NULL */
+};
+
+/* results: a new user message holding one tool_result per tool_use of the
+ * assistant message, in order (handed over: the callee decrefs). rc is SB_OK,
+ * or SB_ERR_ABORTED when executor_abort ended it (results are complete all
+ * the same). */
+typedef void (*executor_done_cb)(void *ud, int rc, json_t *results);
+
+/* Starts running the tool_use blocks of assistant_msg (borrowed until done).
+ * done runs later, never from inside this call. A message without tool_use
+ * blocks is SB_ERR_INVAL. */
+int executor_run(const json_t *assistant_msg, const struct executor_options *opt,
+                 executor_done_cb done, void *ud, struct executor **out);
+
+/* Cancels running calls and skips the rest; every call still gets its result
+ * ("aborted: why"). done runs before this returns. */
+void executor_abort(struct executor *ex, const char *why);
+
+/* Validates input against a JSON Schema (the subset tools use: type, properties,
+ * required, additionalProperties, items, enum, minimum, maximum, minLength,
+ * maxLength). Returns SB_OK or SB_ERR_INVAL with a message for the model in
+ * why, such as `"path": expected a string`. */
+int tool_schema_validate(const json_t *schema, const json_t *input, char *why, size_t size);
+
+#endif

@@ -1,0 +1,122 @@
+/*
+ * provider.h - the contract every model provider meets.
+ *
+ * A provider turns a model_request (system prompt, canonical history, tool
+ * definitions) into one assistant message, streaming text deltas as they
+ * arrive. Implementations: openai-chat (Chat Completions), anthropic-messages
+ * (Messages API), scripted (replays a script; tests, demos, evaluation).
+ * Providers speak HTTP through the host's shared client (curl multi on the
+ * loop); they never block. Retries, fallback and cooldown live one level up,
+ * in models.h: a provider reports each failure once, classified.
+ *
+ * Loop thread only. Callbacks never run from inside the call that started
+ * the request.
+ */
+#ifndef SB_AGENTS_PROVIDER_H
+#define SB_AGENTS_PROVIDER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agents/provider_config.h"
+#include "gateway/core/host.h"
+
+struct model_request {
+	const char *model;  /* the provider's model id (after "provider/") */
+	const char *system; /* system prompt; may be NULL */
+	json_t *messages;   /* borrowed: canonical history (message.h) */
+	json_t *tools;      /* borrowed: [{"name","description","input_schema"}], may be NULL */
+	int max_tokens;     /* > 0 */
+	bool stream;        /* stream text deltas (SSE) */
+};
+
+enum model_stop {
+	MODEL_STOP_END_TURN = 0,
+	MODEL_STOP_TOOL_USE,
+	MODEL_STOP_MAX_TOKENS, /* output-token limit: the turn may continue */
+	MODEL_STOP_OTHER,
+};
+
+struct model_usage {
+	int64_t input_tokens;
+	int64_t output_tokens;
+	int64_t cache_read_tokens;
+	int64_t cache_write_tokens;
+};
+
+struct model_response {
+	json_t *message; /* borrowed: the canonical assistant message */
+	enum model_stop stop;
+	const char *stop_raw; /* the provider's own word ("stop", "end_turn", ...) */
+	struct model_usage usage;
+	const char *model; /* the model that answered, as reported */
+};
+
+enum model_error_kind {
+	MODEL_ERR_NONE = 0,
+	MODEL_ERR_RATE_LIMIT,      /* 429 */
+	MODEL_ERR_OVERLOADED,      /* 5xx, 529 */
+	MODEL_ERR_TIMEOUT,         /* no (complete) answer in time */
+	MODEL_ERR_NETWORK,         /* connection refused/reset, DNS, TLS */
+	MODEL_ERR_PROMPT_TOO_LONG, /* the context does not fit: compact and retry */
+	MODEL_ERR_AUTH,            /* 401/403: fix the key; no retry helps */
+	MODEL_ERR_BAD_REQUEST,     /* other 4xx */
+	MODEL_ERR_BAD_RESPONSE,    /* malformed JSON, truncated stream, bad shape */
+	MODEL_ERR_ABORTED,         /* cancelled */
+};
+
+struct model_error {
+	enum model_error_kind kind;
+	int http_status;        /* 0 when none */
+	int64_t retry_after_ms; /* from Retry-After; -1 when absent */
+	char message[512];      /* for logs and the operator; never holds the key */
+};
+
+/* Whether retrying the same provider later may succeed. */
+bool model_error_retryable(enum model_error_kind kind);
+const char *model_error_kind_name(enum model_error_kind kind);
+
+struct model_stream_events {
+	void *ud;
+	/* Text as it arrives (UTF-8, never split inside a character). */
+	void (*text_delta)(void *ud, const char *text, size_t len);
+	/* A tool call began (its arguments are still streaming). Optional. */
+	void (*tool_use_start)(void *ud, const char *id, const char *name);
+};
+
+/* rc SB_OK with resp, or an error code with err (resp NULL). Exactly once. */
+typedef void (*model_done_cb)(void *ud, int rc, const struct model_response *resp,
+                              const struct model_error *err);
+
+struct provider;
+struct provider_call;
+
+struct provider_ops {
+	const char *api; /* "openai-chat", "anthropic-messages", "scripted" */
+	int (*create)(struct provider **out, const struct provider_config *cfg,
+	              const struct host *host);
+	void (*destroy)(struct provider *p);
+	/* Starts one model call. ev may be NULL. out (may be NULL) receives a
+	 * handle valid until done runs. */
+	int (*call)(struct provider *p, const struct model_request *req,
+	            const struct model_stream_events *ev, model_done_cb done, void *ud,
+	            struct provider_call **out);
+	/* done runs with MODEL_ERR_ABORTED (rc SB_ERR_ABORTED) before it returns. */
+	void (*cancel)(struct provider_call *c);
+};
+
+/* Every provider's struct begins with this. */
+struct provider {
+	const struct provider_ops *ops;
+	const struct provider_config *cfg; /* borrowed from the config snapshot */
+};
+
+extern const struct provider_ops provider_openai_ops;
+extern const struct provider_ops provider_anthropic_ops;
+extern const struct provider_ops provider_scripted_ops;
+
+/* The ops for an api name; NULL if unknown. */
+const struct provider_ops *provider_ops_for(const char *api);
+
+#endif

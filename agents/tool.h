@@ -1,0 +1,87 @@
+/*
+ * tool.h - the contract every tool meets (one tool per file in agents/tools/).
+ *
+ * A tool is a static const struct tool_def: its name, the description and the
+ * JSON Schema of its input exactly as the model sees them (declared once, next
+ * to the code), whether a given input only reads (read_only) and may run beside
+ * other calls (concurrency_safe), the largest result it may put into the
+ * context, and call. The executor validates the input against the schema
+ * before call; a validation error goes back to the model as an error result,
+ * and call never sees invalid input.
+ *
+ * Blocking work (file reads and writes, directory walks) runs on the libuv
+ * thread pool (uv_queue_work); processes run with uv_spawn through
+ * tool_spawn() (spawn.h), which the sandbox wraps. call never blocks the loop.
+ *
+ * Loop thread only.
+ */
+#ifndef SB_AGENTS_TOOL_H
+#define SB_AGENTS_TOOL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "gateway/core/host.h"
+
+#define TOOL_RESULT_MAX_DEFAULT 50000
+
+/* What a tool call may use. Borrowed for the duration of the call. */
+struct tool_ctx {
+	uv_loop_t *loop;
+	const struct host *host;
+	const char *agent_id;
+	const char *session_key;
+	const char *workspace; /* absolute, real path (symlinks resolved) */
+	int64_t timeout_ms;    /* default time limit for this call */
+	const char *channel;   /* where the run's message came from, or NULL */
+	const char *account;
+	const char *target; /* the conversation to answer, or NULL */
+};
+
+/* The call's outcome, exactly once. content is handed over (the callee frees
+ * it). is_error: the tool failed and content says why (goes to the model as
+ * an error result). rc is SB_ERR_ABORTED when the call was cancelled. */
+typedef void (*tool_done_cb)(void *ud, int rc, char *content, bool is_error);
+
+/* A running call; tools embed it first in their own state. */
+struct tool_run {
+	/* Stops the call: its done runs (rc SB_ERR_ABORTED) before this
+	 * returns; child processes are killed. */
+	void (*cancel)(struct tool_run *run);
+};
+
+struct tool_def {
+	const char *name;
+	const char *description;
+	const char *input_schema; /* JSON text of a JSON Schema object */
+	bool (*read_only)(const json_t *input);
+	bool (*concurrency_safe)(const json_t *input);
+	size_t max_result_chars; /* 0 = TOOL_RESULT_MAX_DEFAULT */
+	/* Starts the call. input is valid per input_schema and borrowed for
+	 * the call's duration. On SB_OK, done runs later (never from inside
+	 * call) and *run (if out not NULL) may be used to cancel until then.
+	 * Any other return: done never runs. */
+	int (*call)(const struct tool_ctx *ctx, const json_t *input, tool_done_cb done, void *ud,
+	            struct tool_run **run);
+};
+
+/* The built-in tools, sorted by name. */
+extern const struct tool_def tool_bash, tool_edit, tool_glob, tool_grep, tool_ls, tool_message,
+    tool_read, tool_write;
+
+/* Finds a built-in tool by name; NULL if none. */
+const struct tool_def *tool_find(const char *name);
+
+/* All built-in tools, sorted by name; *n receives the count. */
+const struct tool_def *const *tool_all(size_t *n);
+
+/* The tool list sent to the model: [{"name","description","input_schema"}]
+ * sorted by name, for the given tools (NULL/0 = all). The same input always
+ * serialises to the same bytes (so provider prompt caches hit). New
+ * reference. Unknown names are skipped. */
+json_t *tool_list_json_new(const char *const *names, size_t n);
+
+#endif

@@ -1,0 +1,123 @@
+/*
+ * turn.h - one agent run: the model/tool loop as an explicit state machine
+ * on the loop thread.
+ *
+ * A run starts from the session's history plus the new user message and
+ * calls the model; while the model asks for tools it runs them (executor.h)
+ * and calls the model again with their results. Every transition has a
+ * recorded reason (tool use, retry after a provider error, continuation after
+ * the output-token limit, ...), and the run ends with one terminal reason:
+ * end_turn, max_turns, budget_exhausted, aborted, error.
+ *
+ * Invariant: every tool_use the model emits gets exactly one tool_result in
+ * the next message, on every exit path (tool error, timeout, abort, provider
+ * failure mid-run, shutdown). On abort or failure after tool calls were
+ * emitted, the missing results are written as error results before the run
+ * ends, so the transcript is always consistent and loadable.
+ *
+ * Loop thread only.
+ */
+#ifndef SB_AGENTS_TURN_H
+#define SB_AGENTS_TURN_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agents/models.h"
+#include "agents/tool.h"
+#include "agents/transcript.h"
+
+enum turn_state {
+	TURN_STARTING = 0,
+	TURN_CALLING_MODEL,
+	TURN_RUNNING_TOOLS,
+	TURN_COMPACTING,
+	TURN_DONE,
+};
+
+enum turn_end {
+	TURN_END_TURN = 0,         /* "end_turn": the model finished */
+	TURN_END_MAX_TURNS,        /* "max_turns" */
+	TURN_END_BUDGET_EXHAUSTED, /* "budget_exhausted" (after the grace call) */
+	TURN_END_ABORTED,          /* "aborted" */
+	TURN_END_ERROR,            /* "error" */
+};
+
+const char *turn_state_name(enum turn_state s);
+const char *turn_end_name(enum turn_end e);
+
+/* An iteration budget shared by a run and the runs it starts (sub-runs point
+ * at their parent). Each model call consumes one unit from every level;
+ * steps that should not count are refunded. When a run finds its budget
+ * spent, the model gets one grace call (without tools) to wrap up. */
+struct turn_budget {
+	int64_t limit;
+	int64_t used;
+	bool grace_used;
+	struct turn_budget *parent;
+};
+
+void turn_budget_init(struct turn_budget *b, int64_t limit, struct turn_budget *parent);
+/* Takes one unit from b and its ancestors; false (nothing taken) if any is spent. */
+bool turn_budget_consume(struct turn_budget *b);
+void turn_budget_refund(struct turn_budget *b, int64_t n);
+
+struct turn_events {
+	void *ud;
+	void (*text_delta)(void *ud, const char *text, size_t len);
+	void (*tool_start)(void *ud, const char *id, const char *name, const json_t *input);
+	void (*tool_end)(void *ud, const char *id, const char *name, bool is_error,
+	                 const char *content, double seconds);
+	void (*state)(void *ud, enum turn_state from, enum turn_state to, const char *reason);
+};
+
+struct turn_options {
+	struct models *models;
+	const char *const *chain; /* "provider/model" names: model then fallbacks */
+	size_t n_chain;
+	const char *system;       /* the system prompt (borrowed until done) */
+	const json_t *history;    /* earlier messages (borrowed; copied at start) */
+	const char *user_text;    /* the new user message */
+	const char *const *tools; /* tool names the agent may use; NULL = all */
+	size_t n_tools;
+	struct tool_ctx tool_ctx; /* copied; its strings borrowed until done */
+	int64_t max_turns;
+	int max_tokens;
+	struct turn_budget *budget;    /* borrowed; NULL = no budget */
+	struct transcript *transcript; /* borrowed; NULL = none */
+	const char *model_label;       /* for the transcript; may be NULL */
+	const struct turn_events *ev;  /* may be NULL */
+};
+
+struct turn_result {
+	enum turn_end end;
+	const char *detail;       /* why, in words (the error, the abort reason) */
+	const char *text;         /* the final assistant text ("" when none) */
+	const json_t *messages;   /* the messages this run added, in order */
+	struct model_usage usage; /* summed over the run's model calls */
+	int model_calls;
+	int tool_calls;
+};
+
+typedef void (*turn_done_cb)(void *ud, const struct turn_result *r);
+
+struct turn;
+
+/* Starts a run; done runs once, later (never from inside this call); the
+ * turn frees itself after done returns. */
+int turn_start(struct turn **out, const struct turn_options *opt, turn_done_cb done, void *ud);
+
+/* Aborts the run: the model call or the tools in flight are cancelled (child
+ * processes die), missing tool results are filled in, done runs (end
+ * aborted) before this returns. */
+void turn_abort(struct turn *t, const char *why);
+
+/* Adds a user message that the run sees at its next model call (the steer
+ * queue mode). */
+int turn_steer(struct turn *t, const char *text);
+
+enum turn_state turn_state_of(const struct turn *t);
+
+#endif
