@@ -37,6 +37,10 @@ struct executor_events {
 
 struct executor_options {
 	const struct tool_ctx *ctx; /* borrowed until done */
+	/* The tools that calls are looked up in (borrowed until done); NULL = the
+	 * built-in ones (tool_find). Lets a caller add tools or wrap them. */
+	const struct tool_def *const *tools;
+	size_t n_tools;
 	const char *const *allowed; /* tool names the agent may use; NULL = all */
 	size_t n_allowed;
 	size_t max_parallel;              /* 0 = EXECUTOR_MAX_PARALLEL */
@@ -46,17 +50,28 @@ struct executor_options {
 /* results: a new user message holding one tool_result per tool_use of the
  * assistant message, in order (handed over: the callee decrefs). rc is SB_OK,
  * or SB_ERR_ABORTED when executor_abort ended it (results are complete all
- * the same). */
+ * the same); SB_ERR_NOMEM with results NULL if the message could not be
+ * built. The executor frees itself after done returns: the struct executor
+ * pointer is invalid from the moment done runs. */
 typedef void (*executor_done_cb)(void *ud, int rc, json_t *results);
 
 /* Starts running the tool_use blocks of assistant_msg (borrowed until done).
+ * opt is copied; what it points to (ctx, tools, allowed, ev) is borrowed
+ * until done.
  * done runs later, never from inside this call. A message without tool_use
- * blocks is SB_ERR_INVAL. */
+ * blocks, or with one that lacks a string id or name, is SB_ERR_INVAL;
+ * SB_ERR_NOMEM. On any error done never runs. *out (may be NULL) is for
+ * executor_abort until done runs. Tool results are text cut to the tool's
+ * max_result_chars (bytes, on a character boundary) and made valid UTF-8
+ * (invalid bytes and NULs become U+FFFD). tool_start/tool_end events come
+ * for every call that started (also those refused before running); calls
+ * skipped by an abort have neither. */
 int executor_run(const json_t *assistant_msg, const struct executor_options *opt,
                  executor_done_cb done, void *ud, struct executor **out);
 
 /* Cancels running calls and skips the rest; every call still gets its result
- * ("aborted: why"). done runs before this returns. */
+ * ("aborted: why"). done runs before this returns (ex is invalid then). A
+ * no-op once done has run (from inside done, say). */
 void executor_abort(struct executor *ex, const char *why);
 
 /* Validates input against a JSON Schema (the subset tools use: type, properties,

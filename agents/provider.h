@@ -38,6 +38,10 @@ enum model_stop {
 	MODEL_STOP_OTHER,
 };
 
+/* In the Messages API's sense, whatever the provider: input_tokens counts the
+ * prompt tokens neither read from nor written to the cache, so the prompt's
+ * size is input + cache_read + cache_write (openai-chat's prompt_tokens,
+ * which include the cached ones, are normalised to this). */
 struct model_usage {
 	int64_t input_tokens;
 	int64_t output_tokens;
@@ -73,15 +77,20 @@ struct model_error {
 	char message[512];      /* for logs and the operator; never holds the key */
 };
 
-/* Whether retrying the same provider later may succeed. */
+/* Whether retrying the same provider later may succeed: rate limits,
+ * overload, timeouts, network errors and bad responses (a truncated stream or
+ * a mangled body is usually a passing fault of the path to the provider). */
 bool model_error_retryable(enum model_error_kind kind);
 const char *model_error_kind_name(enum model_error_kind kind);
 
 struct model_stream_events {
 	void *ud;
-	/* Text as it arrives (UTF-8, never split inside a character). */
+	/* Text as it arrives: len bytes of UTF-8, never split inside a
+	 * character, not NUL-terminated. Streaming calls only. May cancel the
+	 * call. */
 	void (*text_delta)(void *ud, const char *text, size_t len);
-	/* A tool call began (its arguments are still streaming). Optional. */
+	/* A tool call began (its arguments are still streaming); at most once
+	 * per tool call. Optional. May cancel the call. */
 	void (*tool_use_start)(void *ud, const char *id, const char *name);
 };
 
@@ -97,8 +106,11 @@ struct provider_ops {
 	int (*create)(struct provider **out, const struct provider_config *cfg,
 	              const struct host *host);
 	void (*destroy)(struct provider *p);
-	/* Starts one model call. ev may be NULL. out (may be NULL) receives a
-	 * handle valid until done runs. */
+	/* Starts one model call. req and its JSON are borrowed for the call
+	 * only; ev is copied and may be NULL. out (may be NULL) receives a
+	 * handle valid until done runs. Returns SB_OK (done runs later,
+	 * exactly once) or an error (SB_ERR_INVAL for a malformed request or
+	 * history, SB_ERR_NOMEM, ...), after which done never runs. */
 	int (*call)(struct provider *p, const struct model_request *req,
 	            const struct model_stream_events *ev, model_done_cb done, void *ud,
 	            struct provider_call **out);

@@ -4,9 +4,15 @@
  * One function, so that the sandbox (bubblewrap, a later layer) wraps every
  * child in one place. The child runs in cwd with a clean environment (only
  * what env lists, plus PATH, HOME=cwd, LANG), stdin from /dev/null, stdout
- * and stderr captured together up to max_output bytes (the rest is counted,
- * not kept), in its own process group, killed (the whole group, SIGKILL)
- * when timeout_ms passes or the spawn is cancelled.
+ * and stderr captured together up to max_output bytes (and, if keep_tail is
+ * set, the last keep_tail bytes as well; what lies between is counted, not
+ * kept), in its own process group (a new session), killed (the whole group,
+ * SIGKILL) when timeout_ms passes or the spawn is cancelled.
+ *
+ * The callback runs once the child has exited and its output pipe is closed.
+ * A background process that keeps the pipe open after the child exited gets
+ * TOOL_SPAWN_DRAIN_MS to finish; then its group is killed too, so nothing a
+ * tool started outlives the call.
  *
  * Loop thread only.
  */
@@ -18,14 +24,17 @@
 #include <stdint.h>
 #include <uv.h>
 
+#define TOOL_SPAWN_DRAIN_MS 2000
+
 struct tool_spawn;
 
 struct tool_spawn_options {
 	const char *const *argv; /* argv[0] is looked up in PATH */
 	const char *cwd;
 	const char *const *env; /* extra "NAME=value" entries, NULL-terminated, or NULL */
-	int64_t timeout_ms;
-	size_t max_output;
+	int64_t timeout_ms;     /* > 0 */
+	size_t max_output;      /* head bytes kept */
+	size_t keep_tail;       /* also keep the last keep_tail bytes (0 = none) */
 };
 
 struct tool_spawn_result {
@@ -35,19 +44,27 @@ struct tool_spawn_result {
 	bool cancelled;
 	const char *output; /* stdout+stderr, up to max_output bytes */
 	size_t output_len;
-	size_t output_dropped; /* bytes beyond max_output */
+	size_t output_dropped; /* bytes between output and tail, not kept */
+	const char *tail;      /* the last bytes after those dropped (keep_tail) */
+	size_t tail_len;       /* 0 when everything fitted in output */
 	double seconds;
 };
 
-/* res is borrowed for the callback's duration. Exactly once. */
+/* res is borrowed for the callback's duration. Exactly once. rc: SB_OK when
+ * the child exited or was killed by a signal of its own, SB_ERR_TIMEOUT when
+ * timeout_ms passed (res->timed_out), SB_ERR_ABORTED when cancelled. */
 typedef void (*tool_spawn_cb)(void *ud, int rc, const struct tool_spawn_result *res);
 
-/* Starts the process. SB_OK: cb runs later. Otherwise nothing started. */
+/* Starts the process. opt is borrowed for this call only. SB_OK: cb runs
+ * later (never from inside this call) and *out (if not NULL) may be
+ * cancelled until then. SB_ERR_NOTFOUND: argv[0] cannot be run;
+ * SB_ERR_INVAL, SB_ERR_IO, SB_ERR_NOMEM: nothing started, cb never runs. */
 int tool_spawn(uv_loop_t *loop, const struct tool_spawn_options *opt, tool_spawn_cb cb, void *ud,
                struct tool_spawn **out);
 
-/* Kills the process group; cb runs (cancelled = true) once the child is
- * reaped, which may be after this returns. */
+/* Kills the process group; cb runs (rc SB_ERR_ABORTED, cancelled = true)
+ * once the child is reaped, which may be after this returns. Only before cb
+ * ran. */
 void tool_spawn_cancel(struct tool_spawn *sp);
 
 #endif

@@ -11,10 +11,14 @@
  *   {"type":"event","id":"...","parent_id":"...","ts":"...","event":"tool_end",...}
  *
  * Each entry is one write(2) of a whole line to a file opened O_APPEND, done
- * on the libuv thread pool, one at a time, in order. A crash can leave at
- * most the last line torn; loading detects and ignores it (and a later append
- * starts on a fresh line). Loading rebuilds the exact message history that was
- * sent to the provider: the "message" entries in order.
+ * on the libuv thread pool, one at a time, in order. Entry ids are 24 random
+ * hex characters; "parent_id" is null for the first entry; "ts" is RFC 3339
+ * UTC with milliseconds. A crash can leave at most the last line torn;
+ * loading detects and ignores it. The file is never cut: a later append
+ * starts on a fresh line and carries "follows_torn": true, which tells
+ * loading to skip the line before it (and invalid lines right before that).
+ * Loading rebuilds the exact message history that was sent to the provider:
+ * the "message" entries in order.
  */
 #ifndef SB_AGENTS_TRANSCRIPT_H
 #define SB_AGENTS_TRANSCRIPT_H
@@ -34,21 +38,31 @@ struct transcript_info {
 	const char *agent_id;
 };
 
-/* Opens (creating with its header if absent) the transcript at path, for
- * appends on loop. Blocking (opens the file and reads its tail to continue the
+/* Opens (creating with its header if absent or empty) the transcript at path,
+ * for appends on loop; missing parent directories are created (0700), the
+ * file is 0600. Blocking (opens the file and reads its tail to continue the
  * parent chain and to know whether a torn last line must be closed): call it
- * from the CLI or the thread pool. Returns SB_OK or SB_ERR_IO. */
+ * from the CLI or the thread pool. A file whose header itself was torn (no
+ * whole line) is started again. info's strings are copied into the header
+ * (key and agent may be NULL). Returns SB_OK, SB_ERR_IO, SB_ERR_INVAL (bad
+ * arguments, or whole lines of which none is valid: not a transcript),
+ * SB_ERR_NOMEM. */
 int transcript_open(struct transcript **out, uv_loop_t *loop, const char *path,
                     const struct transcript_info *info);
 
-/* Appends one entry of type ("message", "event", ...). fields is borrowed;
- * "type", "id", "parent_id" (the previous entry's id) and "ts" are added.
- * The new entry's id is copied into id_out when not NULL (size >= 40).
- * Loop thread only; the write happens later, in order. */
+/* Appends one entry of type ("message", "event", ...). fields (an object, or
+ * NULL) is borrowed; "type", "id", "parent_id" (the previous entry's id) and
+ * "ts" are added and win over keys of the same name in fields. The new
+ * entry's id is copied into id_out when not NULL (size >= 40). Loop thread
+ * only; the write happens later, in order. SB_OK; SB_ERR_INVAL (closing, bad
+ * arguments); SB_ERR_AGAIN when 64 MiB are already waiting; SB_ERR_IO once a
+ * write has failed (later entries are refused, so the file never has a
+ * hole); SB_ERR_NOMEM. */
 int transcript_append(struct transcript *t, const char *type, const json_t *fields, char *id_out,
                       size_t id_size);
 
-/* Calls cb once every append made so far is written (or failed: rc). */
+/* Calls cb (later, on the loop) once every append made so far is written,
+ * with SB_OK or the first write error. SB_ERR_INVAL after close. */
 int transcript_flush(struct transcript *t, void (*cb)(void *ud, int rc), void *ud);
 
 /* Flushes, closes and frees (asynchronously; the loop must run). */
@@ -59,16 +73,23 @@ struct transcript_loaded {
 	json_t *messages; /* the history, canonical messages in order */
 	json_t *entries;  /* every entry, in order */
 	char last_id[40]; /* id of the last entry ("" when none) */
-	size_t torn;      /* ignored lines: 0 or 1 (the torn last line) */
+	size_t torn;      /* ignored torn lines: the last one, and isolated ones */
 };
 
-/* Reads a transcript (blocking: CLI, or the thread pool). SB_OK,
- * SB_ERR_NOTFOUND, SB_ERR_IO, or SB_ERR_INVAL when a line other than the
- * last is not valid JSON. Release with transcript_loaded_free. */
+/* Reads a transcript (blocking: CLI, or the thread pool). Line 1 must be a
+ * header of a version up to TRANSCRIPT_VERSION; every other line an entry
+ * (an object with a string "type" and "id"; "message" entries with a
+ * "message" object), except torn lines: the last line when it lacks "\n" or
+ * is not valid, and lines isolated by "follows_torn" (see above). SB_OK,
+ * SB_ERR_NOTFOUND, SB_ERR_IO, SB_ERR_TOOBIG (over 512 MiB), SB_ERR_NOMEM, or
+ * SB_ERR_INVAL for anything else that is not valid; out is zeroed on
+ * failure. Release with transcript_loaded_free (twice is harmless). */
 int transcript_load(const char *path, struct transcript_loaded *out);
 void transcript_loaded_free(struct transcript_loaded *l);
 
-/* A new random session id (26 characters, time-ordered). */
+/* A new random session id: a ULID in lower case (26 characters of
+ * Crockford base32: 48 bits of Unix milliseconds, then 80 random bits), so
+ * ids sort by creation time. Truncated to size - 1. Any thread. */
 void transcript_new_session_id(char *out, size_t size);
 
 #endif

@@ -28,6 +28,7 @@ static const struct main_command main_commands[] = {
     {"init", cli_init, "create the home with a default config and the main workspace"},
     {"gateway", cli_gateway, "run the gateway in the foreground"},
     {"config", cli_config, "check the configuration, or print its reference"},
+    {"agent", cli_agent, "run one agent turn from the command line"},
     {"version", main_version, "print the version"},
 };
 

@@ -324,11 +324,11 @@ int harness_daemon_stop(struct harness_daemon *d, int sig, int timeout_ms)
 	return -1;
 }
 
-int harness_daemon_log(const struct harness_daemon *d, struct buf *out)
+int harness_read_file(const char *path, struct buf *out)
 {
 	char chunk[4096];
 	size_t n;
-	FILE *f = fopen(d->log_path, "r");
+	FILE *f = fopen(path, "r");
 
 	if (!f)
 		return -1;
@@ -336,4 +336,114 @@ int harness_daemon_log(const struct harness_daemon *d, struct buf *out)
 		buf_append(out, chunk, n);
 	fclose(f);
 	return 0;
+}
+
+int harness_daemon_log(const struct harness_daemon *d, struct buf *out)
+{
+	return harness_read_file(d->log_path, out);
+}
+
+pid_t harness_cli_start(const char *home, const char *out_path, const char *const *args)
+{
+	int fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
+	pid_t pid;
+
+	if (fd < 0)
+		return -1;
+	pid = harness_spawn(home, args, fd);
+	close(fd);
+	return pid;
+}
+
+int harness_wait(pid_t pid, int timeout_ms)
+{
+	long deadline = harness_now_ms() + timeout_ms;
+	int st = 0;
+
+	while (harness_now_ms() < deadline) {
+		pid_t r = waitpid(pid, &st, WNOHANG);
+
+		if (r == pid)
+			return harness_status(st);
+		usleep(5000);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	return -1;
+}
+
+int harness_peer_start(struct harness_peer *p, const char *name, const char *const *args)
+{
+	const char *argv[HARNESS_ARGS_MAX + 4];
+	char script[1024], line[128];
+	int in[2], out[2];
+	size_t n = 0, got = 0;
+
+	memset(p, 0, sizeof *p);
+	p->stdin_fd = -1;
+	p->stdout_fd = -1;
+	snprintf(script, sizeof script, "%s/tests/fakes/%s", SB_SOURCE_DIR, name);
+	argv[n++] = "node";
+	argv[n++] = script;
+	argv[n++] = "0";
+	for (; args && *args && n < HARNESS_ARGS_MAX; args++)
+		argv[n++] = *args;
+	argv[n] = NULL;
+	if (pipe(in) != 0)
+		return -1;
+	if (pipe(out) != 0) {
+		close(in[0]);
+		close(in[1]);
+		return -1;
+	}
+	p->pid = fork();
+	if (p->pid == 0) {
+		dup2(in[0], STDIN_FILENO);
+		dup2(out[1], STDOUT_FILENO);
+		close(in[0]);
+		close(in[1]);
+		close(out[0]);
+		close(out[1]);
+		execvp("node", (char *const *)argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	p->stdin_fd = in[1];
+	/* The first line is "PORT n". */
+	while (got < sizeof line - 1) {
+		struct pollfd pf = {.fd = out[0], .events = POLLIN};
+		ssize_t r;
+
+		if (poll(&pf, 1, 15000) <= 0)
+			break;
+		r = read(out[0], line + got, 1);
+		if (r <= 0)
+			break;
+		if (line[got] == '\n')
+			break;
+		got += (size_t)r;
+	}
+	line[got] = '\0';
+	p->stdout_fd = out[0];
+	if (strncmp(line, "PORT ", 5) != 0) {
+		harness_peer_stop(p);
+		return -1;
+	}
+	p->port = (int)strtol(line + 5, NULL, 10);
+	return p->port > 0 ? 0 : -1;
+}
+
+void harness_peer_stop(struct harness_peer *p)
+{
+	if (p->stdin_fd >= 0)
+		close(p->stdin_fd);
+	if (p->stdout_fd >= 0)
+		close(p->stdout_fd);
+	p->stdin_fd = p->stdout_fd = -1;
+	if (p->pid > 0) {
+		kill(p->pid, SIGTERM);
+		waitpid(p->pid, NULL, 0);
+	}
+	p->pid = 0;
 }

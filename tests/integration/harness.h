@@ -34,6 +34,17 @@ int harness_free_port(void);
  * the exit status (or -1 if it did not exit normally). */
 int harness_cli(const char *home, struct buf *out, const char *const *args);
 
+/* Starts `switchboard ARGS...` in the background with SWITCHBOARD_HOME=home,
+ * its stdout and stderr appended to out_path. Returns the pid, -1 on error. */
+pid_t harness_cli_start(const char *home, const char *out_path, const char *const *args);
+
+/* Waits up to timeout_ms for pid to exit; its exit code (128+signal when
+ * killed), or -1 on timeout (the process is then killed). */
+int harness_wait(pid_t pid, int timeout_ms);
+
+/* Reads a whole file into out. 0 on success. */
+int harness_read_file(const char *path, struct buf *out);
+
 /* Starts `switchboard gateway --port P` (plus extra args, NULL-terminated or
  * NULL) with SWITCHBOARD_HOME=home; stderr goes to home/gateway.log. Runs
  * `switchboard init` first when home has no config yet. */
@@ -62,6 +73,19 @@ int harness_daemon_stop(struct harness_daemon *d, int sig, int timeout_ms);
 
 /* Reads the daemon's log into out. */
 int harness_daemon_log(const struct harness_daemon *d, struct buf *out);
+
+/* A Node.js test peer from tests/fakes/: runs `node SB_SOURCE_DIR/tests/fakes/
+ * NAME 0 ARGS...`, reads the "PORT n" line it prints first, and keeps its
+ * stdin open (the peer exits when it closes). */
+struct harness_peer {
+	pid_t pid;
+	int port;
+	int stdin_fd;
+	int stdout_fd; /* kept open so a later write does not kill the peer */
+};
+
+int harness_peer_start(struct harness_peer *p, const char *name, const char *const *args);
+void harness_peer_stop(struct harness_peer *p);
 
 /* Writes text to path (creating or replacing it). */
 int harness_write_file(const char *path, const char *text);

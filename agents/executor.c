@@ -1,0 +1,535 @@
+/*
+ * executor.c - runs the tool calls of one assistant message (see executor.h).
+ *
+ * The calls are cut, in order, into batches: a run of consecutive
+ * concurrency-safe calls is one batch (at most max_parallel in flight, the
+ * rest start as slots free), any other call is a batch of its own. Batches
+ * run one after another. A call refused before it runs (unknown, not
+ * allowed, invalid input) counts as safe: it touches nothing.
+ *
+ * Each call owes exactly one result. Tools answer through exec_tool_done; a
+ * tool that does not answer its cancel at once is "abandoned": its result
+ * is written then, and its late answer dropped, the executor staying alive
+ * (outstanding > 0) until it comes. The executor frees itself through the
+ * close callback of its timer, so nothing is freed under a caller's feet.
+ */
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agents/executor.h"
+#include "agents/tool.h"
+#include "gateway/core/buf.h"
+#include "gateway/core/err.h"
+
+#define EXEC_WHY_MAX 512
+
+enum exec_state { EXEC_PENDING = 0, EXEC_RUNNING, EXEC_DONE };
+
+struct exec_call {
+	struct executor *ex;
+	const char *id;
+	const char *name;
+	const json_t *input; /* borrowed from the message, or owned_input */
+	json_t *owned_input;
+	const struct tool_def *def;
+	char *refusal; /* why it is refused before running, or NULL */
+	bool safe;
+	enum exec_state state;
+	bool owes_done; /* the tool's done is still due */
+	struct tool_run *run;
+	char *content;
+	bool is_error;
+	uint64_t t0;
+};
+
+struct executor {
+	uv_timer_t kick;
+	const struct tool_ctx *ctx;
+	struct executor_options opt;
+	executor_done_cb done;
+	void *ud;
+	struct exec_call *calls;
+	size_t n;
+	size_t next;      /* the next call to start */
+	size_t batch_end; /* the end of the batch being run */
+	size_t in_flight;
+	size_t outstanding; /* tools whose done is due, abandoned ones included */
+	bool pumping, aborting, finished, closing;
+	char *why; /* "aborted: ..." */
+};
+
+static char *exec_strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static char *exec_strf(const char *fmt, ...)
+{
+	struct buf b;
+	va_list ap;
+
+	buf_init(&b, 64 * 1024);
+	va_start(ap, fmt);
+	(void)buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	return buf_steal(&b);
+}
+
+/* ---- text ---- */
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. NUL is not
+ * valid here: it would cut the text short wherever it goes next. */
+static size_t exec_utf8_seq(const unsigned char *s, size_t n)
+{
+	unsigned char c = s[0];
+	size_t len, i;
+	unsigned char lo = 0x80, hi = 0xBF;
+
+	if (c >= 0x01 && c <= 0x7F)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF)
+		len = 2;
+	else if (c >= 0xE0 && c <= 0xEF)
+		len = 3;
+	else if (c >= 0xF0 && c <= 0xF4)
+		len = 4;
+	else
+		return 0;
+	if (c == 0xE0)
+		lo = 0xA0; /* overlong */
+	else if (c == 0xED)
+		hi = 0x9F; /* surrogates */
+	else if (c == 0xF0)
+		lo = 0x90; /* overlong */
+	else if (c == 0xF4)
+		hi = 0x8F; /* above U+10FFFF */
+	if (n < len || s[1] < lo || s[1] > hi)
+		return 0;
+	for (i = 2; i < len; i++)
+		if ((s[i] & 0xC0) != 0x80)
+			return 0;
+	return len;
+}
+
+/* text as valid UTF-8 (invalid bytes become U+FFFD); takes text, returns the
+ * same pointer when it was valid. NULL on allocation failure. */
+static char *exec_utf8_take(char *text)
+{
+	const unsigned char *s = (const unsigned char *)text;
+	size_t n = strlen(text), i = 0, k;
+	struct buf b;
+	char *out;
+
+	/* strlen stops at a NUL, which is all a tool's C string holds. */
+	for (i = 0; i < n; i += k)
+		if ((k = exec_utf8_seq(s + i, n - i)) == 0)
+			break;
+	if (i == n)
+		return text;
+	buf_init(&b, n * 3 + 1);
+	(void)buf_append(&b, text, i);
+	while (i < n) {
+		k = exec_utf8_seq(s + i, n - i);
+		if (k) {
+			(void)buf_append(&b, s + i, k);
+			i += k;
+		} else {
+			(void)buf_puts(&b, "\xEF\xBF\xBD");
+			i++;
+		}
+	}
+	free(text);
+	out = buf_steal(&b);
+	return out;
+}
+
+/* Cuts text to max bytes (on a character boundary) with a note saying so.
+ * Takes text. */
+static char *exec_fit_take(char *text, size_t max)
+{
+	static const char fmt[] =
+	    "\n[... %zu characters cut: the result is longer than the %zu this tool may return "
+	    "...]";
+	size_t len = strlen(text), head;
+	int nl;
+	struct buf b;
+
+	if (len <= max)
+		return text;
+	/* The note with the largest count it can show, to size the head. */
+	nl = snprintf(NULL, 0, fmt, len, max);
+	head = nl > 0 && (size_t)nl < max ? max - (size_t)nl : 0;
+	while (head > 0 && ((unsigned char)text[head] & 0xC0) == 0x80)
+		head--; /* back to the start of a character */
+	buf_init(&b, max + (size_t)(nl > 0 ? nl : 0));
+	(void)buf_append(&b, text, head);
+	(void)buf_printf(&b, fmt, len - head, max);
+	free(text);
+	return buf_steal(&b);
+}
+
+/* ---- lifecycle ---- */
+
+static void exec_closed(uv_handle_t *h)
+{
+	struct executor *ex = h->data;
+	size_t i;
+
+	for (i = 0; i < ex->n; i++) {
+		json_decref(ex->calls[i].owned_input);
+		free(ex->calls[i].refusal);
+		free(ex->calls[i].content);
+	}
+	free(ex->calls);
+	free(ex->why);
+	free(ex);
+}
+
+static void exec_maybe_free(struct executor *ex)
+{
+	if (ex->finished && ex->outstanding == 0 && !ex->closing) {
+		ex->closing = true;
+		uv_close((uv_handle_t *)&ex->kick, exec_closed);
+	}
+}
+
+static json_t *exec_results_new(const struct executor *ex)
+{
+	json_t *msg = json_object(), *content = json_array(), *r;
+	size_t i;
+
+	if (!msg || !content || json_object_set_new(msg, "role", json_string("user")) ||
+	    json_object_set(msg, "content", content))
+		goto fail;
+	for (i = 0; i < ex->n; i++) {
+		const struct exec_call *c = &ex->calls[i];
+
+		r = json_object();
+		if (!r || json_array_append_new(content, r) ||
+		    json_object_set_new(r, "type", json_string("tool_result")) ||
+		    json_object_set_new(r, "tool_use_id", json_string(c->id)) ||
+		    json_object_set_new(r, "content", json_string(c->content ? c->content : "")) ||
+		    json_object_set_new(r, "is_error", json_boolean(c->is_error)))
+			goto fail;
+	}
+	json_decref(content);
+	return msg;
+fail:
+	json_decref(content);
+	json_decref(msg);
+	return NULL;
+}
+
+static void exec_finish(struct executor *ex, int rc)
+{
+	json_t *results;
+
+	ex->finished = true;
+	results = exec_results_new(ex);
+	if (!results)
+		rc = SB_ERR_NOMEM;
+	ex->done(ex->ud, rc, results);
+	exec_maybe_free(ex);
+}
+
+/* ---- calls ---- */
+
+/* The call's result: content is taken (NULL: out of memory). */
+static void exec_complete(struct exec_call *c, char *content, bool is_error)
+{
+	struct executor *ex = c->ex;
+	size_t max =
+	    c->def && c->def->max_result_chars ? c->def->max_result_chars : TOOL_RESULT_MAX_DEFAULT;
+
+	if (!content) {
+		content = exec_strf("tool %s failed: out of memory", c->name);
+		is_error = true;
+	}
+	if (content)
+		content = exec_utf8_take(content);
+	if (content)
+		content = exec_fit_take(content, max);
+	free(c->content);
+	c->content = content;
+	c->is_error = is_error;
+	c->state = EXEC_DONE;
+	if (ex->opt.ev && ex->opt.ev->tool_end)
+		ex->opt.ev->tool_end(ex->opt.ev->ud, c->id, c->name, is_error,
+		                     content ? content : "", (double)(uv_hrtime() - c->t0) / 1e9);
+}
+
+static void exec_pump(struct executor *ex);
+
+static void exec_tool_done(void *ud, int rc, char *content, bool is_error)
+{
+	struct exec_call *c = ud;
+	struct executor *ex = c->ex;
+
+	if (!c->owes_done) {
+		free(content); /* a second answer: a tool bug, dropped */
+		return;
+	}
+	c->owes_done = false;
+	ex->outstanding--;
+	if (c->state != EXEC_RUNNING) {
+		/* Abandoned at an abort: its result is written already. */
+		free(content);
+		exec_maybe_free(ex);
+		return;
+	}
+	ex->in_flight--;
+	if (rc == SB_ERR_ABORTED) {
+		free(content);
+		content = strdup(ex->why ? ex->why : "aborted: cancelled");
+		is_error = true;
+	} else if (rc != SB_OK) {
+		if (!content)
+			content = exec_strf("tool %s failed: %s", c->name, sb_strerror(rc));
+		is_error = true;
+	} else if (!content) {
+		content = strdup("");
+	}
+	exec_complete(c, content, is_error);
+	if (!ex->aborting)
+		exec_pump(ex);
+}
+
+static void exec_start(struct executor *ex, struct exec_call *c)
+{
+	int rc;
+
+	c->t0 = uv_hrtime();
+	if (ex->opt.ev && ex->opt.ev->tool_start)
+		ex->opt.ev->tool_start(ex->opt.ev->ud, c->id, c->name, c->input);
+	if (ex->finished || c->state != EXEC_PENDING)
+		return; /* aborted from inside the event */
+	if (c->refusal) {
+		exec_complete(c, strdup(c->refusal), true);
+		return;
+	}
+	c->state = EXEC_RUNNING;
+	c->owes_done = true;
+	ex->in_flight++;
+	ex->outstanding++;
+	rc = c->def->call(ex->ctx, c->input, exec_tool_done, c, &c->run);
+	if (rc != SB_OK && c->owes_done) {
+		c->owes_done = false;
+		c->run = NULL;
+		ex->in_flight--;
+		ex->outstanding--;
+		exec_complete(c, exec_strf("tool %s failed: %s", c->name, sb_strerror(rc)), true);
+	}
+}
+
+static void exec_pump(struct executor *ex)
+{
+	size_t e;
+
+	if (ex->pumping)
+		return; /* the outer pump goes on */
+	ex->pumping = true;
+	while (!ex->finished && !ex->aborting) {
+		if (ex->in_flight == 0 && ex->next == ex->batch_end) {
+			if (ex->next == ex->n) {
+				exec_finish(ex, SB_OK);
+				break;
+			}
+			e = ex->next + 1;
+			if (ex->calls[ex->next].safe)
+				while (e < ex->n && ex->calls[e].safe)
+					e++;
+			ex->batch_end = e;
+		}
+		if (ex->next < ex->batch_end && ex->in_flight < ex->opt.max_parallel) {
+			exec_start(ex, &ex->calls[ex->next++]);
+			continue;
+		}
+		break;
+	}
+	ex->pumping = false;
+}
+
+static void exec_kick(uv_timer_t *t)
+{
+	exec_pump(t->data);
+}
+
+/* ---- set-up ---- */
+
+static const struct tool_def *exec_lookup(const struct executor_options *opt, const char *name)
+{
+	size_t i;
+
+	if (!opt->tools)
+		return tool_find(name);
+	for (i = 0; i < opt->n_tools; i++)
+		if (opt->tools[i] && strcmp(opt->tools[i]->name, name) == 0)
+			return opt->tools[i];
+	return NULL;
+}
+
+static bool exec_allowed(const struct executor_options *opt, const char *name)
+{
+	size_t i;
+
+	if (!opt->allowed)
+		return true;
+	for (i = 0; i < opt->n_allowed; i++)
+		if (opt->allowed[i] && strcmp(opt->allowed[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* Decides, before anything runs, whether the call may run and whether it is
+ * concurrency-safe. */
+static int exec_prepare(struct executor *ex, struct exec_call *c)
+{
+	char why[EXEC_WHY_MAX];
+	json_t *schema;
+	int rc;
+
+	c->def = exec_lookup(&ex->opt, c->name);
+	if (!c->def) {
+		c->refusal = exec_strf("unknown tool %s", c->name);
+		goto refused;
+	}
+	if (!exec_allowed(&ex->opt, c->name)) {
+		c->refusal = exec_strf("tool %s is not allowed for this agent", c->name);
+		goto refused;
+	}
+	if (!c->input) {
+		c->owned_input = json_object();
+		if (!c->owned_input)
+			return SB_ERR_NOMEM;
+		c->input = c->owned_input;
+	}
+	schema = json_loads(c->def->input_schema ? c->def->input_schema : "{}", 0, NULL);
+	if (!schema) {
+		c->refusal = exec_strf("tool %s has an invalid input schema", c->name);
+		goto refused;
+	}
+	rc = tool_schema_validate(schema, c->input, why, sizeof why);
+	json_decref(schema);
+	if (rc != SB_OK) {
+		c->refusal = exec_strf("invalid input for %s: %s", c->name, why);
+		goto refused;
+	}
+	c->safe = c->def->concurrency_safe && c->def->concurrency_safe(c->input);
+	return SB_OK;
+refused:
+	c->safe = true;
+	return c->refusal ? SB_OK : SB_ERR_NOMEM;
+}
+
+static bool exec_is_tool_use(const json_t *block)
+{
+	const char *type = json_string_value(json_object_get(block, "type"));
+
+	return type && strcmp(type, "tool_use") == 0;
+}
+
+int executor_run(const json_t *assistant_msg, const struct executor_options *opt,
+                 executor_done_cb done, void *ud, struct executor **out)
+{
+	int rc = SB_ERR_INVAL;
+	struct executor *ex = NULL;
+	const json_t *content, *b, *id, *name;
+	size_t i, n = 0;
+
+	if (out)
+		*out = NULL;
+	content = json_object_get(assistant_msg, "content");
+	if (!opt || !opt->ctx || !opt->ctx->loop || !done || !json_is_array(content))
+		return SB_ERR_INVAL;
+	json_array_foreach(content, i, b)
+	{
+		if (!exec_is_tool_use(b))
+			continue;
+		if (!json_is_string(json_object_get(b, "id")) ||
+		    !json_is_string(json_object_get(b, "name")))
+			return SB_ERR_INVAL;
+		n++;
+	}
+	if (n == 0)
+		return SB_ERR_INVAL;
+
+	rc = SB_ERR_NOMEM;
+	ex = calloc(1, sizeof *ex);
+	if (!ex)
+		goto out;
+	ex->calls = calloc(n, sizeof *ex->calls);
+	if (!ex->calls)
+		goto out;
+	ex->opt = *opt;
+	if (!ex->opt.max_parallel)
+		ex->opt.max_parallel = EXECUTOR_MAX_PARALLEL;
+	ex->ctx = opt->ctx;
+	ex->done = done;
+	ex->ud = ud;
+	json_array_foreach(content, i, b)
+	{
+		struct exec_call *c;
+
+		if (!exec_is_tool_use(b))
+			continue;
+		id = json_object_get(b, "id");
+		name = json_object_get(b, "name");
+		c = &ex->calls[ex->n++];
+		c->ex = ex;
+		c->id = json_string_value(id);
+		c->name = json_string_value(name);
+		c->input = json_object_get(b, "input");
+		if ((rc = exec_prepare(ex, c)) != SB_OK)
+			goto out;
+	}
+	/* done must never run from inside this call: everything, even a
+	 * message of refused calls, starts from the loop. */
+	uv_timer_init(opt->ctx->loop, &ex->kick);
+	ex->kick.data = ex;
+	uv_timer_start(&ex->kick, exec_kick, 0, 0);
+	if (out)
+		*out = ex;
+	ex = NULL;
+	rc = SB_OK;
+out:
+	if (ex) {
+		for (i = 0; i < ex->n; i++) {
+			json_decref(ex->calls[i].owned_input);
+			free(ex->calls[i].refusal);
+		}
+		free(ex->calls);
+		free(ex);
+	}
+	return rc;
+}
+
+void executor_abort(struct executor *ex, const char *why)
+{
+	size_t i;
+	struct exec_call *c;
+
+	if (!ex || ex->finished || ex->aborting)
+		return;
+	ex->aborting = true;
+	ex->why = exec_strf("aborted: %s", why && *why ? why : "cancelled");
+	for (i = 0; i < ex->n; i++) {
+		c = &ex->calls[i];
+		if (c->state != EXEC_RUNNING)
+			continue;
+		if (c->run && c->run->cancel)
+			c->run->cancel(c->run); /* its done runs now, normally */
+		if (c->state == EXEC_RUNNING) {
+			/* It did not answer: give its result now and drop the
+			 * late answer (exec_tool_done). */
+			ex->in_flight--;
+			exec_complete(c, strdup(ex->why ? ex->why : "aborted"), true);
+		}
+	}
+	for (i = 0; i < ex->n; i++) {
+		c = &ex->calls[i];
+		if (c->state != EXEC_PENDING)
+			continue;
+		c->content = strdup(ex->why ? ex->why : "aborted");
+		c->is_error = true;
+		c->state = EXEC_DONE;
+	}
+	exec_finish(ex, SB_ERR_ABORTED);
+}

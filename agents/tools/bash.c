@@ -1,0 +1,176 @@
+/*
+ * bash.c - the bash tool: runs a shell command in the workspace.
+ *
+ * The command runs as /bin/sh -c through tool_spawn (so the sandbox, which
+ * wraps tool_spawn, applies to it): its own process group, a clean
+ * environment, a time limit that kills the whole group. The model sees the
+ * output (the head and the tail of a long one) and how the command ended; a
+ * non-zero exit status is not an error of the tool (the model decides what
+ * it means), a timeout is.
+ */
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agents/spawn.h"
+#include "agents/tool.h"
+#include "agents/tools/common.h"
+#include "gateway/core/buf.h"
+#include "gateway/core/err.h"
+
+#define BASH_HEAD 20000
+#define BASH_TAIL 20000
+#define BASH_TIMEOUT_DEFAULT 120000
+
+struct bash_run {
+	struct tool_run run; /* first */
+	tool_done_cb done;
+	void *ud;
+	struct tool_spawn *sp;
+	int64_t timeout_ms;
+	bool finished; /* done has run (a cancel does it at once) */
+};
+
+/* Appends output bytes; a NUL would end the text wherever it goes next, so
+ * it becomes U+FFFD. */
+static void bash_append(struct buf *out, const char *p, size_t n)
+{
+	const char *nul;
+
+	while (n && (nul = memchr(p, '\0', n)) != NULL) {
+		(void)buf_append(out, p, (size_t)(nul - p));
+		(void)buf_puts(out, "\xEF\xBF\xBD");
+		n -= (size_t)(nul - p) + 1;
+		p = nul + 1;
+	}
+	(void)buf_append(out, p, n);
+}
+
+/* The text the model sees: output (head, what was cut, tail), then how the
+ * command ended. */
+static char *bash_format(const struct bash_run *b, const struct tool_spawn_result *r)
+{
+	struct buf out;
+	size_t head = r->output_len, skip = 0;
+	const char *tail = r->tail;
+	size_t tail_len = r->tail_len;
+
+	/* Room for every byte becoming U+FFFD. */
+	buf_init(&out, (BASH_HEAD + BASH_TAIL) * 3 + 1024);
+	if (r->output_dropped || tail_len) {
+		/* Cut on character boundaries at both ends of the gap. */
+		head = tool_utf8_floor(r->output, r->output_len);
+		while (skip < 3 && skip < tail_len && ((unsigned char)tail[skip] & 0xC0) == 0x80)
+			skip++;
+		tail += skip;
+		tail_len -= skip;
+	}
+	bash_append(&out, r->output, head);
+	if (r->output_dropped)
+		(void)buf_printf(&out, "%s[... %zu bytes cut ...]\n",
+		                 out.len && out.data[out.len - 1] != '\n' ? "\n" : "",
+		                 r->output_dropped + (r->output_len - head) + skip);
+	bash_append(&out, tail, tail_len);
+	if (out.len == 0)
+		(void)buf_puts(&out, "(no output)\n");
+	else if (out.data[out.len - 1] != '\n')
+		(void)buf_puts(&out, "\n");
+	if (r->timed_out)
+		(void)buf_printf(&out, "killed: timed out after %lld ms", (long long)b->timeout_ms);
+	else if (r->term_signal)
+		(void)buf_printf(&out, "killed by signal %d (%s)", r->term_signal,
+		                 strsignal(r->term_signal));
+	else
+		(void)buf_printf(&out, "exit code %d", r->exit_code);
+	return buf_steal(&out);
+}
+
+static void bash_spawned(void *ud, int rc, const struct tool_spawn_result *r)
+{
+	struct bash_run *b = ud;
+	char *text;
+
+	if (!b->finished) {
+		b->finished = true;
+		text = bash_format(b, r);
+		if (!text)
+			b->done(b->ud, SB_ERR_NOMEM, NULL, true);
+		else
+			b->done(b->ud, SB_OK, text, r->timed_out);
+	}
+	free(b);
+}
+
+static void bash_cancel(struct tool_run *run)
+{
+	struct bash_run *b = (struct bash_run *)run;
+
+	if (b->finished)
+		return;
+	b->finished = true;
+	/* The spawn calls bash_spawned once the group is reaped; b lives
+	 * until then. */
+	tool_spawn_cancel(b->sp);
+	b->done(b->ud, SB_ERR_ABORTED, strdup("cancelled: the command was killed"), true);
+}
+
+static int bash_call(const struct tool_ctx *ctx, const json_t *input, tool_done_cb done, void *ud,
+                     struct tool_run **run)
+{
+	struct bash_run *b;
+	struct tool_spawn_options o;
+	const char *argv[4];
+	int64_t limit = ctx->timeout_ms > 0 ? ctx->timeout_ms : BASH_TIMEOUT_DEFAULT;
+	int64_t want = tool_in_int(input, "timeout_ms", limit);
+	int rc;
+
+	if (!ctx->workspace || !ctx->loop)
+		return SB_ERR_INVAL;
+	b = calloc(1, sizeof *b);
+	if (!b)
+		return SB_ERR_NOMEM;
+	b->run.cancel = bash_cancel;
+	b->done = done;
+	b->ud = ud;
+	b->timeout_ms = want > 0 && want < limit ? want : limit;
+	argv[0] = "/bin/sh";
+	argv[1] = "-c";
+	argv[2] = tool_in_str(input, "command", "");
+	argv[3] = NULL;
+	memset(&o, 0, sizeof o);
+	o.argv = argv;
+	o.cwd = ctx->workspace;
+	o.timeout_ms = b->timeout_ms;
+	o.max_output = BASH_HEAD;
+	o.keep_tail = BASH_TAIL;
+	rc = tool_spawn(ctx->loop, &o, bash_spawned, b, &b->sp);
+	if (rc != SB_OK) {
+		free(b);
+		return rc;
+	}
+	if (run)
+		*run = &b->run;
+	return SB_OK;
+}
+
+const struct tool_def tool_bash = {
+    .name = "bash",
+    .description =
+        "Runs a shell command (/bin/sh -c) in the workspace directory and returns its output "
+        "(stdout and stderr together) and exit code. stdin is empty; the environment is "
+        "minimal. The command and everything it starts are killed at the time limit "
+        "(timeout_ms, at most the agent's limit, 120 s by default). Long output keeps its "
+        "first and last 20000 bytes.",
+    .input_schema = "{\"type\":\"object\",\"properties\":{"
+                    "\"command\":{\"type\":\"string\",\"minLength\":1,"
+                    "\"description\":\"the shell command\"},"
+                    "\"timeout_ms\":{\"type\":\"integer\",\"minimum\":1,"
+                    "\"description\":\"time limit in milliseconds (capped at the agent's)\"},"
+                    "\"description\":{\"type\":\"string\","
+                    "\"description\":\"what the command does, in a few words\"}},"
+                    "\"required\":[\"command\"],\"additionalProperties\":false}",
+    .read_only = tool_never,
+    .concurrency_safe = tool_never,
+    .max_result_chars = 0,
+    .call = bash_call,
+};

@@ -1,0 +1,139 @@
+/*
+ * common.h - what the built-in tools share: running file work on the libuv
+ * thread pool, reading lines with a bound, atomic writes, glob matching and
+ * the small input accessors.
+ *
+ * Internal to agents/tools/ (and its tests); not part of the tool contract.
+ */
+#ifndef SB_AGENTS_TOOLS_COMMON_H
+#define SB_AGENTS_TOOLS_COMMON_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <uv.h>
+
+#include "agents/tool.h"
+
+/* What a tool's own output aims to stay under (the executor's cut is the
+ * safety net, not the plan). */
+#define TOOL_OUTPUT_BUDGET (TOOL_RESULT_MAX_DEFAULT - 1000)
+#define TOOL_LINE_MAX 2000       /* characters shown of one line */
+#define TOOL_BINARY_PROBE 8192   /* bytes checked for a NUL byte */
+#define TOOL_FILE_MAX (16 << 20) /* largest file edit loads */
+
+/* ---- thread-pool jobs ---- */
+
+/* The outcome of a job, filled by its work function on a pool thread.
+ * content: malloc'd text (NULL with rc SB_ERR_NOMEM). */
+struct tool_job_result {
+	int rc;
+	char *content;
+	bool is_error;
+};
+
+/* Runs on a pool thread. arg is the job's own copy of everything it needs
+ * (it must not touch the tool_ctx, which is the loop's). */
+typedef void (*tool_job_fn)(void *arg, struct tool_job_result *res);
+
+/* Queues fn(arg) on the loop's thread pool; done(ud, ...) runs on the loop
+ * thread afterwards, never from inside this call. arg is handed over
+ * (arg_free(arg) runs once the job is finished or could not start; arg_free
+ * may be NULL). *run (if run is not NULL) cancels: done runs at once with
+ * SB_ERR_ABORTED and the job's late result is dropped. Returns SB_OK or
+ * SB_ERR_NOMEM (arg is freed then, done never runs). Loop thread only. */
+int tool_job_start(uv_loop_t *loop, tool_job_fn fn, void *arg, void (*arg_free)(void *),
+                   tool_done_cb done, void *ud, struct tool_run **run);
+
+/* done(ud, SB_OK, msg, is_error = true) later, as a job that does nothing.
+ * For errors found on the loop thread after call has to return SB_OK. */
+int tool_job_error(uv_loop_t *loop, const char *msg, tool_done_cb done, void *ud,
+                   struct tool_run **run);
+
+/* Sets res to an error result with formatted text. */
+void tool_result_errorf(struct tool_job_result *res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Sets res to a successful result with formatted text. */
+void tool_result_textf(struct tool_job_result *res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Sets res to a successful result holding text (copied). */
+void tool_result_text(struct tool_job_result *res, const char *text);
+
+/* ---- files ---- */
+
+/* Reads a file line by line with a bound on what is kept of each line. */
+struct tool_lines {
+	FILE *f;
+	char *chunk; /* read buffer */
+	size_t pos, len;
+	bool eof;
+};
+
+/* Opens abs for reading. SB_OK, SB_ERR_NOTFOUND, SB_ERR_IO, SB_ERR_NOMEM. */
+int tool_lines_open(struct tool_lines *lr, const char *abs);
+
+/* The next line into line (reset first; no newline; at most keep bytes kept,
+ * *cut set when more were dropped). Returns 1 for a line, 0 at the end,
+ * negative SB_ERR_* on failure (as -rc). */
+int tool_lines_next(struct tool_lines *lr, char **line, size_t *line_len, size_t *line_cap,
+                    size_t keep, bool *cut);
+
+void tool_lines_close(struct tool_lines *lr);
+
+/* Does data look binary (a NUL byte in its first TOOL_BINARY_PROBE bytes)? */
+bool tool_is_binary(const char *data, size_t len);
+
+/* Reads the first TOOL_BINARY_PROBE bytes of abs and says if it is binary.
+ * false when it cannot be read (the real read reports the error). */
+bool tool_file_is_binary(const char *abs);
+
+/* Replaces abs with data atomically: a temp file in the same directory,
+ * fsync, rename. Keeps the mode of an existing file (0644 for a new one).
+ * SB_OK or SB_ERR_IO with why set. Blocking. */
+int tool_write_atomic(const char *abs, const char *data, size_t len, char *why, size_t why_size);
+
+/* mkdir -p for the parents of abs (which the caller confined). Blocking. */
+int tool_mkdir_parents(const char *abs, char *why, size_t why_size);
+
+/* The largest n <= len such that s[0..n) ends on a UTF-8 character
+ * boundary. */
+size_t tool_utf8_floor(const char *s, size_t len);
+
+/* One directory entry; kind is TOOL_DIR, TOOL_FILE, TOOL_LINK or TOOL_OTHER
+ * (of the entry itself: symlinks are not followed). */
+enum tool_kind { TOOL_FILE = 0, TOOL_DIR, TOOL_LINK, TOOL_OTHER };
+
+struct tool_dirent {
+	char *name;
+	enum tool_kind kind;
+};
+
+/* Lists the directory abs (without "." and ".."), sorted by name (strcmp),
+ * keeping at most max entries; *more receives how many were left out.
+ * *out is the caller's (tool_dir_free). SB_OK, SB_ERR_IO, SB_ERR_NOMEM. */
+int tool_dir_list(const char *abs, size_t max, struct tool_dirent **out, size_t *n, size_t *more);
+void tool_dir_free(struct tool_dirent *ents, size_t n);
+
+/* ---- glob ---- */
+
+/* Does the relative path match pattern? Segments are separated by '/'; each
+ * is an fnmatch(3) pattern (a leading '.' is matched like any character),
+ * and a "**" segment matches zero or more whole segments. */
+bool tool_glob_match(const char *pattern, const char *path);
+
+/* ---- input ---- */
+
+/* Accessors for schema-validated input: the value, or def when absent. */
+const char *tool_in_str(const json_t *input, const char *key, const char *def);
+int64_t tool_in_int(const json_t *input, const char *key, int64_t def);
+bool tool_in_bool(const json_t *input, const char *key, bool def);
+
+/* For tool_def.read_only / concurrency_safe. */
+bool tool_always(const json_t *input);
+bool tool_never(const json_t *input);
+
+#endif

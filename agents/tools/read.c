@@ -1,0 +1,182 @@
+/*
+ * read.c - the read tool: a text file of the workspace, with line numbers.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "agents/paths.h"
+#include "agents/tool.h"
+#include "agents/tools/common.h"
+#include "gateway/core/buf.h"
+#include "gateway/core/err.h"
+
+#define READ_LIMIT_DEFAULT 2000
+/* Past this size the lines after the shown ones are not counted. */
+#define READ_COUNT_MAX ((off_t)64 << 20)
+
+struct read_job {
+	char *workspace;
+	char *path;
+	int64_t offset; /* 1-based */
+	int64_t limit;
+};
+
+static void read_job_free(void *p)
+{
+	struct read_job *j = p;
+
+	free(j->workspace);
+	free(j->path);
+	free(j);
+}
+
+static void read_work(void *p, struct tool_job_result *res)
+{
+	struct read_job *j = p;
+	char why[512];
+	char *abs = NULL, *line = NULL;
+	size_t line_len = 0, line_cap = 0, keep;
+	struct tool_lines lr = {0};
+	struct stat st;
+	struct buf out, one;
+	int64_t lineno = 0, shown = 0, more = 0;
+	bool cut, stopped = false, counted = true;
+	int rc, r;
+
+	buf_init(&out, TOOL_OUTPUT_BUDGET);
+	buf_init(&one, TOOL_LINE_MAX + 64);
+	rc = paths_resolve(j->workspace, j->path, PATHS_EXISTING, &abs, NULL, why, sizeof why);
+	if (rc == SB_ERR_NOMEM)
+		goto out;
+	if (rc) {
+		tool_result_errorf(res, "%s", why);
+		goto out;
+	}
+	if (stat(abs, &st) != 0) {
+		tool_result_errorf(res, "cannot read %s", j->path);
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		tool_result_errorf(res, "%s is a directory; use ls to list it", j->path);
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		tool_result_errorf(res, "%s is not a regular file", j->path);
+		goto out;
+	}
+	if (tool_file_is_binary(abs)) {
+		tool_result_errorf(res,
+		                   "%s is a binary file (%lld bytes); read shows text files only",
+		                   j->path, (long long)st.st_size);
+		goto out;
+	}
+	if ((rc = tool_lines_open(&lr, abs)) != SB_OK) {
+		if (rc == SB_ERR_NOMEM)
+			goto out;
+		tool_result_errorf(res, "cannot read %s", j->path);
+		goto out;
+	}
+	while ((r = tool_lines_next(&lr, &line, &line_len, &line_cap, TOOL_LINE_MAX, &cut)) == 1) {
+		lineno++;
+		if (lineno < j->offset)
+			continue;
+		if (stopped || shown >= j->limit) {
+			if (st.st_size > READ_COUNT_MAX) {
+				counted = false;
+				more = 1;
+				break;
+			}
+			more++;
+			continue;
+		}
+		keep = cut ? tool_utf8_floor(line, line_len) : line_len;
+		buf_reset(&one);
+		if (buf_printf(&one, "%6lld\t%.*s%s\n", (long long)lineno, (int)keep, line,
+		               cut ? " [line cut at 2000 characters]" : "") != SB_OK ||
+		    buf_append(&out, one.data, one.len) != SB_OK) {
+			/* The output budget is spent: stop showing, keep counting. */
+			stopped = true;
+			more++;
+			continue;
+		}
+		shown++;
+	}
+	if (r < 0) {
+		if (-r == SB_ERR_NOMEM)
+			goto out;
+		tool_result_errorf(res, "cannot read %s", j->path);
+		goto out;
+	}
+	if (lineno == 0) {
+		tool_result_text(res, "(the file is empty)");
+		goto out;
+	}
+	if (j->offset > lineno) {
+		tool_result_errorf(res, "offset %lld is past the end of %s, which has %lld lines",
+		                   (long long)j->offset, j->path, (long long)lineno);
+		goto out;
+	}
+	if (more) {
+		buf_free(&one);
+		buf_init(&one, 256);
+		if (counted)
+			(void)buf_printf(&one, "\n(%lld more lines; use offset=%lld to read on)",
+			                 (long long)more, (long long)(j->offset + shown));
+		else
+			(void)buf_printf(&one, "\n(more lines follow; use offset=%lld to read on)",
+			                 (long long)(j->offset + shown));
+		/* The budget leaves room for this note. */
+		out.max += one.len;
+		(void)buf_append(&out, one.data, one.len);
+		buf_free(&one);
+	}
+	res->content = buf_steal(&out);
+	res->rc = res->content ? SB_OK : SB_ERR_NOMEM;
+	res->is_error = false;
+out:
+	tool_lines_close(&lr);
+	free(line);
+	free(abs);
+	buf_free(&one);
+	buf_free(&out);
+}
+
+static int read_call(const struct tool_ctx *ctx, const json_t *input, tool_done_cb done, void *ud,
+                     struct tool_run **run)
+{
+	struct read_job *j = calloc(1, sizeof *j);
+
+	if (!j)
+		return SB_ERR_NOMEM;
+	j->workspace = strdup(ctx->workspace ? ctx->workspace : "");
+	j->path = strdup(tool_in_str(input, "path", ""));
+	j->offset = tool_in_int(input, "offset", 1);
+	j->limit = tool_in_int(input, "limit", READ_LIMIT_DEFAULT);
+	if (!j->workspace || !j->path) {
+		read_job_free(j);
+		return SB_ERR_NOMEM;
+	}
+	return tool_job_start(ctx->loop, read_work, j, read_job_free, done, ud, run);
+}
+
+const struct tool_def tool_read = {
+    .name = "read",
+    .description =
+        "Reads a text file of the workspace. Lines come numbered (\"     1\\tfirst line\"); "
+        "the numbers are not part of the file. By default the first 2000 lines; give offset "
+        "(1-based line) and limit to read a part of a long file. Lines longer than 2000 "
+        "characters are cut. Binary files are refused.",
+    .input_schema = "{\"type\":\"object\",\"properties\":{"
+                    "\"path\":{\"type\":\"string\",\"minLength\":1,"
+                    "\"description\":\"file path relative to the workspace\"},"
+                    "\"offset\":{\"type\":\"integer\",\"minimum\":1,"
+                    "\"description\":\"first line to show (1-based); default 1\"},"
+                    "\"limit\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":100000,"
+                    "\"description\":\"how many lines to show; default 2000\"}},"
+                    "\"required\":[\"path\"],\"additionalProperties\":false}",
+    .read_only = tool_always,
+    .concurrency_safe = tool_always,
+    .max_result_chars = 0,
+    .call = read_call,
+};

@@ -1,0 +1,79 @@
+/*
+ * registry.c - the built-in tools and the tool list the model sees.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "agents/tool.h"
+#include "gateway/core/err.h"
+
+/* Sorted by name: tool_all's order and the order of the model's list. */
+static const struct tool_def *const tool_builtin[] = {
+    &tool_bash, &tool_edit,    &tool_glob, &tool_grep,
+    &tool_ls,   &tool_message, &tool_read, &tool_write,
+};
+
+#define TOOL_BUILTIN_COUNT (sizeof tool_builtin / sizeof tool_builtin[0])
+
+const struct tool_def *tool_find(const char *name)
+{
+	size_t i;
+
+	if (!name)
+		return NULL;
+	for (i = 0; i < TOOL_BUILTIN_COUNT; i++)
+		if (strcmp(tool_builtin[i]->name, name) == 0)
+			return tool_builtin[i];
+	return NULL;
+}
+
+const struct tool_def *const *tool_all(size_t *n)
+{
+	if (n)
+		*n = TOOL_BUILTIN_COUNT;
+	return tool_builtin;
+}
+
+static bool tool_named(const char *const *names, size_t n, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		if (names[i] && strcmp(names[i], name) == 0)
+			return true;
+	return false;
+}
+
+json_t *tool_list_json_new(const char *const *names, size_t n)
+{
+	json_t *list = json_array(), *schema, *item;
+	size_t i;
+
+	if (!list)
+		return NULL;
+	/* Walking the sorted table (not names) keeps the order, and so the
+	 * bytes, the same whatever order names come in; duplicates and
+	 * unknown names fall out. */
+	for (i = 0; i < TOOL_BUILTIN_COUNT; i++) {
+		if (names && n && !tool_named(names, n, tool_builtin[i]->name))
+			continue;
+		schema = json_loads(tool_builtin[i]->input_schema, JSON_REJECT_DUPLICATES, NULL);
+		item = json_object();
+		/* set_new takes the value even when it fails. */
+		if (!schema || !item || json_object_set_new(item, "input_schema", schema) ||
+		    json_object_set_new(item, "name", json_string(tool_builtin[i]->name)) ||
+		    json_object_set_new(item, "description",
+		                        json_string(tool_builtin[i]->description))) {
+			if (!item)
+				json_decref(schema);
+			json_decref(item);
+			json_decref(list);
+			return NULL;
+		}
+		if (json_array_append_new(list, item)) {
+			json_decref(list);
+			return NULL;
+		}
+	}
+	return list;
+}

@@ -1,0 +1,725 @@
+/*
+ * transcript.c - a session's append-only JSONL transcript. See transcript.h.
+ *
+ * Appends are serialised on the loop thread into a queue of lines. One
+ * uv_queue_work job at a time takes the queue, up to the first flush marker,
+ * as a batch and writes it in order, one write(2) per line, to a descriptor
+ * opened O_APPEND; the next batch is submitted from the job's completion
+ * callback. Flush requests are
+ * markers in the same queue, so they complete exactly when everything queued
+ * before them is written. Closing is the last marker: the job fsyncs and
+ * closes the descriptor and the completion callback frees the transcript.
+ *
+ * Torn lines: a crash in the middle of a write leaves a last line without
+ * "\n" (or, rarely, an invalid last line). The file is append-only, so the
+ * fragment is never cut off: transcript_open notices it, and the first later
+ * append writes "\n" first when needed (in the same write(2)) and carries
+ * "follows_torn": true. transcript_load then skips the line just before such
+ * an entry, and any invalid lines right before that one (a crash while the
+ * fragment was being isolated). Any other invalid line is corruption
+ * (SB_ERR_INVAL).
+ */
+#include "agents/transcript.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sodium.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gateway/core/err.h"
+#include "gateway/core/fsutil.h"
+#include "gateway/core/log.h"
+
+/* The longest line transcript_open looks back over to find the last entry,
+ * and the largest file transcript_load reads. */
+#define TRANSCRIPT_LINE_MAX ((size_t)16 << 20)
+#define TRANSCRIPT_FILE_MAX ((size_t)512 << 20)
+/* Bytes waiting in the queue before transcript_append says SB_ERR_AGAIN. */
+#define TRANSCRIPT_QUEUE_MAX ((size_t)64 << 20)
+#define TRANSCRIPT_ID_BYTES 12
+
+enum transcript_item_kind { TRANSCRIPT_LINE, TRANSCRIPT_FLUSH, TRANSCRIPT_CLOSE };
+
+struct transcript_item {
+	struct transcript_item *next;
+	enum transcript_item_kind kind;
+	char *line; /* TRANSCRIPT_LINE: the bytes to write, "\n" included */
+	size_t len;
+	void (*cb)(void *ud, int rc); /* TRANSCRIPT_FLUSH */
+	void *ud;
+};
+
+struct transcript {
+	uv_loop_t *loop;
+	int fd;
+	char *path;
+	char last_id[40];
+	bool need_nl;  /* the file does not end with "\n": the next append starts one */
+	bool torn;     /* the file ends in torn line(s): mark the next append */
+	bool closing;  /* transcript_close was called: no more appends */
+	bool busy;     /* a batch is on the thread pool */
+	int err;       /* first write error (sticky): later lines are refused */
+	int batch_err; /* the worker's copy of err while busy */
+	size_t queued_bytes;
+	struct transcript_item *head, *tail; /* waiting for the next batch */
+	struct transcript_item *batch;       /* owned by the job while busy */
+	uv_work_t work;
+};
+
+/* ---- time and ids ---- */
+
+static void transcript_now_rfc3339(char *out, size_t size)
+{
+	struct timespec ts;
+	struct tm tm;
+	char base[24];
+	unsigned ms;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	if (strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+		base[0] = '\0';
+	ms = (unsigned)(ts.tv_nsec / 1000000) % 1000u;
+	snprintf(out, size, "%.19s.%03uZ", base, ms);
+}
+
+static void transcript_new_entry_id(char *out, size_t size)
+{
+	unsigned char raw[TRANSCRIPT_ID_BYTES];
+	char hex[2 * TRANSCRIPT_ID_BYTES + 1];
+
+	randombytes_buf(raw, sizeof raw);
+	sodium_bin2hex(hex, sizeof hex, raw, sizeof raw);
+	snprintf(out, size, "%s", hex);
+}
+
+void transcript_new_session_id(char *out, size_t size)
+{
+	static const char alphabet[] = "0123456789abcdefghjkmnpqrstvwxyz"; /* Crockford */
+	unsigned char rnd[10];
+	char id[27];
+	struct timespec ts;
+	uint64_t ms;
+	unsigned acc = 0, bits = 0;
+	size_t k = 0;
+
+	if (sodium_init() < 0)
+		abort(); /* libsodium cannot work without a random source */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	/* 48 bits of milliseconds in 10 characters (the top 2 bits are 0),
+	 * then 80 random bits in 16: a ULID in lower case. */
+	for (int i = 9; i >= 0; i--) {
+		id[i] = alphabet[ms & 31u];
+		ms >>= 5;
+	}
+	k = 10;
+	randombytes_buf(rnd, sizeof rnd);
+	for (size_t i = 0; i < sizeof rnd; i++) {
+		acc = (acc << 8) | rnd[i];
+		bits += 8;
+		while (bits >= 5) {
+			id[k++] = alphabet[(acc >> (bits - 5)) & 31u];
+			bits -= 5;
+		}
+	}
+	id[k] = '\0';
+	snprintf(out, size, "%s", id);
+}
+
+/* ---- the writer ---- */
+
+static void transcript_items_free(struct transcript_item *it)
+{
+	while (it) {
+		struct transcript_item *next = it->next;
+
+		free(it->line);
+		free(it);
+		it = next;
+	}
+}
+
+/* Writes all of p with as few write(2) calls as the kernel allows (one for a
+ * regular file unless the disk is full). On failure the partial line is cut
+ * off again so that the file still ends on a whole line. */
+static int transcript_write_line(int fd, const char *p, size_t len)
+{
+	off_t start = lseek(fd, 0, SEEK_END);
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (start >= 0 && ftruncate(fd, start) != 0)
+				return SB_ERR_IO; /* the torn line stays; load skips it */
+			return SB_ERR_IO;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return SB_OK;
+}
+
+/* Thread pool: writes the batch in order. Touches only the batch, fd and
+ * batch_err, which the loop thread leaves alone while busy. */
+static void transcript_work(uv_work_t *w)
+{
+	struct transcript *t = w->data;
+
+	for (struct transcript_item *it = t->batch; it; it = it->next) {
+		if (it->kind == TRANSCRIPT_LINE && t->batch_err == SB_OK)
+			t->batch_err = transcript_write_line(t->fd, it->line, it->len);
+		if (it->kind == TRANSCRIPT_CLOSE && t->fd >= 0) {
+			if (fdatasync(t->fd) != 0 && t->batch_err == SB_OK)
+				t->batch_err = SB_ERR_IO;
+			if (close(t->fd) != 0 && t->batch_err == SB_OK)
+				t->batch_err = SB_ERR_IO;
+			t->fd = -1;
+		}
+	}
+}
+
+static void transcript_free(struct transcript *t)
+{
+	transcript_items_free(t->head);
+	if (t->fd >= 0)
+		close(t->fd);
+	free(t->path);
+	free(t);
+}
+
+static void transcript_after_work(uv_work_t *w, int status);
+
+static void transcript_submit(struct transcript *t)
+{
+	struct transcript_item *last;
+
+	if (t->busy || !t->head)
+		return;
+	/* A batch ends at the first flush marker, so that its callback runs
+	 * as soon as what came before it is written. */
+	for (last = t->head; last->next && last->kind == TRANSCRIPT_LINE; last = last->next)
+		t->queued_bytes -= last->len;
+	if (last->kind == TRANSCRIPT_LINE)
+		t->queued_bytes -= last->len;
+	t->batch = t->head;
+	t->head = last->next;
+	if (!t->head)
+		t->tail = NULL;
+	last->next = NULL;
+	t->busy = true;
+	t->batch_err = t->err;
+	t->work.data = t;
+	if (uv_queue_work(t->loop, &t->work, transcript_work, transcript_after_work) != 0) {
+		/* Only fails for a NULL callback; keep the contract anyway: run it here. */
+		transcript_work(&t->work);
+		transcript_after_work(&t->work, 0);
+	}
+}
+
+static void transcript_after_work(uv_work_t *w, int status)
+{
+	struct transcript *t = w->data;
+	struct transcript_item *batch = t->batch;
+	bool closed = false;
+
+	(void)status;
+	t->batch = NULL;
+	t->busy = false;
+	if (t->err == SB_OK && t->batch_err != SB_OK)
+		log_error("transcript", "write failed, later entries are refused",
+		          LOG_S("path", t->path));
+	t->err = t->batch_err;
+	for (struct transcript_item *it = batch; it; it = it->next) {
+		if (it->kind == TRANSCRIPT_FLUSH && it->cb)
+			it->cb(it->ud, t->err);
+		if (it->kind == TRANSCRIPT_CLOSE)
+			closed = true;
+	}
+	transcript_items_free(batch);
+	if (closed) {
+		transcript_free(t);
+		return;
+	}
+	transcript_submit(t);
+}
+
+static int transcript_enqueue(struct transcript *t, enum transcript_item_kind kind, char *line,
+                              size_t len, void (*cb)(void *, int), void *ud)
+{
+	struct transcript_item *it = calloc(1, sizeof *it);
+
+	if (!it)
+		return SB_ERR_NOMEM;
+	it->kind = kind;
+	it->line = line;
+	it->len = len;
+	it->cb = cb;
+	it->ud = ud;
+	if (t->tail)
+		t->tail->next = it;
+	else
+		t->head = it;
+	t->tail = it;
+	t->queued_bytes += len;
+	transcript_submit(t);
+	return SB_OK;
+}
+
+/* ---- open ---- */
+
+/* Reads [off, off + len) of fd. */
+static int transcript_pread_all(int fd, char *dst, size_t len, off_t off)
+{
+	while (len) {
+		ssize_t n = pread(fd, dst, len, off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return SB_ERR_IO;
+		dst += n;
+		len -= (size_t)n;
+		off += n;
+	}
+	return SB_OK;
+}
+
+/* What the end of an existing file says: whether it lacks a final "\n",
+ * whether it ends in torn lines (unterminated or invalid), the id of the last
+ * entry ("" after only the header), and whether it holds no "\n" at all (its
+ * header was torn at creation). */
+struct transcript_tail {
+	bool need_nl;
+	bool torn;
+	bool no_line;
+	char last_id[40];
+};
+
+/* Looks at the last whole lines of buf (the file's last len bytes; at_start:
+ * buf begins at the file's first byte). SB_OK when decided, SB_ERR_AGAIN
+ * when more of the file is needed, SB_ERR_INVAL when no line is valid. */
+static int transcript_tail_scan(const char *buf, size_t len, bool at_start,
+                                struct transcript_tail *tail)
+{
+	size_t end = len;
+
+	tail->need_nl = len > 0 && buf[len - 1] != '\n';
+	tail->torn = tail->need_nl;
+	/* Skip the torn fragment, then walk back line by line past isolated
+	 * fragments to the last line that parses. */
+	while (end > 0 && buf[end - 1] != '\n')
+		end--;
+	if (end == 0) {
+		if (!at_start)
+			return SB_ERR_AGAIN;
+		tail->no_line = true;
+		return SB_OK;
+	}
+	for (;;) {
+		size_t start = end - 1; /* buf[end - 1] is the line's "\n" */
+		json_t *j;
+		const char *id, *type;
+
+		while (start > 0 && buf[start - 1] != '\n')
+			start--;
+		if (start == 0 && !at_start)
+			return SB_ERR_AGAIN;
+		j = json_loadb(buf + start, end - 1 - start, 0, NULL);
+		type = json_string_value(json_object_get(j, "type"));
+		id = json_string_value(json_object_get(j, "id"));
+		if (type && strcmp(type, "session") == 0) {
+			tail->last_id[0] = '\0';
+			json_decref(j);
+			return SB_OK;
+		}
+		if (type && id) {
+			snprintf(tail->last_id, sizeof tail->last_id, "%s", id);
+			json_decref(j);
+			return SB_OK;
+		}
+		json_decref(j);
+		tail->torn = true;
+		if (start == 0)
+			return SB_ERR_INVAL; /* whole lines, none valid: not a transcript */
+		end = start;
+	}
+}
+
+static int transcript_read_tail(int fd, off_t size, struct transcript_tail *tail)
+{
+	size_t want = 64 * 1024;
+	char *buf = NULL;
+	int rc = SB_ERR_IO;
+
+	memset(tail, 0, sizeof *tail);
+	for (;;) {
+		size_t n = (off_t)want < size ? want : (size_t)size;
+		char *p = realloc(buf, n ? n : 1);
+
+		rc = SB_ERR_NOMEM;
+		if (!p)
+			goto out;
+		buf = p;
+		rc = transcript_pread_all(fd, buf, n, size - (off_t)n);
+		if (rc != SB_OK)
+			goto out;
+		rc = transcript_tail_scan(buf, n, (off_t)n == size, tail);
+		if (rc != SB_ERR_AGAIN)
+			goto out;
+		rc = SB_ERR_TOOBIG;
+		if (want >= TRANSCRIPT_LINE_MAX * 4)
+			goto out;
+		want *= 2;
+	}
+out:
+	free(buf);
+	return rc;
+}
+
+static char *transcript_dirname(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash)
+		return NULL;
+	return strndup(path, slash == path ? 1 : (size_t)(slash - path));
+}
+
+static int transcript_write_header(int fd, const struct transcript_info *info)
+{
+	char created[40], *line = NULL;
+	json_t *h;
+	int rc = SB_ERR_NOMEM;
+
+	transcript_now_rfc3339(created, sizeof created);
+	h = json_pack("{s:s,s:i,s:s,s:s?,s:s?,s:s}", "type", "session", "version",
+	              TRANSCRIPT_VERSION, "id", info->session_id, "key", info->session_key, "agent",
+	              info->agent_id, "created", created);
+	if (!h)
+		goto out;
+	line = json_dumps(h, JSON_COMPACT);
+	if (!line)
+		goto out;
+	/* The terminator of the dump becomes the newline: one write. */
+	{
+		size_t len = strlen(line);
+		char *withnl = realloc(line, len + 2);
+
+		if (!withnl)
+			goto out;
+		line = withnl;
+		line[len] = '\n';
+		line[len + 1] = '\0';
+		rc = transcript_write_line(fd, line, len + 1);
+	}
+out:
+	free(line);
+	json_decref(h);
+	return rc;
+}
+
+int transcript_open(struct transcript **out, uv_loop_t *loop, const char *path,
+                    const struct transcript_info *info)
+{
+	struct transcript *t = NULL;
+	struct transcript_tail tail;
+	struct stat st;
+	char *dir = NULL;
+	int rc = SB_ERR_INVAL;
+
+	*out = NULL;
+	if (!loop || !path || !info || !info->session_id)
+		goto out;
+	rc = SB_ERR_NOMEM;
+	t = calloc(1, sizeof *t);
+	if (!t)
+		goto out;
+	t->fd = -1;
+	t->loop = loop;
+	t->path = strdup(path);
+	if (!t->path)
+		goto out;
+	if (sodium_init() < 0)
+		goto out;
+	dir = transcript_dirname(path);
+	rc = SB_ERR_IO;
+	if (dir && fs_mkdirs(dir, 0700) != SB_OK)
+		goto out;
+	t->fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+	if (t->fd < 0 || fstat(t->fd, &st) != 0)
+		goto out;
+	if (st.st_size > 0) {
+		rc = transcript_read_tail(t->fd, st.st_size, &tail);
+		if (rc != SB_OK)
+			goto out;
+		if (tail.no_line) {
+			/* Not one whole line: the header itself was torn at
+			 * creation. Nothing valid to keep; start again. */
+			rc = SB_ERR_IO;
+			if (ftruncate(t->fd, 0) != 0)
+				goto out;
+			st.st_size = 0;
+		} else {
+			t->need_nl = tail.need_nl;
+			t->torn = tail.torn;
+			memcpy(t->last_id, tail.last_id, sizeof t->last_id);
+		}
+	}
+	if (st.st_size == 0) {
+		rc = transcript_write_header(t->fd, info);
+		if (rc != SB_OK)
+			goto out;
+	}
+	*out = t;
+	t = NULL;
+	rc = SB_OK;
+out:
+	free(dir);
+	if (t)
+		transcript_free(t);
+	return rc;
+}
+
+/* ---- append, flush, close ---- */
+
+int transcript_append(struct transcript *t, const char *type, const json_t *fields, char *id_out,
+                      size_t id_size)
+{
+	char id[40], ts[40], *dump = NULL, *line = NULL;
+	const char *key;
+	json_t *e = NULL, *v;
+	size_t len;
+	int rc = SB_ERR_INVAL;
+
+	if (!t || !type || (fields && !json_is_object(fields)) || t->closing)
+		goto out;
+	rc = t->err ? t->err : SB_ERR_AGAIN;
+	if (t->err || t->queued_bytes > TRANSCRIPT_QUEUE_MAX)
+		goto out;
+	transcript_new_entry_id(id, sizeof id);
+	transcript_now_rfc3339(ts, sizeof ts);
+	rc = SB_ERR_NOMEM;
+	e = json_pack("{s:s,s:s,s:o,s:s}", "type", type, "id", id, "parent_id",
+	              t->last_id[0] ? json_string(t->last_id) : json_null(), "ts", ts);
+	if (!e)
+		goto out;
+	if (t->torn && json_object_set_new(e, "follows_torn", json_true()) != 0)
+		goto out;
+	/* The fields cannot override what the transcript sets. */
+	json_object_foreach((json_t *)fields, key, v)
+	{
+		if (json_object_get(e, key))
+			continue;
+		if (json_object_set(e, key, v) != 0)
+			goto out;
+	}
+	dump = json_dumps(e, JSON_COMPACT);
+	if (!dump)
+		goto out;
+	len = strlen(dump);
+	line = malloc(len + 3);
+	if (!line)
+		goto out;
+	{
+		size_t k = 0;
+
+		if (t->need_nl)
+			line[k++] = '\n';
+		memcpy(line + k, dump, len);
+		k += len;
+		line[k++] = '\n';
+		line[k] = '\0';
+		len = k;
+	}
+	rc = transcript_enqueue(t, TRANSCRIPT_LINE, line, len, NULL, NULL);
+	if (rc != SB_OK)
+		goto out;
+	line = NULL;
+	t->need_nl = t->torn = false;
+	memcpy(t->last_id, id, sizeof id);
+	if (id_out && id_size)
+		snprintf(id_out, id_size, "%s", id);
+	rc = SB_OK;
+out:
+	free(line);
+	free(dump);
+	json_decref(e);
+	return rc;
+}
+
+int transcript_flush(struct transcript *t, void (*cb)(void *ud, int rc), void *ud)
+{
+	if (!t || t->closing)
+		return SB_ERR_INVAL;
+	return transcript_enqueue(t, TRANSCRIPT_FLUSH, NULL, 0, cb, ud);
+}
+
+void transcript_close(struct transcript *t)
+{
+	if (!t || t->closing)
+		return;
+	t->closing = true;
+	if (transcript_enqueue(t, TRANSCRIPT_CLOSE, NULL, 0, NULL, NULL) != SB_OK) {
+		/* No memory for the marker: wait for nothing and close here. */
+		if (!t->busy)
+			transcript_free(t);
+		else
+			log_error("transcript", "close failed (out of memory)",
+			          LOG_S("path", t->path));
+	}
+}
+
+/* ---- load ---- */
+
+void transcript_loaded_free(struct transcript_loaded *l)
+{
+	if (!l)
+		return;
+	json_decref(l->header);
+	json_decref(l->messages);
+	json_decref(l->entries);
+	memset(l, 0, sizeof *l);
+}
+
+struct transcript_line {
+	const char *p;
+	size_t len;
+	bool nl;   /* ends with "\n" */
+	bool skip; /* torn: ignored */
+	json_t *j; /* parsed when whole; NULL when not valid JSON */
+};
+
+/* Whether a line is an object with a string "type". */
+static bool transcript_is_entry(const json_t *j)
+{
+	return json_is_object(j) && json_is_string(json_object_get(j, "type"));
+}
+
+/* Marks the torn lines, from the end backwards (see the top of the file).
+ * A line is torn when it is the last and lacks "\n" or is not an entry; when
+ * the next line is an entry marked "follows_torn"; or when it is not an entry
+ * and the next line is torn for one of the two first reasons (or this one).
+ * Returns SB_OK, or SB_ERR_INVAL at the first other line that is not an
+ * entry. Line 0, the header, is checked by the caller. */
+static int transcript_mark_torn(struct transcript_line *lines, size_t n, size_t *torn)
+{
+	bool propagate = false; /* the next line is torn, by a reason that extends back */
+
+	*torn = 0;
+	for (size_t i = n; i-- > 1;) {
+		struct transcript_line *l = &lines[i], *next = i + 1 < n ? &lines[i + 1] : NULL;
+		bool entry = transcript_is_entry(l->j);
+
+		if (!next) {
+			l->skip = !l->nl || !entry;
+			propagate = !l->nl;
+		} else if (!next->skip && json_is_true(json_object_get(next->j, "follows_torn"))) {
+			l->skip = true;
+			propagate = true;
+		} else if (!entry && propagate) {
+			l->skip = true;
+		} else if (!entry) {
+			return SB_ERR_INVAL;
+		} else {
+			l->skip = false;
+			propagate = false;
+		}
+		*torn += l->skip;
+	}
+	return SB_OK;
+}
+
+int transcript_load(const char *path, struct transcript_loaded *out)
+{
+	struct transcript_line *lines = NULL;
+	size_t n = 0, size = 0, nlines = 0, i;
+	char *data = NULL;
+	json_int_t version;
+	int rc;
+
+	memset(out, 0, sizeof *out);
+	rc = fs_read_all(path, TRANSCRIPT_FILE_MAX, &data, &size);
+	if (rc != SB_OK)
+		goto out;
+	rc = SB_ERR_NOMEM;
+	for (i = 0; i < size; i++)
+		if (data[i] == '\n')
+			nlines++;
+	lines = calloc(nlines + 1, sizeof *lines);
+	if (!lines)
+		goto out;
+	for (size_t start = 0; start < size;) {
+		const char *nl = memchr(data + start, '\n', size - start);
+		size_t end = nl ? (size_t)(nl - data) : size;
+
+		lines[n].p = data + start;
+		lines[n].len = end - start;
+		lines[n].nl = nl != NULL;
+		lines[n].j = lines[n].nl ? json_loadb(lines[n].p, lines[n].len, 0, NULL) : NULL;
+		n++;
+		start = end + 1;
+	}
+	/* Line 1: the header. */
+	rc = SB_ERR_INVAL;
+	if (n == 0 || !transcript_is_entry(lines[0].j) ||
+	    strcmp(json_string_value(json_object_get(lines[0].j, "type")), "session") != 0)
+		goto out;
+	version = json_integer_value(json_object_get(lines[0].j, "version"));
+	if (!json_is_integer(json_object_get(lines[0].j, "version")) || version < 1 ||
+	    version > TRANSCRIPT_VERSION)
+		goto out;
+	rc = SB_ERR_NOMEM;
+	out->header = json_incref(lines[0].j);
+	out->messages = json_array();
+	out->entries = json_array();
+	if (!out->messages || !out->entries)
+		goto out;
+	rc = transcript_mark_torn(lines, n, &out->torn);
+	if (rc != SB_OK)
+		goto out;
+	for (i = 1; i < n; i++) {
+		json_t *j = lines[i].j;
+		const char *type, *id;
+
+		if (lines[i].skip)
+			continue;
+		type = json_string_value(json_object_get(j, "type"));
+		id = json_string_value(json_object_get(j, "id"));
+		rc = SB_ERR_INVAL;
+		if (!id || strcmp(type, "session") == 0)
+			goto out;
+		if (strcmp(type, "message") == 0) {
+			json_t *m = json_object_get(j, "message");
+
+			if (!json_is_object(m))
+				goto out;
+			rc = SB_ERR_NOMEM;
+			if (json_array_append(out->messages, m) != 0)
+				goto out;
+		}
+		rc = SB_ERR_NOMEM;
+		if (json_array_append(out->entries, j) != 0)
+			goto out;
+		snprintf(out->last_id, sizeof out->last_id, "%s", id);
+	}
+	rc = SB_OK;
+out:
+	for (i = 0; i < n; i++)
+		json_decref(lines[i].j);
+	free(lines);
+	free(data);
+	if (rc != SB_OK)
+		transcript_loaded_free(out);
+	return rc;
+}

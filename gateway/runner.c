@@ -1,0 +1,417 @@
+/*
+ * runner.c - see runner.h.
+ *
+ * A job moves through: session (store lookup, or a new session id committed
+ * before anything else) → prepare (thread pool: load the transcript, build
+ * the system prompt, open the transcript for appends) → turn (the state
+ * machine) → flush (every transcript line written) → done. What the worker
+ * builds (history, prompt) is handed over to the loop thread, never shared.
+ */
+#include "gateway/runner.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agents/message.h"
+#include "agents/transcript.h"
+#include "gateway/core/buf.h"
+#include "gateway/core/err.h"
+#include "gateway/core/fsutil.h"
+#include "gateway/core/log.h"
+#include "workspaces/prompt.h"
+
+#define RUNNER_PROMPT_MAX (4u << 20)
+
+static const char *const runner_default_tools[] = {"bash", "edit",    "glob", "grep",
+                                                   "ls",   "message", "read", "write"};
+
+struct runner {
+	struct runner_options opt;
+	size_t active;
+};
+
+enum run_stage { RUN_SESSION, RUN_PREPARE, RUN_TURN, RUN_FLUSH, RUN_DONE };
+
+struct run_job {
+	struct runner *r;
+	const struct agent_config *agent;
+	char *agent_id, *session_key, *text, *channel, *account, *target;
+	bool main_session;
+	const struct turn_events *ev;
+	run_done_cb done;
+	void *ud;
+	enum run_stage stage;
+	bool aborted;
+	char *abort_why;
+
+	char session_id[40];
+	char path[PATH_MAX];
+	char workspace[PATH_MAX];
+	uv_work_t work;
+	int prep_rc;
+	char prep_err[PATH_MAX + 256];
+	json_t *history;
+	struct buf prompt;
+	struct transcript *transcript;
+	struct turn_budget budget;
+	const char **chain;
+	size_t n_chain;
+	struct turn *turn;
+
+	/* the turn's result, kept past its callback */
+	struct turn_result result;
+	char *result_text;
+	char *result_detail;
+	json_t *result_messages;
+};
+
+int runner_new(struct runner **out, const struct runner_options *opt)
+{
+	struct runner *r = calloc(1, sizeof *r);
+
+	if (!r)
+		return SB_ERR_NOMEM;
+	r->opt = *opt;
+	*out = r;
+	return SB_OK;
+}
+
+void runner_free(struct runner *r)
+{
+	free(r);
+}
+
+size_t runner_active(const struct runner *r)
+{
+	return r ? r->active : 0;
+}
+
+static void run_job_free(struct run_job *j)
+{
+	free(j->agent_id);
+	free(j->session_key);
+	free(j->text);
+	free(j->channel);
+	free(j->account);
+	free(j->target);
+	free(j->abort_why);
+	json_decref(j->history);
+	buf_free(&j->prompt);
+	free(j->chain);
+	free(j->result_text);
+	free(j->result_detail);
+	json_decref(j->result_messages);
+	free(j);
+}
+
+static void run_finish(struct run_job *j, int rc, const char *error)
+{
+	struct run_outcome o;
+
+	j->stage = RUN_DONE;
+	memset(&o, 0, sizeof o);
+	o.rc = rc;
+	o.error = error;
+	o.result = rc == SB_OK ? &j->result : NULL;
+	o.session_id = j->session_id;
+	o.transcript_path = j->path;
+	j->r->active--;
+	j->done(j->ud, &o);
+	run_job_free(j);
+}
+
+/* ---- flush ---- */
+
+static void run_flushed(void *ud, int rc)
+{
+	struct run_job *j = ud;
+
+	if (rc)
+		log_warn("agent", "transcript write failed", LOG_S("path", j->path),
+		         LOG_S("error", sb_strerror(rc)));
+	transcript_close(j->transcript);
+	j->transcript = NULL;
+	run_finish(j, SB_OK, NULL);
+}
+
+static void run_turn_done(void *ud, const struct turn_result *res)
+{
+	struct run_job *j = ud;
+
+	j->turn = NULL;
+	j->result = *res;
+	j->result_text = strdup(res->text ? res->text : "");
+	j->result_detail = strdup(res->detail ? res->detail : "");
+	j->result_messages = json_incref((json_t *)res->messages);
+	j->result.text = j->result_text ? j->result_text : "";
+	j->result.detail = j->result_detail ? j->result_detail : "";
+	j->result.messages = j->result_messages;
+	j->stage = RUN_FLUSH;
+	if (transcript_flush(j->transcript, run_flushed, j) != SB_OK)
+		run_flushed(j, SB_ERR_IO);
+}
+
+/* ---- the turn ---- */
+
+static int run_chain(struct run_job *j)
+{
+	const struct agent_config *a = j->agent;
+
+	j->n_chain = (a->model ? 1 : 0) + a->n_fallbacks;
+	if (!j->n_chain)
+		return SB_ERR_CONFIG;
+	j->chain = calloc(j->n_chain, sizeof *j->chain);
+	if (!j->chain)
+		return SB_ERR_NOMEM;
+	j->n_chain = 0;
+	if (a->model)
+		j->chain[j->n_chain++] = a->model;
+	for (size_t i = 0; i < a->n_fallbacks; i++)
+		j->chain[j->n_chain++] = a->fallbacks[i];
+	return SB_OK;
+}
+
+static void run_start_turn(struct run_job *j)
+{
+	const struct agent_config *a = j->agent;
+	struct turn_options to;
+	int rc;
+
+	if (j->aborted) {
+		transcript_close(j->transcript);
+		j->transcript = NULL;
+		run_finish(j, SB_ERR_ABORTED, j->abort_why);
+		return;
+	}
+	rc = run_chain(j);
+	if (rc) {
+		transcript_close(j->transcript);
+		j->transcript = NULL;
+		run_finish(j, rc,
+		           rc == SB_ERR_CONFIG ? "the agent has no model configured"
+		                               : "out of memory");
+		return;
+	}
+	turn_budget_init(&j->budget, a->budget, NULL);
+	memset(&to, 0, sizeof to);
+	to.models = j->r->opt.models;
+	to.chain = j->chain;
+	to.n_chain = j->n_chain;
+	to.system = j->prompt.data;
+	to.history = j->history;
+	to.user_text = j->text;
+	to.tools = a->n_tools ? (const char *const *)a->tools : runner_default_tools;
+	to.n_tools =
+	    a->n_tools ? a->n_tools : sizeof runner_default_tools / sizeof *runner_default_tools;
+	to.tool_ctx.loop = j->r->opt.loop;
+	to.tool_ctx.host = j->r->opt.host;
+	to.tool_ctx.agent_id = j->agent_id;
+	to.tool_ctx.session_key = j->session_key;
+	to.tool_ctx.workspace = j->workspace;
+	to.tool_ctx.timeout_ms = a->tool_timeout_ms;
+	to.tool_ctx.channel = j->channel;
+	to.tool_ctx.account = j->account;
+	to.tool_ctx.target = j->target;
+	to.max_turns = a->max_turns;
+	to.budget = &j->budget;
+	to.transcript = j->transcript;
+	to.model_label = a->model;
+	to.ev = j->ev;
+	j->stage = RUN_TURN;
+	rc = turn_start(&j->turn, &to, run_turn_done, j);
+	if (rc) {
+		transcript_close(j->transcript);
+		j->transcript = NULL;
+		run_finish(j, rc, "the turn could not start");
+	}
+}
+
+/* ---- prepare (thread pool) ---- */
+
+static void run_prepare_work(uv_work_t *w)
+{
+	struct run_job *j = w->data;
+	struct transcript_loaded tl;
+	struct prompt_options po;
+	struct transcript_info ti;
+	char dir[PATH_MAX];
+	int rc;
+
+	snprintf(dir, sizeof dir, "%s/agents/%s/sessions", j->r->opt.cfg->home, j->agent_id);
+	if (fs_mkdirs(dir, 0700)) {
+		j->prep_rc = SB_ERR_IO;
+		snprintf(j->prep_err, sizeof j->prep_err, "cannot create %s", dir);
+		return;
+	}
+	memset(&tl, 0, sizeof tl);
+	rc = transcript_load(j->path, &tl);
+	if (rc == SB_OK) {
+		j->history = json_incref(tl.messages);
+		if (tl.torn)
+			log_warn("agent", "ignored a torn last line in the transcript",
+			         LOG_S("path", j->path));
+	} else if (rc == SB_ERR_NOTFOUND) {
+		j->history = json_array();
+	} else {
+		j->prep_rc = rc;
+		snprintf(j->prep_err, sizeof j->prep_err, "cannot load the transcript %s: %s",
+		         j->path, sb_strerror(rc));
+		transcript_loaded_free(&tl);
+		return;
+	}
+	transcript_loaded_free(&tl);
+	if (!realpath(j->agent->workspace, j->workspace)) {
+		j->prep_rc = SB_ERR_NOTFOUND;
+		snprintf(j->prep_err, sizeof j->prep_err,
+		         "the workspace %s does not exist (run `switchboard init`)",
+		         j->agent->workspace);
+		return;
+	}
+	memset(&po, 0, sizeof po);
+	po.agent_id = j->agent_id;
+	po.main_session = j->main_session;
+	po.new_workspace = true; /* BOOTSTRAP.md is used for as long as it exists */
+	rc = workspace_prompt_build(j->workspace, &po, &j->prompt, NULL);
+	if (rc) {
+		j->prep_rc = rc;
+		snprintf(j->prep_err, sizeof j->prep_err, "cannot build the system prompt: %s",
+		         sb_strerror(rc));
+		return;
+	}
+	ti.session_id = j->session_id;
+	ti.session_key = j->session_key;
+	ti.agent_id = j->agent_id;
+	rc = transcript_open(&j->transcript, j->r->opt.loop, j->path, &ti);
+	if (rc) {
+		j->prep_rc = rc;
+		snprintf(j->prep_err, sizeof j->prep_err, "cannot open the transcript %s", j->path);
+	}
+}
+
+static void run_prepare_done(uv_work_t *w, int status)
+{
+	struct run_job *j = w->data;
+
+	if (status != 0 && !j->prep_rc) {
+		j->prep_rc = SB_ERR_ABORTED;
+		snprintf(j->prep_err, sizeof j->prep_err, "cancelled");
+	}
+	if (j->prep_rc) {
+		if (j->transcript)
+			transcript_close(j->transcript);
+		j->transcript = NULL;
+		run_finish(j, j->prep_rc, j->prep_err);
+		return;
+	}
+	run_start_turn(j);
+}
+
+static void run_prepare(struct run_job *j)
+{
+	j->stage = RUN_PREPARE;
+	snprintf(j->path, sizeof j->path, "%s/agents/%s/sessions/%s.jsonl", j->r->opt.cfg->home,
+	         j->agent_id, j->session_id);
+	j->work.data = j;
+	if (uv_queue_work(j->r->opt.loop, &j->work, run_prepare_work, run_prepare_done) != 0)
+		run_finish(j, SB_ERR_IO, "cannot queue work");
+}
+
+/* ---- session ---- */
+
+static void run_session_saved(void *ud, int rc)
+{
+	struct run_job *j = ud;
+
+	if (rc) {
+		run_finish(j, rc, "cannot record the session in the store");
+		return;
+	}
+	run_prepare(j);
+}
+
+static void run_session_found(void *ud, int rc, const struct store_session *s)
+{
+	struct run_job *j = ud;
+	struct store_session ns;
+	int prc;
+
+	if (rc == SB_OK && s && s->session_id) {
+		snprintf(j->session_id, sizeof j->session_id, "%s", s->session_id);
+		run_prepare(j);
+		return;
+	}
+	if (rc != SB_OK && rc != SB_ERR_NOTFOUND) {
+		run_finish(j, rc, "cannot read the session from the store");
+		return;
+	}
+	transcript_new_session_id(j->session_id, sizeof j->session_id);
+	memset(&ns, 0, sizeof ns);
+	ns.key = j->session_key;
+	ns.agent_id = j->agent_id;
+	ns.session_id = j->session_id;
+	prc = j->r->opt.store->ops->session_put(j->r->opt.store, &ns, run_session_saved, j);
+	if (prc)
+		run_finish(j, prc, "cannot record the session in the store");
+}
+
+static char *run_dup(const char *s)
+{
+	return s ? strdup(s) : NULL;
+}
+
+int runner_run(struct runner *r, const struct run_request *req, run_done_cb done, void *ud,
+               struct run_job **out)
+{
+	const struct agent_config *a = config_agent(r->opt.cfg, req->agent_id);
+	struct run_job *j;
+	int rc;
+
+	if (out)
+		*out = NULL;
+	if (!a)
+		return SB_ERR_NOTFOUND;
+	if (!req->session_key || !req->text || !done)
+		return SB_ERR_INVAL;
+	j = calloc(1, sizeof *j);
+	if (!j)
+		return SB_ERR_NOMEM;
+	j->r = r;
+	j->agent = a;
+	j->agent_id = run_dup(req->agent_id);
+	j->session_key = run_dup(req->session_key);
+	j->text = run_dup(req->text);
+	j->channel = run_dup(req->channel);
+	j->account = run_dup(req->account);
+	j->target = run_dup(req->target);
+	j->main_session = req->main_session;
+	j->ev = req->ev;
+	j->done = done;
+	j->ud = ud;
+	buf_init(&j->prompt, RUNNER_PROMPT_MAX);
+	if (!j->agent_id || !j->session_key || !j->text) {
+		run_job_free(j);
+		return SB_ERR_NOMEM;
+	}
+	rc = r->opt.store->ops->session_get(r->opt.store, j->session_key, run_session_found, j);
+	if (rc) {
+		run_job_free(j);
+		return rc;
+	}
+	r->active++;
+	if (out)
+		*out = j;
+	return SB_OK;
+}
+
+void runner_abort(struct run_job *j, const char *why)
+{
+	if (!j || j->aborted || j->stage >= RUN_FLUSH)
+		return;
+	j->aborted = true;
+	j->abort_why = strdup(why ? why : "aborted");
+	if (j->stage == RUN_TURN && j->turn)
+		turn_abort(j->turn, j->abort_why);
+	/* Earlier stages notice the flag when their step completes. */
+}

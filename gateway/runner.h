@@ -1,0 +1,68 @@
+/*
+ * runner.h - runs one agent turn for a session: finds (or starts) the
+ * session, loads its transcript and the workspace's system prompt off the
+ * loop, runs the turn state machine (agents/turn.h), and records everything in
+ * the transcript. The CLI's `agent run` and the message pipeline both use it.
+ *
+ * Loop thread only.
+ */
+#ifndef SB_GATEWAY_RUNNER_H
+#define SB_GATEWAY_RUNNER_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+#include "agents/models.h"
+#include "agents/turn.h"
+#include "gateway/config.h"
+#include "gateway/core/host.h"
+#include "gateway/store.h"
+
+struct runner;
+struct run_job;
+
+struct runner_options {
+	uv_loop_t *loop;
+	const struct host *host;
+	struct store *store;
+	struct models *models;
+	struct config *cfg; /* borrowed: the caller keeps a reference while jobs run */
+};
+
+struct run_request {
+	const char *agent_id;
+	const char *session_key;
+	const char *text;
+	const char *channel; /* where the message came from (for the message tool); may be NULL */
+	const char *account;
+	const char *target;
+	bool main_session;            /* the agent's private main session (MEMORY.md) */
+	const struct turn_events *ev; /* may be NULL */
+};
+
+struct run_outcome {
+	int rc;            /* SB_OK when the turn ran (see result), else why it could not */
+	const char *error; /* when rc != SB_OK */
+	const struct turn_result *result; /* when rc == SB_OK */
+	const char *session_id;
+	const char *transcript_path;
+};
+
+typedef void (*run_done_cb)(void *ud, const struct run_outcome *o);
+
+int runner_new(struct runner **out, const struct runner_options *opt);
+/* Every job must have finished. NULL is a no-op. */
+void runner_free(struct runner *r);
+
+/* Starts a job; done runs once, later (after the transcript is written). */
+int runner_run(struct runner *r, const struct run_request *req, run_done_cb done, void *ud,
+               struct run_job **out);
+
+/* Aborts a job at whatever stage it is; done still runs (from inside this
+ * call when the turn was running). */
+void runner_abort(struct run_job *j, const char *why);
+
+/* Jobs in flight. */
+size_t runner_active(const struct runner *r);
+
+#endif

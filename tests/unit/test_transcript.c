@@ -1,0 +1,728 @@
+/*
+ * test_transcript.c - session transcripts (agents/transcript.c): the header,
+ * appends in order with their parent chain, reopening, torn last lines and
+ * their isolation, corrupt lines, and a burst of appends queued without the
+ * loop running in between.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "agents/message.h"
+#include "agents/transcript.h"
+#include "gateway/core/err.h"
+#include "gateway/core/fsutil.h"
+
+struct fixture {
+	char dir[64];
+	char path[PATH_MAX];
+	uv_loop_t loop;
+};
+
+static const struct transcript_info info = {
+    .session_id = "01jabcdefghjkmnpqrstvwxyz0",
+    .session_key = "agent:main:main",
+    .agent_id = "main",
+};
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st;
+	(void)flag;
+	(void)f;
+	return remove(p);
+}
+
+static int setup(void **state)
+{
+	struct fixture *fx = calloc(1, sizeof *fx);
+
+	assert_non_null(fx);
+	snprintf(fx->dir, sizeof fx->dir, "/tmp/sb-transcript-XXXXXX");
+	assert_non_null(mkdtemp(fx->dir));
+	/* The sessions directory does not exist yet: open creates it. */
+	snprintf(fx->path, sizeof fx->path, "%s/agents/main/sessions/%s.jsonl", fx->dir,
+	         info.session_id);
+	assert_int_equal(uv_loop_init(&fx->loop), 0);
+	*state = fx;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *fx = *state;
+
+	uv_run(&fx->loop, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&fx->loop), 0);
+	nftw(fx->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	free(fx);
+	return 0;
+}
+
+static char *slurp(const char *path)
+{
+	char *data = NULL;
+	size_t len;
+
+	assert_int_equal(fs_read_all(path, 64 << 20, &data, &len), SB_OK);
+	return data;
+}
+
+static void append_raw(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_APPEND);
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static json_t *message_fields(json_t *msg_take)
+{
+	json_t *f = json_object();
+
+	json_object_set_new(f, "message", msg_take);
+	return f;
+}
+
+/* Appends a message entry with the user text; returns its id in id. */
+static void append_text(struct transcript *t, const char *text, char *id)
+{
+	json_t *f = message_fields(msg_user_text_new(text));
+
+	assert_int_equal(transcript_append(t, "message", f, id, 40), SB_OK);
+	json_decref(f);
+}
+
+static void open_t(struct fixture *fx, struct transcript **t)
+{
+	assert_int_equal(transcript_open(t, &fx->loop, fx->path, &info), SB_OK);
+	assert_non_null(*t);
+}
+
+static void close_t(struct fixture *fx, struct transcript *t)
+{
+	transcript_close(t);
+	uv_run(&fx->loop, UV_RUN_DEFAULT);
+}
+
+static void assert_matches(const char *s, const char *pattern)
+{
+	regex_t re;
+
+	assert_int_equal(regcomp(&re, pattern, REG_EXTENDED | REG_NOSUB), 0);
+	if (regexec(&re, s, 0, NULL, 0) != 0)
+		fail_msg("\"%s\" does not match /%s/", s, pattern);
+	regfree(&re);
+}
+
+static void assert_message_texts(const json_t *messages, const char *const *texts, size_t n)
+{
+	assert_int_equal(json_array_size(messages), n);
+	for (size_t i = 0; i < n; i++) {
+		json_t *want = msg_user_text_new(texts[i]);
+
+		if (!json_equal(json_array_get(messages, i), want))
+			fail_msg("message %zu is not \"%s\"", i, texts[i]);
+		json_decref(want);
+	}
+}
+
+#define TS_RE "[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z"
+
+static void test_header(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	struct stat st;
+	char *data, dir[PATH_MAX];
+
+	open_t(fx, &t);
+	close_t(fx, t);
+	data = slurp(fx->path);
+	assert_matches(data, "^\\{\"type\":\"session\",\"version\":1,\"id\":\"01jabcdefghjkmnpqrst"
+	                     "vwxyz0\",\"key\":\"agent:main:main\",\"agent\":\"main\","
+	                     "\"created\":\"" TS_RE "\"\\}\n$");
+	free(data);
+	assert_int_equal(stat(fx->path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	snprintf(dir, sizeof dir, "%s/agents/main/sessions", fx->dir);
+	assert_int_equal(stat(dir, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+
+	/* Opening again does not add a second header. */
+	open_t(fx, &t);
+	close_t(fx, t);
+	data = slurp(fx->path);
+	assert_non_null(strchr(data, '\n'));
+	assert_string_equal(strchr(data, '\n'), "\n");
+	free(data);
+}
+
+static void on_flush(void *ud, int rc)
+{
+	int *calls = ud;
+
+	assert_int_equal(rc, SB_OK);
+	(*calls)++;
+}
+
+static void test_append_order_and_chain(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	struct transcript_loaded l;
+	char id1[40], id2[40], id3[40];
+	json_t *asst = msg_assistant_new(), *f, *e;
+	int flushed = 0;
+
+	open_t(fx, &t);
+	append_text(t, "first", id1);
+	msg_add_text(asst, "Let me look.");
+	msg_add_tool_use(asst, "call_1", "read", NULL);
+	f = message_fields(json_incref(asst));
+	json_object_set_new(f, "model", json_string("offline/demo"));
+	/* The transcript's own keys win over the caller's. */
+	json_object_set_new(f, "type", json_string("spoofed"));
+	json_object_set_new(f, "id", json_string("spoofed"));
+	assert_int_equal(transcript_append(t, "message", f, id2, sizeof id2), SB_OK);
+	json_decref(f);
+	f = json_pack("{s:s,s:s}", "event", "tool_end", "name", "read");
+	assert_int_equal(transcript_append(t, "event", f, id3, sizeof id3), SB_OK);
+	json_decref(f);
+	assert_int_equal(transcript_flush(t, on_flush, &flushed), SB_OK);
+	/* Callbacks never run inside the call. */
+	assert_int_equal(flushed, 0);
+	uv_run(&fx->loop, UV_RUN_DEFAULT);
+	assert_int_equal(flushed, 1);
+	/* The ids are distinct hex. */
+	assert_matches(id1, "^[0-9a-f]{24}$");
+	assert_string_not_equal(id1, id2);
+	assert_string_not_equal(id2, id3);
+
+	/* Written already, before close. */
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(json_array_size(l.entries), 3);
+	assert_int_equal(l.torn, 0);
+	assert_string_equal(l.last_id, id3);
+	assert_string_equal(json_string_value(json_object_get(l.header, "id")), info.session_id);
+
+	e = json_array_get(l.entries, 0);
+	assert_string_equal(json_string_value(json_object_get(e, "type")), "message");
+	assert_string_equal(json_string_value(json_object_get(e, "id")), id1);
+	assert_true(json_is_null(json_object_get(e, "parent_id")));
+	assert_matches(json_string_value(json_object_get(e, "ts")), "^" TS_RE "$");
+	e = json_array_get(l.entries, 1);
+	assert_string_equal(json_string_value(json_object_get(e, "type")), "message");
+	assert_string_equal(json_string_value(json_object_get(e, "id")), id2);
+	assert_string_equal(json_string_value(json_object_get(e, "parent_id")), id1);
+	assert_string_equal(json_string_value(json_object_get(e, "model")), "offline/demo");
+	e = json_array_get(l.entries, 2);
+	assert_string_equal(json_string_value(json_object_get(e, "type")), "event");
+	assert_string_equal(json_string_value(json_object_get(e, "event")), "tool_end");
+	assert_string_equal(json_string_value(json_object_get(e, "parent_id")), id2);
+
+	/* The history is exactly the messages, in order. */
+	assert_int_equal(json_array_size(l.messages), 2);
+	{
+		json_t *first = msg_user_text_new("first");
+
+		assert_true(json_equal(json_array_get(l.messages, 0), first));
+		json_decref(first);
+	}
+	assert_true(json_equal(json_array_get(l.messages, 1), asst));
+	transcript_loaded_free(&l);
+	transcript_loaded_free(&l); /* a second free is harmless */
+	json_decref(asst);
+	close_t(fx, t);
+
+	/* Bad arguments. */
+	assert_int_equal(transcript_load("/nonexistent/x.jsonl", &l), SB_ERR_NOTFOUND);
+}
+
+static void test_reopen_continues_chain(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	struct transcript_loaded l;
+	char id1[40], id2[40], id3[40];
+	static const char *const texts[] = {"one", "two", "three"};
+
+	open_t(fx, &t);
+	append_text(t, "one", id1);
+	append_text(t, "two", id2);
+	close_t(fx, t);
+	open_t(fx, &t);
+	append_text(t, "three", id3);
+	close_t(fx, t);
+
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_message_texts(l.messages, texts, 3);
+	assert_string_equal(
+	    json_string_value(json_object_get(json_array_get(l.entries, 2), "parent_id")), id2);
+	assert_string_equal(
+	    json_string_value(json_object_get(json_array_get(l.entries, 1), "parent_id")), id1);
+	assert_string_equal(l.last_id, id3);
+	assert_int_equal(l.torn, 0);
+	transcript_loaded_free(&l);
+}
+
+static void test_torn_last_line(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	struct transcript_loaded l;
+	char id1[40], id2[40], id3[40], *data, *frag;
+	static const char *const two[] = {"one", "two"};
+	static const char *const three[] = {"one", "two", "three"};
+	const char *half = "{\"type\":\"message\",\"id\":\"deadbeef\",\"parent_id\":\"x\",\"mess";
+
+	open_t(fx, &t);
+	append_text(t, "one", id1);
+	append_text(t, "two", id2);
+	close_t(fx, t);
+	append_raw(fx->path, half);
+
+	/* Load ignores the torn line. */
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.torn, 1);
+	assert_message_texts(l.messages, two, 2);
+	assert_string_equal(l.last_id, id2);
+	transcript_loaded_free(&l);
+
+	/* The next append starts on a fresh line and continues the chain
+	 * from the last whole entry. */
+	open_t(fx, &t);
+	append_text(t, "three", id3);
+	close_t(fx, t);
+	data = slurp(fx->path);
+	frag = strstr(data, half);
+	assert_non_null(frag);
+	assert_int_equal(frag[strlen(half)], '\n');
+	assert_memory_equal(frag + strlen(half) + 1, "{\"type\":\"message\"", 17);
+	free(data);
+
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.torn, 1);
+	assert_message_texts(l.messages, three, 3);
+	assert_string_equal(
+	    json_string_value(json_object_get(json_array_get(l.entries, 2), "parent_id")), id2);
+	assert_true(json_is_true(json_object_get(json_array_get(l.entries, 2), "follows_torn")));
+	assert_string_equal(l.last_id, id3);
+	transcript_loaded_free(&l);
+
+	/* And it goes on normally after that. */
+	open_t(fx, &t);
+	append_text(t, "four", NULL);
+	close_t(fx, t);
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(json_array_size(l.messages), 4);
+	assert_null(json_object_get(json_array_get(l.entries, 3), "follows_torn"));
+	assert_string_equal(
+	    json_string_value(json_object_get(json_array_get(l.entries, 3), "parent_id")), id3);
+	transcript_loaded_free(&l);
+}
+
+/* A torn line whose bytes are complete JSON but lack the "\n" is torn too:
+ * it never becomes an entry, and the chain skips it. */
+static void test_torn_complete_json(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	struct transcript_loaded l;
+	char id1[40];
+	static const char *const texts[] = {"one", "three"};
+
+	open_t(fx, &t);
+	append_text(t, "one", id1);
+	close_t(fx, t);
+	append_raw(fx->path,
+	           "{\"type\":\"message\",\"id\":\"aaaa\",\"parent_id\":null,\"message\":"
+	           "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"two\"}]}}");
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.torn, 1);
+	assert_int_equal(json_array_size(l.messages), 1);
+	transcript_loaded_free(&l);
+
+	open_t(fx, &t);
+	append_text(t, "three", NULL);
+	close_t(fx, t);
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.torn, 1);
+	assert_message_texts(l.messages, texts, 2);
+	assert_string_equal(
+	    json_string_value(json_object_get(json_array_get(l.entries, 1), "parent_id")), id1);
+	transcript_loaded_free(&l);
+}
+
+/* A crash while the torn line was being isolated leaves two fragments; the
+ * next append isolates both. */
+static void test_torn_twice(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	struct transcript_loaded l;
+	char id1[40];
+	static const char *const texts[] = {"one", "two"};
+
+	open_t(fx, &t);
+	append_text(t, "one", id1);
+	close_t(fx, t);
+	append_raw(fx->path, "{\"type\":\"mess");
+	append_raw(fx->path, "\n{\"type\":\"message\",\"id\":\"b");
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.torn, 2);
+	assert_int_equal(json_array_size(l.messages), 1);
+	transcript_loaded_free(&l);
+
+	open_t(fx, &t);
+	append_text(t, "two", NULL);
+	close_t(fx, t);
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.torn, 2);
+	assert_message_texts(l.messages, texts, 2);
+	assert_string_equal(
+	    json_string_value(json_object_get(json_array_get(l.entries, 1), "parent_id")), id1);
+	transcript_loaded_free(&l);
+}
+
+/* A last line that ends with "\n" but is not JSON is torn as well; the next
+ * append needs no newline but marks itself. */
+static void test_torn_invalid_terminated(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	struct transcript_loaded l;
+	char *data;
+
+	open_t(fx, &t);
+	append_text(t, "one", NULL);
+	close_t(fx, t);
+	append_raw(fx->path, "{\"type\":\n");
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.torn, 1);
+	transcript_loaded_free(&l);
+	open_t(fx, &t);
+	append_text(t, "two", NULL);
+	close_t(fx, t);
+	data = slurp(fx->path);
+	assert_null(strstr(data, "\n\n"));
+	free(data);
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.torn, 1);
+	assert_int_equal(json_array_size(l.messages), 2);
+	transcript_loaded_free(&l);
+}
+
+static void test_invalid_lines(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript_loaded l;
+	char path[PATH_MAX];
+	static const char hdr[] =
+	    "{\"type\":\"session\",\"version\":1,\"id\":\"s\",\"key\":\"k\",\"agent\":\"a\","
+	    "\"created\":\"2026-01-01T00:00:00.000Z\"}\n";
+	static const char e1[] =
+	    "{\"type\":\"event\",\"id\":\"e1\",\"parent_id\":null,\"ts\":\"t\"}\n";
+	static const char e2[] =
+	    "{\"type\":\"event\",\"id\":\"e2\",\"parent_id\":\"e1\",\"ts\":\"t\"}\n";
+	char text[1024];
+
+	snprintf(path, sizeof path, "%s/hand.jsonl", fx->dir);
+
+	/* Valid as written by hand. */
+	snprintf(text, sizeof text, "%s%s%s", hdr, e1, e2);
+	write_file(path, text);
+	assert_int_equal(transcript_load(path, &l), SB_OK);
+	assert_int_equal(json_array_size(l.entries), 2);
+	assert_int_equal(json_array_size(l.messages), 0);
+	assert_string_equal(l.last_id, "e2");
+	transcript_loaded_free(&l);
+
+	/* An invalid line in the middle is corruption. */
+	snprintf(text, sizeof text, "%s%s{\"type\":\"ev\n%s", hdr, e1, e2);
+	write_file(path, text);
+	assert_int_equal(transcript_load(path, &l), SB_ERR_INVAL);
+	assert_null(l.header);
+	assert_null(l.messages);
+	/* Two invalid whole lines at the end: the first is not torn. */
+	snprintf(text, sizeof text, "%s%sgarbage\ngarbage\n", hdr, e1);
+	write_file(path, text);
+	assert_int_equal(transcript_load(path, &l), SB_ERR_INVAL);
+	/* An empty line in the middle too. */
+	snprintf(text, sizeof text, "%s%s\n%s", hdr, e1, e2);
+	write_file(path, text);
+	assert_int_equal(transcript_load(path, &l), SB_ERR_INVAL);
+	/* A JSON line that is not an entry. */
+	snprintf(text, sizeof text, "%s[1,2]\n%s", hdr, e2);
+	write_file(path, text);
+	assert_int_equal(transcript_load(path, &l), SB_ERR_INVAL);
+	/* An entry without an id. */
+	snprintf(text, sizeof text, "%s{\"type\":\"event\"}\n%s", hdr, e2);
+	write_file(path, text);
+	assert_int_equal(transcript_load(path, &l), SB_ERR_INVAL);
+	/* A message entry without a message. */
+	snprintf(text, sizeof text, "%s{\"type\":\"message\",\"id\":\"m\"}\n", hdr);
+	write_file(path, text);
+	assert_int_equal(transcript_load(path, &l), SB_ERR_INVAL);
+	/* The header must be line 1, with a version we know. */
+	snprintf(text, sizeof text, "%s%s", e1, hdr);
+	write_file(path, text);
+	assert_int_equal(transcript_load(path, &l), SB_ERR_INVAL);
+	write_file(path, "{\"type\":\"session\",\"version\":2,\"id\":\"s\"}\n");
+	assert_int_equal(transcript_load(path, &l), SB_ERR_INVAL);
+	write_file(path, "{\"type\":\"session\",\"version\":\"1\",\"id\":\"s\"}\n");
+	assert_int_equal(transcript_load(path, &l), SB_ERR_INVAL);
+	write_file(path, "");
+	assert_int_equal(transcript_load(path, &l), SB_ERR_INVAL);
+	/* A second header later on. */
+	snprintf(text, sizeof text, "%s%s%s", hdr, e1, hdr);
+	write_file(path, text);
+	assert_int_equal(transcript_load(path, &l), SB_ERR_INVAL);
+	/* follows_torn only excuses the line right before it and the
+	 * invalid ones right before that. */
+	snprintf(text, sizeof text,
+	         "%sgarbage\n%s%s{\"type\":\"event\",\"id\":\"e3\",\"follows_torn\":true}\n", hdr,
+	         e1, e2);
+	write_file(path, text);
+	assert_int_equal(transcript_load(path, &l), SB_ERR_INVAL);
+	snprintf(text, sizeof text,
+	         "%s%sgarbage\n{\"type\":\"event\",\"id\":\"e3\",\"follows_torn\":true}\n", hdr,
+	         e1);
+	write_file(path, text);
+	assert_int_equal(transcript_load(path, &l), SB_OK);
+	assert_int_equal(l.torn, 1);
+	assert_string_equal(l.last_id, "e3");
+	transcript_loaded_free(&l);
+}
+
+/* A file whose header was torn at creation (no whole line) starts again. */
+static void test_torn_header_restarts(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	struct transcript_loaded l;
+	char dir[PATH_MAX];
+
+	snprintf(dir, sizeof dir, "%s/agents/main/sessions", fx->dir);
+	assert_int_equal(fs_mkdirs(dir, 0700), SB_OK);
+	write_file(fx->path, "{\"type\":\"sess");
+	assert_int_equal(transcript_load(fx->path, &l), SB_ERR_INVAL);
+	open_t(fx, &t);
+	append_text(t, "one", NULL);
+	close_t(fx, t);
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(json_array_size(l.messages), 1);
+	assert_int_equal(l.torn, 0);
+	transcript_loaded_free(&l);
+
+	/* An existing empty file gets its header too. */
+	write_file(fx->path, "");
+	open_t(fx, &t);
+	close_t(fx, t);
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(json_array_size(l.entries), 0);
+	assert_string_equal(l.last_id, "");
+	transcript_loaded_free(&l);
+
+	/* Whole lines but none valid: not a transcript; left alone. */
+	write_file(fx->path, "hello\nworld\n");
+	assert_int_equal(transcript_open(&t, &fx->loop, fx->path, &info), SB_ERR_INVAL);
+	assert_null(t);
+	{
+		char *data = slurp(fx->path);
+
+		assert_string_equal(data, "hello\nworld\n");
+		free(data);
+	}
+}
+
+struct burst {
+	const char *path;
+	int flushed;
+	size_t lines_at_flush;
+};
+
+static void on_burst_flush(void *ud, int rc)
+{
+	struct burst *b = ud;
+	struct transcript_loaded l;
+
+	assert_int_equal(rc, SB_OK);
+	b->flushed++;
+	/* Everything appended before the flush is on disk now. */
+	assert_int_equal(transcript_load(b->path, &l), SB_OK);
+	b->lines_at_flush = json_array_size(l.entries);
+	transcript_loaded_free(&l);
+}
+
+static void test_burst_in_order(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	struct transcript_loaded l;
+	struct burst b = {.path = fx->path};
+	char ids[1000][40];
+	json_t *e;
+	size_t i;
+
+	open_t(fx, &t);
+	for (i = 0; i < 1000; i++) {
+		json_t *f = json_pack("{s:s,s:i}", "event", "n", "n", (int)i);
+
+		assert_int_equal(transcript_append(t, "event", f, ids[i], sizeof ids[i]), SB_OK);
+		json_decref(f);
+	}
+	assert_int_equal(transcript_flush(t, on_burst_flush, &b), SB_OK);
+	for (i = 0; i < 5; i++)
+		append_text(t, "after the flush", NULL);
+	close_t(fx, t);
+	assert_int_equal(b.flushed, 1);
+	assert_int_equal(b.lines_at_flush, 1000);
+
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(json_array_size(l.entries), 1005);
+	assert_int_equal(json_array_size(l.messages), 5);
+	json_array_foreach(l.entries, i, e)
+	{
+		if (i >= 1000)
+			break;
+		assert_int_equal(json_integer_value(json_object_get(e, "n")), (json_int_t)i);
+		assert_string_equal(json_string_value(json_object_get(e, "id")), ids[i]);
+		if (i > 0)
+			assert_string_equal(json_string_value(json_object_get(e, "parent_id")),
+			                    ids[i - 1]);
+	}
+	transcript_loaded_free(&l);
+}
+
+static void test_flush_when_idle(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	int flushed = 0;
+
+	open_t(fx, &t);
+	assert_int_equal(transcript_flush(t, on_flush, &flushed), SB_OK);
+	assert_int_equal(flushed, 0);
+	uv_run(&fx->loop, UV_RUN_DEFAULT);
+	assert_int_equal(flushed, 1);
+	/* Flush queued right before close still runs. */
+	assert_int_equal(transcript_flush(t, on_flush, &flushed), SB_OK);
+	close_t(fx, t);
+	assert_int_equal(flushed, 2);
+}
+
+static void on_flush_failed(void *ud, int rc)
+{
+	int *got = ud;
+
+	*got = rc;
+}
+
+/* A write that fails half-way (the file size limit) is cut back off, later
+ * appends are refused, and the file still loads. */
+static void test_write_failure(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	struct transcript_loaded l;
+	struct rlimit old, lim;
+	struct stat st;
+	char big[4096];
+	int flushed = -1;
+	json_t *f;
+
+	open_t(fx, &t);
+	append_text(t, "one", NULL);
+	close_t(fx, t);
+	open_t(fx, &t);
+	assert_int_equal(stat(fx->path, &st), 0);
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = (rlim_t)st.st_size + 1000;
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	f = message_fields(msg_user_text_new(big));
+	assert_int_equal(transcript_append(t, "message", f, NULL, 0), SB_OK);
+	json_decref(f);
+	assert_int_equal(transcript_flush(t, on_flush_failed, &flushed), SB_OK);
+	uv_run(&fx->loop, UV_RUN_DEFAULT);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, SIG_DFL);
+	assert_int_equal(flushed, SB_ERR_IO);
+	/* Sticky: no hole in the history. */
+	f = message_fields(msg_user_text_new("later"));
+	assert_int_equal(transcript_append(t, "message", f, NULL, 0), SB_ERR_IO);
+	json_decref(f);
+	close_t(fx, t);
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.torn, 0);
+	assert_int_equal(json_array_size(l.messages), 1);
+	transcript_loaded_free(&l);
+}
+
+static void test_session_ids(void **state)
+{
+	char a[40], b[40];
+
+	(void)state;
+	transcript_new_session_id(a, sizeof a);
+	usleep(3000);
+	transcript_new_session_id(b, sizeof b);
+	assert_matches(a, "^[0-9a-hjkmnp-tv-z]{26}$");
+	assert_matches(b, "^[0-9a-hjkmnp-tv-z]{26}$");
+	/* Time-ordered: the later id sorts after. */
+	assert_true(strcmp(a, b) < 0);
+	assert_true(memcmp(a, b, 10) < 0);
+	/* A small buffer gets a terminated prefix. */
+	transcript_new_session_id(a, 5);
+	assert_int_equal(strlen(a), 4);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_header, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_append_order_and_chain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reopen_continues_chain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_torn_last_line, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_torn_complete_json, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_torn_twice, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_torn_invalid_terminated, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_invalid_lines, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_torn_header_restarts, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_burst_in_order, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_flush_when_idle, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_write_failure, setup, teardown),
+	    cmocka_unit_test(test_session_ids),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

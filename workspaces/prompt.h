@@ -1,0 +1,64 @@
+/*
+ * prompt.h - the agent's system prompt, assembled from its workspace.
+ *
+ * A fixed preamble, then a "Project Context" part with the bootstrap files in
+ * this order: AGENTS.md, SOUL.md, TOOLS.md, IDENTITY.md, USER.md,
+ * HEARTBEAT.md, BOOTSTRAP.md (only while the workspace is new), MEMORY.md
+ * (only in the agent's private main session). A missing file gets one short
+ * line; a blank one is skipped. Each file is capped (file_max_chars); an
+ * over-long one keeps its first 70% and last 20% around a marker naming the
+ * file to read for the rest. The total is capped too: once it is spent, the
+ * remaining files are listed, not included.
+ *
+ * The output is a pure function of the files' bytes and the options: no
+ * clock, no random ids, so the prompt is byte-identical from turn to turn
+ * while no file changes (provider prompt caches hit). Sizes are counted in
+ * bytes of UTF-8 and cuts never split a character.
+ *
+ * Blocking (reads files): call from the CLI or the libuv thread pool.
+ */
+#ifndef SB_WORKSPACES_PROMPT_H
+#define SB_WORKSPACES_PROMPT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "gateway/core/buf.h"
+
+#define PROMPT_FILE_MAX_DEFAULT 20000
+#define PROMPT_TOTAL_MAX_DEFAULT 150000
+#define PROMPT_FILES_MAX 8
+#define PROMPT_HASH_BYTES 32
+
+struct prompt_options {
+	const char *agent_id;
+	size_t file_max_chars;  /* 0 = PROMPT_FILE_MAX_DEFAULT */
+	size_t total_max_chars; /* 0 = PROMPT_TOTAL_MAX_DEFAULT */
+	bool main_session;      /* include MEMORY.md */
+	bool new_workspace;     /* include BOOTSTRAP.md */
+};
+
+struct prompt_file {
+	const char *name; /* "AGENTS.md", ... (static) */
+	bool present;
+	bool included; /* some of it is in the prompt */
+	bool truncated;
+	size_t bytes;                          /* the file's size */
+	unsigned char hash[PROMPT_HASH_BYTES]; /* BLAKE2b-256 of the bytes (present only) */
+};
+
+struct prompt_info {
+	struct prompt_file files[PROMPT_FILES_MAX];
+	size_t n_files;
+};
+
+/* Appends the system prompt for the workspace at dir to out and describes
+ * each file in info (may be NULL). Returns SB_OK, SB_ERR_NOTFOUND when dir is
+ * not a directory, SB_ERR_IO, SB_ERR_TOOBIG (out's bound). */
+int workspace_prompt_build(const char *dir, const struct prompt_options *opt, struct buf *out,
+                           struct prompt_info *info);
+
+/* The bytes of text that fit in max without splitting a UTF-8 character. */
+size_t prompt_utf8_cut(const char *text, size_t len, size_t max);
+
+#endif
