@@ -385,11 +385,30 @@ static int config_check_providers(const struct config *c, struct cfg_error_ctx *
 	return added;
 }
 
+/* Bindings name agents and channels that exist, and no two match alike. */
+static int config_check_bindings(const struct config *c, struct cfg_error_ctx *ctx)
+{
+	const char **ids;
+	int added;
+
+	if (!c->n_bindings)
+		return 0;
+	ids = calloc(c->n_agents ? c->n_agents : 1, sizeof *ids);
+	if (!ids)
+		return 0; /* the load fails for want of memory anyway */
+	for (size_t i = 0; i < c->n_agents; i++)
+		ids[i] = c->agents[i].id;
+	added = bindings_check(c->bindings, c->n_bindings, "bindings", ids, c->n_agents,
+	                       channels_config_names, CHANNELS_CONFIG_COUNT, ctx);
+	free(ids);
+	return added;
+}
+
 static int config_root_check(void *obj, struct cfg_error_ctx *ctx)
 {
 	const struct config *c = obj;
 	size_t first_default = SIZE_MAX;
-	int added = config_check_providers(c, ctx);
+	int added = config_check_providers(c, ctx) + config_check_bindings(c, ctx);
 	char key[64];
 
 	for (size_t i = 0; i < c->n_agents; i++) {
@@ -469,6 +488,32 @@ static const struct cfg_key config_root_keys[] = {
         .max = 64,
         .section = &provider_config_section,
         .doc = "The model APIs agents call; an agent names one as `model: <provider>/<model>`.",
+    },
+    {
+        .name = "bindings",
+        .type = CFG_LIST,
+        .offset = offsetof(struct config, bindings),
+        .count_offset = offsetof(struct config, n_bindings),
+        .min = 0,
+        .max = 100000,
+        .section = &binding_config_section,
+        .doc = "Which agent answers which messages, most specific first (docs/routing.md). "
+               "Unmatched messages go to the agent marked default, else the only agent; with "
+               "several agents and no default they are refused.",
+    },
+    {
+        .name = "session",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct config, session),
+        .section = &session_config_section,
+        .doc = "Session keys (how DMs share sessions) and resets.",
+    },
+    {
+        .name = "channels",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct config, channels),
+        .section = &channels_config_section,
+        .doc = "The chat channels and who may talk to the bot on each.",
     },
 };
 
@@ -845,7 +890,26 @@ static const char config_default_text[] =
     "    default: true\n"
     "    workspace: workspaces/main\n"
     "    model: offline/demo          # e.g. openai/gpt-4o-mini\n"
-    "    # fallbacks: [anthropic/claude-sonnet-4-5]\n";
+    "    # fallbacks: [anthropic/claude-sonnet-4-5]\n"
+    "\n"
+    "# Which agent answers which chat (docs/routing.md); the most specific\n"
+    "# binding wins, and unmatched messages go to the default agent.\n"
+    "#   `switchboard route --channel telegram --peer group:-100123` explains.\n"
+    "# bindings:\n"
+    "#   - agent: main\n"
+    "#     match: {channel: telegram, peer: {kind: group, id: \"-1001234567890\"}}\n"
+    "\n"
+    "# session:\n"
+    "#   dm_scope: main       # main | per-peer | per-channel-peer | per-account-channel-peer\n"
+    "#   reset: {mode: none}  # none | daily (at_hour: 4) | idle (idle_minutes: 60)\n"
+    "\n"
+    "# Who may talk to the bot, per channel. Unknown DM senders get a pairing\n"
+    "# code: `switchboard pairing list`, then `switchboard pairing approve`.\n"
+    "# channels:\n"
+    "#   telegram:\n"
+    "#     dm_policy: pairing      # pairing | allowlist | open | disabled\n"
+    "#     group_policy: allowlist # allowlist | open | disabled\n"
+    "#     groups: [{id: \"-1001234567890\", require_mention: true}]\n";
 
 int config_write_default(const char *path)
 {
@@ -876,6 +940,46 @@ out:
 		rc = SB_ERR_IO;
 	if (rc)
 		unlink(path);
+	return rc;
+}
+
+int config_bindings_table(const struct config *c, struct bindings_table **out)
+{
+	struct bindings_channel_access ch[CHANNELS_CONFIG_COUNT];
+	struct bindings_source src = {0};
+	const char **ids = NULL;
+	const char *base;
+	int rc = SB_ERR_NOMEM;
+
+	if (out)
+		*out = NULL;
+	if (!c || !out)
+		return SB_ERR_INVAL;
+	ids = calloc(c->n_agents ? c->n_agents : 1, sizeof *ids);
+	if (!ids)
+		goto out;
+	src.default_agent = BINDINGS_NONE;
+	for (size_t i = 0; i < c->n_agents; i++) {
+		ids[i] = c->agents[i].id;
+		if (c->agents[i].is_default && src.default_agent == BINDINGS_NONE)
+			src.default_agent = i;
+	}
+	for (size_t i = 0; i < CHANNELS_CONFIG_COUNT; i++) {
+		ch[i].channel = channels_config_names[i];
+		ch[i].access = channels_config_access(&c->channels, channels_config_names[i]);
+	}
+	base = c->path ? strrchr(c->path, '/') : NULL;
+	src.file = base ? base + 1 : (c->path ? c->path : "switchboard.yaml");
+	src.bindings = c->bindings;
+	src.n_bindings = c->n_bindings;
+	src.agent_ids = ids;
+	src.n_agents = c->n_agents;
+	src.session = &c->session;
+	src.channels = ch;
+	src.n_channels = CHANNELS_CONFIG_COUNT;
+	rc = bindings_table_new(out, &src);
+out:
+	free(ids);
 	return rc;
 }
 

@@ -17,6 +17,9 @@
 
 #include "agents/agent_config.h"
 #include "agents/provider_config.h"
+#include "bindings/bindings.h"
+#include "bindings/bindings_config.h"
+#include "gateway/channels_config.h"
 #include "gateway/core/cfg.h"
 
 struct config_gateway {
@@ -69,6 +72,10 @@ struct config {
 	size_t n_agents;
 	struct provider_config *providers;
 	size_t n_providers;
+	struct binding_config *bindings; /* in file order */
+	size_t n_bindings;
+	struct session_config session;
+	struct channels_config channels;
 
 	char **secrets; /* values of every CFG_SECRET key, for log redaction */
 	size_t n_secrets;
@@ -113,6 +120,12 @@ const struct provider_config *config_provider(const struct config *c, const char
 
 /* The agent with this id, or NULL. */
 const struct agent_config *config_agent(const struct config *c, const char *id);
+
+/* Compiles the snapshot's bindings, session and channel access settings
+ * into a routing table (bindings/bindings.h); binding positions are shown
+ * against the file's base name. The table is independent of c once built.
+ * Returns the codes of bindings_table_new. Any thread holding c. */
+int config_bindings_table(const struct config *c, struct bindings_table **out);
 
 /* Writes the commented default configuration that `switchboard init`
  * creates (mode 0600; the parent directory must exist). It loads cleanly

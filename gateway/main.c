@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gateway/cli.h"
+#include "gateway/cli_route.h"
 
 struct main_command {
 	const char *name;
@@ -29,6 +30,9 @@ static const struct main_command main_commands[] = {
     {"gateway", cli_gateway, "run the gateway in the foreground"},
     {"config", cli_config, "check the configuration, or print its reference"},
     {"agent", cli_agent, "run one agent turn from the command line"},
+    {"route", cli_route, "explain which agent and session a message would reach, and why"},
+    {"bindings", cli_bindings, "list the routing table in precedence order"},
+    {"pairing", cli_pairing, "list, approve or deny pending pairing codes"},
     {"version", main_version, "print the version"},
 };
 

@@ -1,5 +1,5 @@
 /*
- * store.h - the durable store: inbox, outbox, kv, sessions.
+ * store.h - the durable store: inbox, outbox, kv, sessions, pairing.
  *
  * The store sits behind one table of operations (struct store_ops) so that a
  * PostgreSQL backend can join the SQLite one without touching callers. Every
@@ -88,6 +88,24 @@ struct store_session {
 	int64_t updated_at;     /* unix ms; on put, 0 = now */
 };
 
+/* A pending pairing request: an unknown sender's one-time code. */
+struct store_pairing {
+	const char *channel;
+	const char *account;
+	const char *sender_id;
+	const char *code;   /* STORE_PAIRING_CODE_LEN characters of STORE_PAIRING_ALPHABET */
+	int64_t created_at; /* unix ms */
+	int64_t expires_at; /* unix ms */
+};
+
+/* A sender approved by pairing. */
+struct store_allow_entry {
+	const char *channel;
+	const char *account;
+	const char *sender_id;
+	int64_t approved_at; /* unix ms */
+};
+
 struct store_stats {
 	int64_t inbox_pending;  /* not yet done (pending or claimed) */
 	int64_t outbox_pending; /* not yet sent or failed for good */
@@ -106,6 +124,12 @@ typedef void (*store_outbox_cb)(void *ud, int rc, const struct store_outbox_item
 typedef void (*store_kv_cb)(void *ud, int rc, const char *value);
 typedef void (*store_session_cb)(void *ud, int rc, const struct store_session *s);
 typedef void (*store_stats_cb)(void *ud, int rc, const struct store_stats *st);
+/* p is the request (NULL unless rc is SB_OK); created tells a new code from
+ * the sender's pending one. */
+typedef void (*store_pairing_cb)(void *ud, int rc, const struct store_pairing *p, bool created);
+typedef void (*store_pairing_list_cb)(void *ud, int rc, const struct store_pairing *v, size_t n);
+typedef void (*store_allow_cb)(void *ud, int rc, bool allowed);
+typedef void (*store_allow_list_cb)(void *ud, int rc, const struct store_allow_entry *v, size_t n);
 
 /* Called on the loop thread after each group commit (for metrics). */
 typedef void (*store_commit_cb)(void *ud, double seconds, size_t ops, int rc);
@@ -124,6 +148,15 @@ struct store_options {
 
 /* The largest max a claim accepts, and the most replies one inbox_done takes. */
 #define STORE_CLAIM_MAX 1024
+
+/* Pairing codes: uppercase letters and digits without the look-alikes
+ * 0 O 1 I; valid for an hour; at most three pending per channel account. */
+#define STORE_PAIRING_ALPHABET "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"
+#define STORE_PAIRING_CODE_LEN 8
+#define STORE_PAIRING_TTL_MS (3600LL * 1000)
+#define STORE_PAIRING_MAX_PENDING 3
+/* The most entries pairing_list and allow_list return. */
+#define STORE_LIST_MAX 100000
 
 /* ---- the backend contract ---- */
 
@@ -200,6 +233,38 @@ struct store_ops {
 
 	/* Counts, read in the writer's transaction (see struct store_stats). */
 	int (*stats)(struct store *s, store_stats_cb cb, void *ud);
+
+	/* ---- pairing (every string required unless said otherwise) ---- */
+
+	/* The sender's pending code, or a new random one valid for
+	 * STORE_PAIRING_TTL_MS (expired requests are deleted first). The
+	 * callback gets SB_ERR_AGAIN when STORE_PAIRING_MAX_PENDING requests
+	 * of other senders are pending on (channel, account), and
+	 * SB_ERR_EXISTS when the sender is approved already. A caller sends
+	 * the code only when created is true, so that a sender who writes
+	 * again is not answered again. */
+	int (*pairing_request)(struct store *s, const char *channel, const char *account,
+	                       const char *sender_id, store_pairing_cb cb, void *ud);
+	/* Pending, unexpired requests, oldest first; channel NULL = all. */
+	int (*pairing_list)(struct store *s, const char *channel, store_pairing_list_cb cb,
+	                    void *ud);
+	/* Approves the pending request with this code on channel (codes are
+	 * compared in constant time): the sender moves to the allow list and
+	 * the callback gets the request. SB_ERR_NOTFOUND when no unexpired
+	 * request has that code. */
+	int (*pairing_approve)(struct store *s, const char *channel, const char *code,
+	                       store_pairing_cb cb, void *ud);
+	/* Deletes the pending request with this code (the sender may ask
+	 * again). SB_ERR_NOTFOUND as for approve. */
+	int (*pairing_deny)(struct store *s, const char *channel, const char *code,
+	                    store_pairing_cb cb, void *ud);
+	/* Whether the sender is on the allow list. */
+	int (*allow_check)(struct store *s, const char *channel, const char *account,
+	                   const char *sender_id, store_allow_cb cb, void *ud);
+	/* The whole allow list (channel NULL) or one channel's, by approval
+	 * time; at most STORE_LIST_MAX entries. For the routing table's
+	 * in-memory copy. */
+	int (*allow_list)(struct store *s, const char *channel, store_allow_list_cb cb, void *ud);
 };
 
 /* Every backend's struct begins with this. */
@@ -214,6 +279,6 @@ extern const struct store_ops store_sqlite_ops;
 const struct store_ops *store_backend(const char *name);
 
 /* The schema version the SQLite backend migrates to. */
-#define STORE_SQLITE_SCHEMA_VERSION 1
+#define STORE_SQLITE_SCHEMA_VERSION 2
 
 #endif

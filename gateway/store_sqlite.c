@@ -19,8 +19,10 @@
  */
 #include "gateway/store.h"
 
+#include <ctype.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sodium.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +93,24 @@ static const char *const sq_migrations[] = {
     "  meta TEXT,"
     "  updated_at INTEGER NOT NULL"
     ");",
+    /* 2: pairing requests and the allow list they feed */
+    "CREATE TABLE pairing_requests ("
+    "  channel TEXT NOT NULL,"
+    "  account TEXT NOT NULL,"
+    "  sender_id TEXT NOT NULL,"
+    "  code TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL,"
+    "  expires_at INTEGER NOT NULL,"
+    "  PRIMARY KEY (channel, account, sender_id)"
+    ") WITHOUT ROWID;"
+    "CREATE UNIQUE INDEX pairing_code ON pairing_requests (channel, code);"
+    "CREATE TABLE allow_entries ("
+    "  channel TEXT NOT NULL,"
+    "  account TEXT NOT NULL,"
+    "  sender_id TEXT NOT NULL,"
+    "  approved_at INTEGER NOT NULL,"
+    "  PRIMARY KEY (channel, account, sender_id)"
+    ") WITHOUT ROWID;",
 };
 
 _Static_assert(sizeof sq_migrations / sizeof *sq_migrations == STORE_SQLITE_SCHEMA_VERSION,
@@ -122,6 +142,16 @@ enum sq_stmt {
 	SQ_ST_SESSION_PUT,
 	SQ_ST_STATS_INBOX,
 	SQ_ST_STATS_OUTBOX,
+	SQ_ST_PAIR_EXPIRE,
+	SQ_ST_PAIR_FIND_SENDER,
+	SQ_ST_PAIR_COUNT,
+	SQ_ST_PAIR_INSERT,
+	SQ_ST_PAIR_LIST,
+	SQ_ST_PAIR_CANDIDATES,
+	SQ_ST_PAIR_DELETE,
+	SQ_ST_ALLOW_FIND,
+	SQ_ST_ALLOW_INSERT,
+	SQ_ST_ALLOW_LIST,
 	SQ_ST__COUNT
 };
 
@@ -180,6 +210,32 @@ static const char *const sq_sql[SQ_ST__COUNT] = {
                           " meta = excluded.meta, updated_at = excluded.updated_at",
     [SQ_ST_STATS_INBOX] = "SELECT count(*) FROM inbox WHERE state IN ('pending', 'claimed')",
     [SQ_ST_STATS_OUTBOX] = "SELECT count(*) FROM outbox WHERE state IN ('pending', 'claimed')",
+    [SQ_ST_PAIR_EXPIRE] = "DELETE FROM pairing_requests WHERE expires_at <= ?1",
+    [SQ_ST_PAIR_FIND_SENDER] = "SELECT code, created_at, expires_at FROM pairing_requests"
+                               " WHERE channel = ?1 AND account = ?2 AND sender_id = ?3"
+                               " AND expires_at > ?4",
+    [SQ_ST_PAIR_COUNT] = "SELECT count(*) FROM pairing_requests"
+                         " WHERE channel = ?1 AND account = ?2 AND expires_at > ?3",
+    /* A code taken on the channel changes nothing; the caller draws again. */
+    [SQ_ST_PAIR_INSERT] =
+        "INSERT INTO pairing_requests (channel, account, sender_id, code, created_at,"
+        " expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT DO NOTHING",
+    [SQ_ST_PAIR_LIST] =
+        "SELECT channel, account, sender_id, code, created_at, expires_at"
+        " FROM pairing_requests WHERE (?1 IS NULL OR channel = ?1) AND expires_at > ?2"
+        " ORDER BY created_at, channel, account, sender_id LIMIT ?3",
+    [SQ_ST_PAIR_CANDIDATES] = "SELECT account, sender_id, code, created_at, expires_at"
+                              " FROM pairing_requests WHERE channel = ?1 AND expires_at > ?2",
+    [SQ_ST_PAIR_DELETE] = "DELETE FROM pairing_requests"
+                          " WHERE channel = ?1 AND account = ?2 AND sender_id = ?3",
+    [SQ_ST_ALLOW_FIND] = "SELECT 1 FROM allow_entries"
+                         " WHERE channel = ?1 AND account = ?2 AND sender_id = ?3",
+    [SQ_ST_ALLOW_INSERT] =
+        "INSERT INTO allow_entries (channel, account, sender_id, approved_at)"
+        " VALUES (?1, ?2, ?3, ?4) ON CONFLICT (channel, account, sender_id) DO NOTHING",
+    [SQ_ST_ALLOW_LIST] = "SELECT channel, account, sender_id, approved_at FROM allow_entries"
+                         " WHERE (?1 IS NULL OR channel = ?1)"
+                         " ORDER BY approved_at, channel, account, sender_id LIMIT ?2",
 };
 
 /* ---- operations ---- */
@@ -198,6 +254,12 @@ enum sq_op_type {
 	SQ_OP_SESSION_GET,
 	SQ_OP_SESSION_PUT,
 	SQ_OP_STATS,
+	SQ_OP_PAIRING_REQUEST,
+	SQ_OP_PAIRING_LIST,
+	SQ_OP_PAIRING_APPROVE,
+	SQ_OP_PAIRING_DENY,
+	SQ_OP_ALLOW_CHECK,
+	SQ_OP_ALLOW_LIST,
 };
 
 struct sq_op {
@@ -213,6 +275,10 @@ struct sq_op {
 		store_kv_cb kv;
 		store_session_cb session;
 		store_stats_cb stats;
+		store_pairing_cb pairing;
+		store_pairing_list_cb pairing_list;
+		store_allow_cb allow;
+		store_allow_list_cb allow_list;
 	} cb;
 
 	/* Inputs; every string is a copy owned through mem. */
@@ -227,6 +293,8 @@ struct sq_op {
 	struct store_outbox_new *replies;
 	size_t nreplies;
 	struct store_session sess; /* session_put input, session_get result */
+	/* pairing and allow list: inputs, and the request as result */
+	struct store_pairing pairing;
 
 	/* Results, filled by the writer. */
 	int64_t res_id;
@@ -236,6 +304,10 @@ struct sq_op {
 	size_t nitems;
 	const char *res_value;
 	struct store_stats stats;
+	bool created; /* pairing_request */
+	bool allowed; /* allow_check */
+	struct store_pairing *pairings;
+	struct store_allow_entry *allows;
 
 	/* On the last operation of a batch: the commit, for on_commit. */
 	bool commit_end;
@@ -847,6 +919,286 @@ static int sq_run_stats(struct sq_store *s, struct sq_op *op)
 	return SB_OK;
 }
 
+/* ---- writer thread: pairing ---- */
+
+/* A fresh code from STORE_PAIRING_ALPHABET (libsodium's uniform draw). */
+static void sq_pairing_code(char out[STORE_PAIRING_CODE_LEN + 1])
+{
+	static const char alphabet[] = STORE_PAIRING_ALPHABET;
+
+	for (size_t i = 0; i < STORE_PAIRING_CODE_LEN; i++)
+		out[i] = alphabet[randombytes_uniform((uint32_t)(sizeof alphabet - 1))];
+	out[STORE_PAIRING_CODE_LEN] = '\0';
+}
+
+static int sq_bind_triple(sqlite3_stmt *st, const struct store_pairing *p)
+{
+	sq_bind_text(st, 1, p->channel);
+	sq_bind_text(st, 2, p->account);
+	sq_bind_text(st, 3, p->sender_id);
+	return SB_OK;
+}
+
+/* Whether (channel, account, sender) is on the allow list. */
+static int sq_allow_find(struct sq_store *s, const struct store_pairing *p, bool *found)
+{
+	sqlite3_stmt *st = NULL;
+	int src;
+	int rc = sq_stmt(s, SQ_ST_ALLOW_FIND, &st);
+
+	if (rc != SB_OK)
+		goto out;
+	sq_bind_triple(st, p);
+	src = sqlite3_step(st);
+	*found = src == SQLITE_ROW;
+	rc = src == SQLITE_ROW ? SB_OK : sq_rc(s, src, "allow_find");
+out:
+	sq_finish(st);
+	return rc;
+}
+
+static int sq_run_pairing_request(struct sq_store *s, struct sq_op *op)
+{
+	struct store_pairing *p = &op->pairing;
+	sqlite3_stmt *st = NULL;
+	int64_t now = sq_now_ms(), pending;
+	bool allowed = false;
+	int src, changes = 0;
+	int rc = sq_stmt(s, SQ_ST_PAIR_EXPIRE, &st);
+
+	if (rc != SB_OK)
+		goto out;
+	sqlite3_bind_int64(st, 1, now);
+	if ((rc = sq_step_update(s, st, "pairing_expire", NULL)) != SB_OK)
+		goto out;
+	sq_finish(st);
+	if ((rc = sq_allow_find(s, p, &allowed)) != SB_OK)
+		goto out;
+	if (allowed) {
+		rc = SB_ERR_EXISTS;
+		goto out;
+	}
+	/* The sender's pending code, if any: asking again changes nothing. */
+	if ((rc = sq_stmt(s, SQ_ST_PAIR_FIND_SENDER, &st)) != SB_OK)
+		goto out;
+	sq_bind_triple(st, p);
+	sqlite3_bind_int64(st, 4, now);
+	src = sqlite3_step(st);
+	if (src == SQLITE_ROW) {
+		rc = sq_op_column(op, st, 0, &p->code);
+		p->created_at = sqlite3_column_int64(st, 1);
+		p->expires_at = sqlite3_column_int64(st, 2);
+		op->created = false;
+		goto out;
+	}
+	if ((rc = sq_rc(s, src, "pairing_find")) != SB_OK)
+		goto out;
+	sq_finish(st);
+	if ((rc = sq_stmt(s, SQ_ST_PAIR_COUNT, &st)) != SB_OK)
+		goto out;
+	sq_bind_text(st, 1, p->channel);
+	sq_bind_text(st, 2, p->account);
+	sqlite3_bind_int64(st, 3, now);
+	src = sqlite3_step(st);
+	if (src != SQLITE_ROW) {
+		rc = sq_rc(s, src == SQLITE_DONE ? SQLITE_MISUSE : src, "pairing_count");
+		goto out;
+	}
+	pending = sqlite3_column_int64(st, 0);
+	sq_finish(st);
+	if (pending >= STORE_PAIRING_MAX_PENDING) {
+		rc = SB_ERR_AGAIN;
+		goto out;
+	}
+	if ((rc = sq_stmt(s, SQ_ST_PAIR_INSERT, &st)) != SB_OK)
+		goto out;
+	/* 32^8 codes: a clash with another pending code is rare; draw again. */
+	for (int attempt = 0; attempt < 8 && changes == 0; attempt++) {
+		char code[STORE_PAIRING_CODE_LEN + 1];
+
+		sq_pairing_code(code);
+		sq_finish(st);
+		sq_bind_triple(st, p);
+		sqlite3_bind_text(st, 4, code, -1, SQLITE_TRANSIENT);
+		sqlite3_bind_int64(st, 5, now);
+		sqlite3_bind_int64(st, 6, now + STORE_PAIRING_TTL_MS);
+		if ((rc = sq_step_update(s, st, "pairing_insert", &changes)) != SB_OK)
+			goto out;
+		if (changes == 1 && (rc = sq_op_strdup(op, code, &p->code)) != SB_OK)
+			goto out;
+		sodium_memzero(code, sizeof code);
+	}
+	if (changes != 1) {
+		rc = SB_ERR_STORE;
+		goto out;
+	}
+	p->created_at = now;
+	p->expires_at = now + STORE_PAIRING_TTL_MS;
+	op->created = true;
+out:
+	sq_finish(st);
+	return rc;
+}
+
+/* Finds the unexpired request with op->pairing.code on the channel. Every
+ * candidate is compared, in constant time, whatever matched before it. */
+static int sq_pairing_find_code(struct sq_store *s, struct sq_op *op)
+{
+	struct store_pairing *p = &op->pairing;
+	sqlite3_stmt *st = NULL;
+	bool found = false;
+	size_t given = strlen(p->code);
+	int src;
+	int rc = sq_stmt(s, SQ_ST_PAIR_CANDIDATES, &st);
+
+	if (rc != SB_OK)
+		goto out;
+	sq_bind_text(st, 1, p->channel);
+	sqlite3_bind_int64(st, 2, sq_now_ms());
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		const unsigned char *code = sqlite3_column_text(st, 2);
+		bool same = code && given == STORE_PAIRING_CODE_LEN &&
+		            (size_t)sqlite3_column_bytes(st, 2) == STORE_PAIRING_CODE_LEN &&
+		            sodium_memcmp(code, p->code, STORE_PAIRING_CODE_LEN) == 0;
+
+		if (!same || found)
+			continue;
+		found = true;
+		if ((rc = sq_op_column(op, st, 0, &p->account)) != SB_OK ||
+		    (rc = sq_op_column(op, st, 1, &p->sender_id)) != SB_OK)
+			goto out;
+		p->created_at = sqlite3_column_int64(st, 3);
+		p->expires_at = sqlite3_column_int64(st, 4);
+	}
+	if ((rc = sq_rc(s, src, "pairing_candidates")) != SB_OK)
+		goto out;
+	rc = found ? SB_OK : SB_ERR_NOTFOUND;
+out:
+	sq_finish(st);
+	return rc;
+}
+
+static int sq_run_pairing_decide(struct sq_store *s, struct sq_op *op, bool approve)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sq_pairing_find_code(s, op);
+
+	if (rc != SB_OK)
+		goto out;
+	if (approve) {
+		if ((rc = sq_stmt(s, SQ_ST_ALLOW_INSERT, &st)) != SB_OK)
+			goto out;
+		sq_bind_triple(st, &op->pairing);
+		sqlite3_bind_int64(st, 4, sq_now_ms());
+		if ((rc = sq_step_update(s, st, "allow_insert", NULL)) != SB_OK)
+			goto out;
+		sq_finish(st);
+	}
+	if ((rc = sq_stmt(s, SQ_ST_PAIR_DELETE, &st)) != SB_OK)
+		goto out;
+	sq_bind_triple(st, &op->pairing);
+	rc = sq_step_update(s, st, "pairing_delete", NULL);
+out:
+	sq_finish(st);
+	return rc;
+}
+
+static int sq_run_allow_check(struct sq_store *s, struct sq_op *op)
+{
+	return sq_allow_find(s, &op->pairing, &op->allowed);
+}
+
+/* Grows a result array by one element; the array is kept by op once the
+ * caller is done (sq_op_keep), so a failure here frees nothing of op's. */
+static int sq_grow(void **v, size_t *cap, size_t n, size_t size)
+{
+	void *nv;
+	size_t ncap;
+
+	if (n < *cap)
+		return SB_OK;
+	ncap = *cap ? *cap * 2 : 16;
+	nv = realloc(*v, ncap * size);
+	if (!nv)
+		return SB_ERR_NOMEM;
+	*v = nv;
+	*cap = ncap;
+	return SB_OK;
+}
+
+static int sq_run_pairing_list(struct sq_store *s, struct sq_op *op)
+{
+	sqlite3_stmt *st = NULL;
+	struct store_pairing *v = NULL;
+	size_t cap = 0;
+	int src;
+	int rc = sq_stmt(s, SQ_ST_PAIR_LIST, &st);
+
+	if (rc != SB_OK)
+		goto out;
+	sq_bind_text(st, 1, op->pairing.channel);
+	sqlite3_bind_int64(st, 2, sq_now_ms());
+	sqlite3_bind_int64(st, 3, STORE_LIST_MAX);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		struct store_pairing *p;
+
+		if ((rc = sq_grow((void **)&v, &cap, op->nitems, sizeof *v)) != SB_OK)
+			goto out;
+		p = &v[op->nitems++];
+		memset(p, 0, sizeof *p);
+		if ((rc = sq_op_column(op, st, 0, &p->channel)) != SB_OK ||
+		    (rc = sq_op_column(op, st, 1, &p->account)) != SB_OK ||
+		    (rc = sq_op_column(op, st, 2, &p->sender_id)) != SB_OK ||
+		    (rc = sq_op_column(op, st, 3, &p->code)) != SB_OK)
+			goto out;
+		p->created_at = sqlite3_column_int64(st, 4);
+		p->expires_at = sqlite3_column_int64(st, 5);
+	}
+	rc = sq_rc(s, src, "pairing_list");
+out:
+	sq_finish(st);
+	if (v && sq_op_keep(op, v) == SB_OK)
+		op->pairings = v;
+	else if (v && rc == SB_OK)
+		rc = SB_ERR_NOMEM; /* sq_op_keep freed v */
+	return rc;
+}
+
+static int sq_run_allow_list(struct sq_store *s, struct sq_op *op)
+{
+	sqlite3_stmt *st = NULL;
+	struct store_allow_entry *v = NULL;
+	size_t cap = 0;
+	int src;
+	int rc = sq_stmt(s, SQ_ST_ALLOW_LIST, &st);
+
+	if (rc != SB_OK)
+		goto out;
+	sq_bind_text(st, 1, op->pairing.channel);
+	sqlite3_bind_int64(st, 2, STORE_LIST_MAX);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		struct store_allow_entry *a;
+
+		if ((rc = sq_grow((void **)&v, &cap, op->nitems, sizeof *v)) != SB_OK)
+			goto out;
+		a = &v[op->nitems++];
+		memset(a, 0, sizeof *a);
+		if ((rc = sq_op_column(op, st, 0, &a->channel)) != SB_OK ||
+		    (rc = sq_op_column(op, st, 1, &a->account)) != SB_OK ||
+		    (rc = sq_op_column(op, st, 2, &a->sender_id)) != SB_OK)
+			goto out;
+		a->approved_at = sqlite3_column_int64(st, 3);
+	}
+	rc = sq_rc(s, src, "allow_list");
+out:
+	sq_finish(st);
+	if (v && sq_op_keep(op, v) == SB_OK)
+		op->allows = v;
+	else if (v && rc == SB_OK)
+		rc = SB_ERR_NOMEM;
+	return rc;
+}
+
 static int sq_run_op(struct sq_store *s, struct sq_op *op)
 {
 	switch (op->type) {
@@ -878,6 +1230,18 @@ static int sq_run_op(struct sq_store *s, struct sq_op *op)
 		return sq_run_session_put(s, op);
 	case SQ_OP_STATS:
 		return sq_run_stats(s, op);
+	case SQ_OP_PAIRING_REQUEST:
+		return sq_run_pairing_request(s, op);
+	case SQ_OP_PAIRING_LIST:
+		return sq_run_pairing_list(s, op);
+	case SQ_OP_PAIRING_APPROVE:
+		return sq_run_pairing_decide(s, op, true);
+	case SQ_OP_PAIRING_DENY:
+		return sq_run_pairing_decide(s, op, false);
+	case SQ_OP_ALLOW_CHECK:
+		return sq_run_allow_check(s, op);
+	case SQ_OP_ALLOW_LIST:
+		return sq_run_allow_list(s, op);
 	}
 	return SB_ERR_INVAL;
 }
@@ -1030,6 +1394,26 @@ static void sq_op_callback(struct sq_op *op)
 	case SQ_OP_STATS:
 		if (op->cb.stats)
 			op->cb.stats(op->ud, op->rc, ok ? &op->stats : NULL);
+		break;
+	case SQ_OP_PAIRING_REQUEST:
+	case SQ_OP_PAIRING_APPROVE:
+	case SQ_OP_PAIRING_DENY:
+		if (op->cb.pairing)
+			op->cb.pairing(op->ud, op->rc, ok ? &op->pairing : NULL, ok && op->created);
+		break;
+	case SQ_OP_PAIRING_LIST:
+		if (op->cb.pairing_list)
+			op->cb.pairing_list(op->ud, op->rc, ok ? op->pairings : NULL,
+			                    ok ? op->nitems : 0);
+		break;
+	case SQ_OP_ALLOW_CHECK:
+		if (op->cb.allow)
+			op->cb.allow(op->ud, op->rc, ok && op->allowed);
+		break;
+	case SQ_OP_ALLOW_LIST:
+		if (op->cb.allow_list)
+			op->cb.allow_list(op->ud, op->rc, ok ? op->allows : NULL,
+			                  ok ? op->nitems : 0);
 		break;
 	case SQ_OP_INBOX_DONE:
 	case SQ_OP_INBOX_RELEASE:
@@ -1456,6 +1840,125 @@ out:
 	return rc;
 }
 
+/* Queues a pairing or allow-list operation. channel is required unless
+ * list is set; account and sender_id when given; code is upper-cased. */
+static int sq_pairing_op(struct sq_store *s, enum sq_op_type type, const char *channel,
+                         const char *account, const char *sender_id, const char *code,
+                         struct sq_op **out)
+{
+	struct sq_op *op = NULL;
+	int rc = sq_admit(s);
+
+	*out = NULL;
+	if (rc != SB_OK)
+		goto out;
+	if ((rc = sq_op_new(type, NULL, &op)) != SB_OK)
+		goto out;
+	if ((rc = sq_op_strdup(op, channel, &op->pairing.channel)) != SB_OK ||
+	    (rc = sq_op_strdup(op, account, &op->pairing.account)) != SB_OK ||
+	    (rc = sq_op_strdup(op, sender_id, &op->pairing.sender_id)) != SB_OK ||
+	    (rc = sq_op_strdup(op, code, &op->pairing.code)) != SB_OK)
+		goto out;
+	if (op->pairing.code)
+		for (char *c = (char *)op->pairing.code; *c; c++)
+			*c = (char)toupper((unsigned char)*c);
+	*out = op;
+	op = NULL;
+out:
+	sq_op_free(op);
+	return rc;
+}
+
+static int sq_pairing_request(struct store *base, const char *channel, const char *account,
+                              const char *sender_id, store_pairing_cb cb, void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct sq_op *op = NULL;
+	int rc;
+
+	if (!channel || !account || !sender_id)
+		return SB_ERR_INVAL;
+	rc = sq_pairing_op(s, SQ_OP_PAIRING_REQUEST, channel, account, sender_id, NULL, &op);
+	if (rc != SB_OK)
+		return rc;
+	op->cb.pairing = cb;
+	op->ud = ud;
+	return sq_submit(s, op);
+}
+
+static int sq_pairing_list(struct store *base, const char *channel, store_pairing_list_cb cb,
+                           void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct sq_op *op = NULL;
+	int rc = sq_pairing_op(s, SQ_OP_PAIRING_LIST, channel, NULL, NULL, NULL, &op);
+
+	if (rc != SB_OK)
+		return rc;
+	op->cb.pairing_list = cb;
+	op->ud = ud;
+	return sq_submit(s, op);
+}
+
+static int sq_pairing_decide(struct store *base, enum sq_op_type type, const char *channel,
+                             const char *code, store_pairing_cb cb, void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct sq_op *op = NULL;
+	int rc;
+
+	if (!channel || !code)
+		return SB_ERR_INVAL;
+	rc = sq_pairing_op(s, type, channel, NULL, NULL, code, &op);
+	if (rc != SB_OK)
+		return rc;
+	op->cb.pairing = cb;
+	op->ud = ud;
+	return sq_submit(s, op);
+}
+
+static int sq_pairing_approve(struct store *base, const char *channel, const char *code,
+                              store_pairing_cb cb, void *ud)
+{
+	return sq_pairing_decide(base, SQ_OP_PAIRING_APPROVE, channel, code, cb, ud);
+}
+
+static int sq_pairing_deny(struct store *base, const char *channel, const char *code,
+                           store_pairing_cb cb, void *ud)
+{
+	return sq_pairing_decide(base, SQ_OP_PAIRING_DENY, channel, code, cb, ud);
+}
+
+static int sq_allow_check(struct store *base, const char *channel, const char *account,
+                          const char *sender_id, store_allow_cb cb, void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct sq_op *op = NULL;
+	int rc;
+
+	if (!channel || !account || !sender_id)
+		return SB_ERR_INVAL;
+	rc = sq_pairing_op(s, SQ_OP_ALLOW_CHECK, channel, account, sender_id, NULL, &op);
+	if (rc != SB_OK)
+		return rc;
+	op->cb.allow = cb;
+	op->ud = ud;
+	return sq_submit(s, op);
+}
+
+static int sq_allow_list(struct store *base, const char *channel, store_allow_list_cb cb, void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct sq_op *op = NULL;
+	int rc = sq_pairing_op(s, SQ_OP_ALLOW_LIST, channel, NULL, NULL, NULL, &op);
+
+	if (rc != SB_OK)
+		return rc;
+	op->cb.allow_list = cb;
+	op->ud = ud;
+	return sq_submit(s, op);
+}
+
 /* ---- open and close ---- */
 
 /* Runs SQL text without results (open time, loop thread). */
@@ -1625,6 +2128,8 @@ static int sq_open(struct store **out, uv_loop_t *loop, const struct store_optio
 	if (!out || !loop || !opt || !opt->path || !*opt->path)
 		goto out;
 	rc = SB_ERR_NOMEM;
+	if (sodium_init() < 0) /* pairing codes come from randombytes_uniform */
+		goto out;
 	s = calloc(1, sizeof *s);
 	if (!s)
 		goto out;
@@ -1728,4 +2233,10 @@ const struct store_ops store_sqlite_ops = {
     .session_get = sq_session_get,
     .session_put = sq_session_put,
     .stats = sq_stats,
+    .pairing_request = sq_pairing_request,
+    .pairing_list = sq_pairing_list,
+    .pairing_approve = sq_pairing_approve,
+    .pairing_deny = sq_pairing_deny,
+    .allow_check = sq_allow_check,
+    .allow_list = sq_allow_list,
 };

@@ -1061,15 +1061,24 @@ static const struct cfg_node *cfg_map_get(const struct cfg_node *map, const char
 }
 
 /* Follows a relative path ("bind", "agents[2].id") from node as far as the
- * document goes; returns the deepest node reached (or NULL). */
-static const struct cfg_node *cfg_resolve(const struct cfg_node *node, const char *rel)
+ * document goes; returns the deepest node reached (or NULL). *whole (may be
+ * NULL) tells whether the path was followed to its end. */
+static const struct cfg_node *cfg_resolve_at(const struct cfg_node *node, const char *rel,
+                                             bool *whole)
 {
 	const struct cfg_node *at = node;
 	const char *s = rel;
 
-	while (at && *s) {
+	if (whole)
+		*whole = false;
+	while (at) {
 		const struct cfg_node *next = NULL;
 
+		if (!*s) {
+			if (whole)
+				*whole = true;
+			break;
+		}
 		if (*s == '.') {
 			s++;
 		} else if (*s == '[') {
@@ -1106,6 +1115,29 @@ static const struct cfg_node *cfg_resolve(const struct cfg_node *node, const cha
 		}
 	}
 	return at;
+}
+
+static const struct cfg_node *cfg_resolve(const struct cfg_node *node, const char *rel)
+{
+	return cfg_resolve_at(node, rel, NULL);
+}
+
+bool cfg_where(const struct cfg_error_ctx *ctx, const char *key, int *line, int *col)
+{
+	bool whole = false;
+	const struct cfg_node *at =
+	    key && *key ? cfg_resolve_at(ctx->node, key, &whole) : ctx->node;
+
+	if (!key || !*key)
+		whole = at != NULL;
+	/* cfg_apply reads a null value as absent; so does this. */
+	if (whole && at->kind == CFG_NODE_SCALAR && at->is_null)
+		whole = false;
+	if (line)
+		*line = at ? at->line : ctx->line;
+	if (col)
+		*col = at ? at->col : ctx->col;
+	return whole;
 }
 
 void cfg_error_add(struct cfg_error_ctx *ctx, const char *key, const char *hint, const char *fmt,

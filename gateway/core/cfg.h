@@ -104,6 +104,16 @@ void cfg_errors_print(const struct cfg_errors *e, FILE *out);
 void cfg_error_add(struct cfg_error_ctx *ctx, const char *key, const char *hint, const char *fmt,
                    ...) __attribute__((format(printf, 4, 5)));
 
+/* For a section check: where the value at key (a path relative to the
+ * section, as for cfg_error_add; NULL or "" for the section itself) is in
+ * the document. Returns true when the document holds that exact value, and
+ * false when it is absent, null, or its section is absent. *line and *col (either may be
+ * NULL) receive the 1-based position of the value, or, when it is absent,
+ * of the nearest enclosing node in the document (0 when none is known).
+ * A check uses it to tell "given" from "left at its default" and to record
+ * where a list entry is, for messages shown after loading. */
+bool cfg_where(const struct cfg_error_ctx *ctx, const char *key, int *line, int *col);
+
 /* A parsed YAML document with positions (opaque). */
 struct cfg_doc;
 

@@ -329,9 +329,9 @@ static void test_unknown_key_suggestion(void **state)
 	expect_errors("gateway:\n  colour: red\n" AGENTS,
 	              "t.yaml:2:3: gateway.colour: unknown key (hint: valid keys: bind, port, "
 	              "drain_timeout, max_body, max_connections, auth_token, watch_config)\n");
-	expect_errors("bindings: []\n" AGENTS,
-	              "t.yaml:1:1: bindings: unknown key (hint: valid keys: gateway, log, store, "
-	              "http_client, agents, providers)\n");
+	expect_errors("routes: []\n" AGENTS,
+	              "t.yaml:1:1: routes: unknown key (hint: valid keys: gateway, log, store, "
+	              "http_client, agents, providers, bindings, session, channels)\n");
 }
 
 static void test_wrong_types(void **state)
