@@ -26,6 +26,15 @@ static const char *agent_config_check_id(const void *field)
 	return NULL;
 }
 
+static const char *const agent_queue_modes[] = {"steer", "followup", "collect", "interrupt",
+                                                NULL};
+static const char *const agent_queue_drops[] = {"oldest", "newest", NULL};
+
+const char *agent_queue_mode_name(int mode)
+{
+	return mode >= 0 && mode < 4 ? agent_queue_modes[mode] : "unknown";
+}
+
 static const struct cfg_key agent_config_keys[] = {
     {
         .name = "id",
@@ -125,6 +134,38 @@ static const struct cfg_key agent_config_keys[] = {
         .def = "10m",
         .doc = "The longest one run may take; past it the run is aborted and the "
                "session's queue moves on.",
+    },
+    {
+        .name = "queue_mode",
+        .type = CFG_ENUM,
+        .offset = offsetof(struct agent_config, queue_mode),
+        .choices = agent_queue_modes,
+        .def = "steer",
+        .doc = "What happens to a message that arrives while the session's run is "
+               "busy: `steer` (it joins the running turn at its next model call), "
+               "`followup` (it gets a turn of its own after), `collect` (everything "
+               "that waited becomes one next turn), `interrupt` (the running turn "
+               "is aborted and the newest message runs).",
+    },
+    {
+        .name = "queue_cap",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_config, queue_cap),
+        .min = 1,
+        .max = 10000,
+        .def = "20",
+        .doc = "The most messages that may wait for one session; past it "
+               "`queue_drop` decides which one is dropped (it is marked done "
+               "without a reply, and counted).",
+    },
+    {
+        .name = "queue_drop",
+        .type = CFG_ENUM,
+        .offset = offsetof(struct agent_config, queue_drop),
+        .choices = agent_queue_drops,
+        .def = "oldest",
+        .doc = "Which waiting message is dropped when the queue is full: `oldest` "
+               "or `newest`.",
     },
 };
 

@@ -23,7 +23,21 @@ struct agent_config {
 	size_t n_tools;
 	int64_t tool_timeout_ms; /* default time limit of one tool call (bash) */
 	int64_t run_timeout_ms;  /* a whole run; the watchdog aborts past it */
+	int queue_mode;          /* enum agent_queue_mode: messages arriving during a run */
+	int64_t queue_cap;       /* messages waiting per session */
+	int queue_drop;          /* enum agent_queue_drop: which to drop past the cap */
 };
+
+enum agent_queue_mode {
+	AGENT_QUEUE_STEER = 0, /* into the running turn at its next model call */
+	AGENT_QUEUE_FOLLOWUP,  /* each its own turn, in order */
+	AGENT_QUEUE_COLLECT,   /* everything that waited, as one next turn */
+	AGENT_QUEUE_INTERRUPT, /* abort the running turn; run the newest */
+};
+
+enum agent_queue_drop { AGENT_QUEUE_DROP_OLDEST = 0, AGENT_QUEUE_DROP_NEWEST };
+
+const char *agent_queue_mode_name(int mode);
 
 /* The schema of one element of the top-level `agents` list. */
 extern const struct cfg_section agent_config_section;

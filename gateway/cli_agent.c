@@ -270,6 +270,23 @@ static void cli_agent_on_signal(uv_signal_t *h, int signum)
 		runner_abort(a->job, "interrupted by the operator");
 }
 
+/* One run, one configuration: nothing reloads under the CLI. */
+static struct models *cli_agent_acquire(void *ud, struct config **cfg, void **token)
+{
+	struct cli_agent *a = ud;
+
+	*cfg = config_ref(a->cfg);
+	*token = NULL;
+	return a->models;
+}
+
+static void cli_agent_release(void *ud, struct config *cfg, void *token)
+{
+	(void)ud;
+	(void)token;
+	config_unref(cfg);
+}
+
 static int cli_agent_open(struct cli_agent *a, const char *home, const char *cfg_path)
 {
 	struct cfg_errors errs;
@@ -314,8 +331,9 @@ static int cli_agent_open(struct cli_agent *a, const char *home, const char *cfg
 	ro.loop = &a->loop;
 	ro.host = &a->host;
 	ro.store = a->store;
-	ro.models = a->models;
-	ro.cfg = a->cfg;
+	ro.ud = a;
+	ro.acquire = cli_agent_acquire;
+	ro.release = cli_agent_release;
 	return runner_new(&a->runner, &ro);
 }
 

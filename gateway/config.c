@@ -120,6 +120,17 @@ static const struct cfg_key config_gateway_keys[] = {
         .doc = "Most concurrent HTTP and WebSocket connections.",
     },
     {
+        .name = "max_concurrent_runs",
+        .type = CFG_INT,
+        .offset = offsetof(struct config_gateway, max_concurrent_runs),
+        .min = 1,
+        .max = 10000,
+        .def = "8",
+        .doc = "Most agent runs at once over all sessions (each session runs one at a "
+               "time); more wait their turn in order.",
+        .flags = CFG_RESTART,
+    },
+    {
         .name = "auth_token",
         .type = CFG_STRING,
         .offset = offsetof(struct config_gateway, auth_token),

@@ -28,6 +28,7 @@ struct config_gateway {
 	int64_t drain_timeout_ms; /* SIGTERM: finish in-flight work for this long */
 	int64_t max_body_bytes;   /* request body cap */
 	int64_t max_connections;  /* concurrent HTTP/WS connections */
+	int64_t max_concurrent_runs; /* agent runs at once, over all sessions */
 	char *auth_token;         /* secret; required for a non-loopback bind */
 	bool watch_config;        /* reload when the file changes */
 };

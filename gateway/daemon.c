@@ -1,11 +1,15 @@
 /*
  * daemon.c - see daemon.h.
  *
- * Start-up order: config -> lock the home -> store (migrations) -> HTTP
- * server -> ready. Stop: not ready (readyz 503) -> refuse new connections ->
- * wait for in-flight requests up to gateway.drain_timeout -> destroy the lws
- * context, close the HTTP client and the store (which finishes every queued
- * operation) -> run the loop until every handle is closed -> exit 0.
+ * Start-up order: config -> lock the home -> store (migrations) -> routing
+ * table, model routers, runner, dispatcher, outbox sender, channels, modules
+ * -> HTTP server -> store recovery (claims left by a crash are released) ->
+ * ready. Stop: not ready (readyz 503), new work refused, channels and
+ * modules drain -> runs, deliveries and requests in flight get up to
+ * gateway.drain_timeout -> runs still going are aborted (their messages go
+ * back to the inbox) -> every part is closed, the store last (it finishes
+ * every queued operation) -> the loop runs until every handle is closed ->
+ * exit 0.
  */
 #include "gateway/daemon.h"
 
@@ -23,45 +27,18 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "gateway/config.h"
 #include "gateway/core/err.h"
-#include "gateway/core/host.h"
-#include "gateway/core/httpc.h"
 #include "gateway/core/log.h"
-#include "gateway/metrics.h"
-#include "gateway/server.h"
-#include "gateway/store.h"
+#include "gateway/daemon_internal.h"
 
 #define DAEMON_STATS_MS 1000
 #define DAEMON_DRAIN_POLL_MS 20
 #define DAEMON_RELOAD_DEBOUNCE_MS 100
+/* After the drain, aborted runs get this long to write their transcripts. */
+#define DAEMON_STOP_GRACE_MS 5000
 
-enum daemon_state { DAEMON_STARTING, DAEMON_READY, DAEMON_DRAINING, DAEMON_STOPPING };
-
-static const char *const daemon_state_names[] = {"starting", "ready", "draining", "stopping"};
-
-struct daemon {
-	uv_loop_t loop;
-	const struct daemon_options *opt;
-	struct config *cfg;
-	struct store *store;
-	struct httpc *httpc;
-	struct server *server;
-	struct metrics metrics;
-	struct host host;
-	enum daemon_state state;
-	int lock_fd;
-
-	uv_signal_t sig_term, sig_int, sig_hup;
-	uv_timer_t stats_timer, drain_timer, reload_timer;
-	uv_fs_event_t cfg_watch;
-	bool watching;
-	bool stats_busy;
-	uint64_t drain_deadline;
-	uint64_t started_ns;
-	char cfg_dir[PATH_MAX];
-	char cfg_base[256];
-};
+static const char *const daemon_state_names[] = {"starting", "ready", "draining", "stopping",
+                                                 "stopping"};
 
 /* ---- logging from the config ---- */
 
@@ -86,128 +63,6 @@ static void daemon_log_config_errors(const struct cfg_errors *errs, const char *
 		          LOG_S("error", e->msg ? e->msg : ""),
 		          LOG_S("hint", e->hint ? e->hint : ""));
 	}
-}
-
-/* ---- the host interface ---- */
-
-struct daemon_ingest {
-	struct daemon *d;
-	host_ingest_cb cb;
-	void *ud;
-};
-
-static void daemon_ingest_done(void *ud, int rc, int64_t id, bool duplicate)
-{
-	struct daemon_ingest *in = ud;
-
-	if (rc)
-		in->d->metrics.ingest_rejected++;
-	else if (duplicate)
-		in->d->metrics.ingest_duplicates++;
-	else
-		in->d->metrics.ingest_accepted++;
-	in->cb(in->ud, rc, id, duplicate);
-	free(in);
-}
-
-static int daemon_ingest(void *ctx, const struct envelope *env, host_ingest_cb cb, void *ud)
-{
-	struct daemon *d = ctx;
-	struct store_inbox_new m;
-	struct daemon_ingest *in;
-	char *json;
-	int rc;
-
-	if (d->state != DAEMON_READY)
-		return SB_ERR_AGAIN;
-	if (!env->channel || !env->event_id)
-		return SB_ERR_INVAL;
-	in = malloc(sizeof *in);
-	json = envelope_to_json(env);
-	if (!in || !json) {
-		free(in);
-		free(json);
-		return SB_ERR_NOMEM;
-	}
-	in->d = d;
-	in->cb = cb;
-	in->ud = ud;
-	m.channel = env->channel;
-	m.account = env->account ? env->account : "default";
-	m.dedupe_key = env->event_id;
-	m.payload = json;
-	rc = d->store->ops->inbox_put(d->store, &m, daemon_ingest_done, in);
-	free(json);
-	if (rc) {
-		d->metrics.ingest_rejected++;
-		free(in);
-	}
-	return rc;
-}
-
-struct daemon_deliver {
-	host_deliver_cb cb;
-	void *ud;
-};
-
-static void daemon_deliver_done(void *ud, int rc, int64_t id, bool duplicate)
-{
-	struct daemon_deliver *dl = ud;
-
-	dl->cb(dl->ud, rc, id, duplicate);
-	free(dl);
-}
-
-static int daemon_deliver(void *ctx, const struct host_outbound *msg, host_deliver_cb cb, void *ud)
-{
-	struct daemon *d = ctx;
-	struct store_outbox_new m;
-	struct daemon_deliver *dl = malloc(sizeof *dl);
-	int rc;
-
-	if (!dl)
-		return SB_ERR_NOMEM;
-	dl->cb = cb;
-	dl->ud = ud;
-	memset(&m, 0, sizeof m);
-	m.idempotency_key = msg->idempotency_key;
-	m.channel = msg->channel;
-	m.account = msg->account ? msg->account : "default";
-	m.target = msg->target;
-	m.payload = msg->payload;
-	m.due_at = msg->due_at;
-	rc = d->store->ops->outbox_put(d->store, &m, daemon_deliver_done, dl);
-	if (rc)
-		free(dl);
-	return rc;
-}
-
-/* Created on first use: most start-ups never need it, and curl's TLS set-up
- * is the costliest part of initialisation. */
-static struct httpc *daemon_http_client(void *ctx)
-{
-	struct daemon *d = ctx;
-	struct httpc_options o;
-
-	if (d->httpc || d->state >= DAEMON_STOPPING)
-		return d->httpc;
-	memset(&o, 0, sizeof o);
-	o.timeout_ms = (long)d->cfg->http_client.timeout_ms;
-	o.connect_timeout_ms = (long)d->cfg->http_client.connect_timeout_ms;
-	o.max_connections = (long)d->cfg->http_client.max_connections;
-	o.max_host_connections = (long)d->cfg->http_client.max_host_connections;
-	o.max_response_bytes = (size_t)d->cfg->http_client.max_response_bytes;
-	o.ca_file = d->cfg->http_client.ca_file;
-	if (httpc_new(&d->httpc, &d->loop, &o))
-		log_error("gateway", "cannot create the HTTP client");
-	return d->httpc;
-}
-
-static struct config *daemon_config(void *ctx)
-{
-	struct daemon *d = ctx;
-
-	return config_ref(d->cfg);
 }
 
 /* ---- HTTP routes of the core ---- */
@@ -284,6 +139,18 @@ static void daemon_restart_key(void *ud, const char *path)
 	log_warn("config", "change takes effect after a restart", LOG_S("key", path));
 }
 
+static void daemon_reconfigure_channels(struct daemon *d)
+{
+	for (size_t i = 0; i < d->n_channels; i++) {
+		struct channel *c = d->channels[i];
+
+		if (c->ops->reconfigure &&
+		    c->ops->reconfigure(c, channels_config_access(&d->cfg->channels, c->ops->name)))
+			log_error("config", "a channel rejected the new configuration",
+			          LOG_S("channel", c->ops->name));
+	}
+}
+
 static void daemon_reload(struct daemon *d, const char *why)
 {
 	struct cfg_errors errs;
@@ -303,10 +170,34 @@ static void daemon_reload(struct daemon *d, const char *why)
 		goto out;
 	}
 	config_restart_changes(d->cfg, next, daemon_restart_key, d);
+	{
+		struct bindings_table *table = NULL;
+		struct models_gen *gen;
+
+		if (config_bindings_table(next, &table) != SB_OK) {
+			d->metrics.config_reloads_failed++;
+			log_error("config", "reload rejected: the routing table does not compile");
+			goto out;
+		}
+		gen = daemon_gen_new(d, next);
+		if (!gen) {
+			bindings_table_free(table);
+			d->metrics.config_reloads_failed++;
+			log_error("config",
+			          "reload rejected: the model providers cannot be set up");
+			goto out;
+		}
+		/* Runs in flight keep the router they started with. */
+		daemon_gen_unref(d->gen);
+		d->gen = gen;
+		bindings_table_free(d->table);
+		d->table = table;
+	}
 	old = d->cfg;
 	d->cfg = next;
 	next = NULL;
 	config_unref(old);
+	daemon_reconfigure_channels(d);
 	daemon_apply_logging(d->cfg);
 	d->metrics.config_reloads_ok++;
 	log_info("config", "reloaded", LOG_S("trigger", why), LOG_S("path", d->opt->config_path));
@@ -336,12 +227,13 @@ static void daemon_cfg_changed(uv_fs_event_t *h, const char *filename, int event
 
 /* ---- stop ---- */
 
-static void daemon_shutdown(struct daemon *d)
+/* The last phase: close every part. The store goes last: closing it
+ * finishes every queued operation and runs their callbacks. */
+static void daemon_close_all(struct daemon *d)
 {
-	if (d->state == DAEMON_STOPPING)
+	if (d->state == DAEMON_CLOSING)
 		return;
-	d->state = DAEMON_STOPPING;
-	log_info("gateway", "stopping");
+	d->state = DAEMON_CLOSING;
 	uv_timer_stop(&d->drain_timer);
 	uv_timer_stop(&d->stats_timer);
 	uv_timer_stop(&d->reload_timer);
@@ -353,19 +245,73 @@ static void daemon_shutdown(struct daemon *d)
 	uv_close((uv_handle_t *)&d->sig_hup, NULL);
 	if (d->watching)
 		uv_close((uv_handle_t *)&d->cfg_watch, NULL);
+	for (size_t i = d->n_modules; i-- > 0;)
+		gateway_modules[i]->stop(d->module_state[i]);
+	d->n_modules = 0;
+	for (size_t i = 0; i < d->n_channels; i++)
+		d->channels[i]->ops->destroy(d->channels[i]);
+	d->n_channels = 0;
 	server_close(d->server);
+	outbox_free(d->outbox);
+	d->outbox = NULL;
+	dispatcher_free(d->dispatcher);
+	d->dispatcher = NULL;
+	runner_free(d->runner);
+	d->runner = NULL;
+	daemon_gen_unref(d->gen);
+	d->gen = NULL;
 	httpc_close(d->httpc);
 	d->httpc = NULL;
-	/* Finishes every queued store operation before it returns. */
 	if (d->store)
 		d->store->ops->close(d->store);
 	d->store = NULL;
 }
 
+static void daemon_stop_tick(uv_timer_t *t)
+{
+	struct daemon *d = t->data;
+	size_t busy = runner_active(d->runner) + outbox_in_flight(d->outbox);
+
+	if (busy == 0 || uv_now(&d->loop) >= d->drain_deadline) {
+		if (busy)
+			log_warn("gateway", "closing with work still in flight",
+			         LOG_I("in_flight", busy));
+		daemon_close_all(d);
+	}
+}
+
+/* Aborts what still runs, then waits (briefly) for it to be written down. */
+static void daemon_shutdown(struct daemon *d)
+{
+	if (d->state >= DAEMON_STOPPING)
+		return;
+	d->state = DAEMON_STOPPING;
+	log_info("gateway", "stopping");
+	for (size_t i = 0; i < d->n_channels; i++)
+		if (d->channels[i]->ops->stop)
+			d->channels[i]->ops->stop(d->channels[i]);
+	outbox_drain(d->outbox);
+	if (d->dispatcher)
+		dispatcher_abort_all(d->dispatcher, "the gateway is stopping");
+	d->drain_deadline = uv_now(&d->loop) + DAEMON_STOP_GRACE_MS;
+	uv_timer_start(&d->drain_timer, daemon_stop_tick, 0, DAEMON_DRAIN_POLL_MS);
+}
+
+static size_t daemon_busy(struct daemon *d)
+{
+	size_t busy = server_busy(d->server) + (d->httpc ? httpc_in_flight(d->httpc) : 0) +
+	              dispatcher_busy(d->dispatcher) + outbox_in_flight(d->outbox);
+
+	for (size_t i = 0; i < d->n_modules; i++)
+		if (gateway_modules[i]->busy)
+			busy += gateway_modules[i]->busy(d->module_state[i]);
+	return busy;
+}
+
 static void daemon_drain_tick(uv_timer_t *t)
 {
 	struct daemon *d = t->data;
-	size_t busy = server_busy(d->server) + (d->httpc ? httpc_in_flight(d->httpc) : 0);
+	size_t busy = daemon_busy(d);
 
 	if (busy == 0) {
 		daemon_shutdown(d);
@@ -386,9 +332,10 @@ static void daemon_on_signal(uv_signal_t *h, int signum)
 		daemon_reload(d, "SIGHUP");
 		return;
 	}
-	if (d->state == DAEMON_DRAINING) {
+	if (d->state == DAEMON_DRAINING || d->state == DAEMON_STOPPING) {
 		log_warn("gateway", "second stop signal: stopping now");
 		daemon_shutdown(d);
+		daemon_close_all(d);
 		return;
 	}
 	if (d->state != DAEMON_READY)
@@ -397,6 +344,13 @@ static void daemon_on_signal(uv_signal_t *h, int signum)
 	log_info("gateway", "draining", LOG_S("signal", signum == SIGTERM ? "SIGTERM" : "SIGINT"),
 	         LOG_I("drain_timeout_ms", d->cfg->gateway.drain_timeout_ms));
 	server_drain(d->server);
+	dispatcher_drain(d->dispatcher);
+	for (size_t i = 0; i < d->n_channels; i++)
+		if (d->channels[i]->ops->stop)
+			d->channels[i]->ops->stop(d->channels[i]);
+	for (size_t i = 0; i < d->n_modules; i++)
+		if (gateway_modules[i]->drain)
+			gateway_modules[i]->drain(d->module_state[i]);
 	d->drain_deadline = uv_now(&d->loop) + (uint64_t)d->cfg->gateway.drain_timeout_ms;
 	uv_timer_start(&d->drain_timer, daemon_drain_tick, 0, DAEMON_DRAIN_POLL_MS);
 }
@@ -478,6 +432,157 @@ static int daemon_start_server(struct daemon *d)
 	return rc;
 }
 
+/* The routing table, model router, event bus, runner, dispatcher and
+ * outbox sender. */
+static int daemon_start_pipeline(struct daemon *d)
+{
+	struct runner_options ro;
+	struct dispatcher_options dopt;
+	struct outbox_options oo;
+	int rc;
+
+	rc = config_bindings_table(d->cfg, &d->table);
+	if (rc) {
+		log_error("gateway", "the routing table does not compile",
+		          LOG_S("error", sb_strerror(rc)));
+		return rc;
+	}
+	d->gen = daemon_gen_new(d, d->cfg);
+	if (!d->gen) {
+		log_error("gateway", "the model providers cannot be set up");
+		return SB_ERR_CONFIG;
+	}
+	if ((rc = events_new(&d->events)))
+		return rc;
+	memset(&ro, 0, sizeof ro);
+	ro.loop = &d->loop;
+	ro.host = &d->host;
+	ro.store = d->store;
+	ro.ud = d;
+	ro.acquire = daemon_models_acquire;
+	ro.release = daemon_models_release;
+	if ((rc = runner_new(&d->runner, &ro)))
+		return rc;
+	memset(&dopt, 0, sizeof dopt);
+	dopt.loop = &d->loop;
+	dopt.store = d->store;
+	dopt.runner = d->runner;
+	dopt.events = d->events;
+	dopt.metrics = &d->metrics;
+	dopt.ud = d;
+	dopt.config = daemon_config_get;
+	dopt.table = daemon_table_get;
+	dopt.outbox_kick = daemon_outbox_kick;
+	dopt.max_concurrent = (size_t)d->cfg->gateway.max_concurrent_runs;
+	if ((rc = dispatcher_new(&d->dispatcher, &dopt)))
+		return rc;
+	memset(&oo, 0, sizeof oo);
+	oo.loop = &d->loop;
+	oo.store = d->store;
+	oo.metrics = &d->metrics;
+	oo.ud = d;
+	oo.channel = daemon_channel;
+	return outbox_new(&d->outbox, &oo);
+}
+
+/* Channel instances (one account each for now) and gateway modules. */
+static int daemon_start_parts(struct daemon *d)
+{
+	int rc;
+
+	for (size_t i = 0; channel_registry[i] && d->n_channels < DAEMON_CHANNELS_MAX; i++) {
+		const struct channel_ops *ops = channel_registry[i];
+		struct channel *c = NULL;
+
+		rc = ops->create(&c, &d->host, "default",
+		                 channels_config_access(&d->cfg->channels, ops->name));
+		if (rc) {
+			log_error("gateway", "a channel failed to start",
+			          LOG_S("channel", ops->name), LOG_S("error", sb_strerror(rc)));
+			return rc;
+		}
+		c->ops = ops;
+		c->host = &d->host;
+		d->channels[d->n_channels++] = c;
+		if (ops->start && (rc = ops->start(c))) {
+			log_error("gateway", "a channel failed to start",
+			          LOG_S("channel", ops->name), LOG_S("error", sb_strerror(rc)));
+			return rc;
+		}
+	}
+	d->gctx = (struct gateway_ctx){
+	    .loop = &d->loop,
+	    .host = &d->host,
+	    .server = d->server,
+	    .events = d->events,
+	    .dispatcher = d->dispatcher,
+	    .store = d->store,
+	    .metrics = &d->metrics,
+	    .home = d->opt->home,
+	};
+	for (size_t i = 0; gateway_modules[i] && d->n_modules < DAEMON_MODULES_MAX; i++) {
+		rc = gateway_modules[i]->start(&d->gctx, &d->module_state[d->n_modules]);
+		if (rc) {
+			log_error("gateway", "a module failed to start",
+			          LOG_S("module", gateway_modules[i]->name),
+			          LOG_S("error", sb_strerror(rc)));
+			return rc;
+		}
+		d->n_modules++;
+	}
+	return SB_OK;
+}
+
+static void daemon_announce(struct daemon *d)
+{
+	int port = d->opt->port > 0 ? d->opt->port : (int)d->cfg->gateway.port;
+	const char *bind = d->cfg->gateway.bind;
+	char url[300];
+	struct timespec ts;
+	double ms;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ms = (double)((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - d->started_ns) /
+	     1e6;
+	snprintf(url, sizeof url, strchr(bind, ':') ? "http://[%s]:%d" : "http://%s:%d", bind,
+	         port);
+	log_info("gateway", "ready", LOG_S("listen", url), LOG_S("home", d->opt->home),
+	         LOG_D("startup_ms", ms), LOG_I("pid", getpid()));
+	printf("switchboard %s is listening on %s\n"
+	       "  health:  %s/healthz   readiness: %s/readyz   metrics: %s/metrics\n"
+	       "  home:    %s\n"
+	       "  stop:    Ctrl-C (or SIGTERM); reload the config: SIGHUP or just save the file\n",
+	       SB_VERSION, url, url, url, url, d->opt->home);
+	fflush(stdout);
+}
+
+/* Claims a crash left behind are released; then the gateway is ready. */
+static void daemon_recovered(void *ud, int rc, int64_t inbox, int64_t outbox)
+{
+	struct daemon *d = ud;
+
+	if (rc) {
+		log_error("gateway", "store recovery failed; not starting",
+		          LOG_S("error", sb_strerror(rc)));
+		daemon_shutdown(d);
+		daemon_close_all(d);
+		return;
+	}
+	if (inbox || outbox)
+		log_warn("gateway", "recovered work left by the last run", LOG_I("inbox", inbox),
+		         LOG_I("outbox_in_flight", outbox));
+	d->metrics.outbox_resent_after_crash += outbox;
+	dispatcher_start(d->dispatcher);
+	outbox_start(d->outbox);
+	d->state = DAEMON_READY;
+	daemon_announce(d);
+}
+
+static int daemon_recover(struct daemon *d)
+{
+	return d->store->ops->recover(d->store, daemon_recovered, d);
+}
+
 static void daemon_watch_config(struct daemon *d)
 {
 	char tmp[PATH_MAX];
@@ -516,29 +621,6 @@ static void daemon_init_handles(struct daemon *d)
 	uv_signal_start(&d->sig_hup, daemon_on_signal, SIGHUP);
 }
 
-static void daemon_announce(struct daemon *d)
-{
-	int port = d->opt->port > 0 ? d->opt->port : (int)d->cfg->gateway.port;
-	const char *bind = d->cfg->gateway.bind;
-	char url[300];
-	struct timespec ts;
-	double ms;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ms = (double)((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - d->started_ns) /
-	     1e6;
-	snprintf(url, sizeof url, strchr(bind, ':') ? "http://[%s]:%d" : "http://%s:%d", bind,
-	         port);
-	log_info("gateway", "ready", LOG_S("listen", url), LOG_S("home", d->opt->home),
-	         LOG_D("startup_ms", ms), LOG_I("pid", getpid()));
-	printf("switchboard %s is listening on %s\n"
-	       "  health:  %s/healthz   readiness: %s/readyz   metrics: %s/metrics\n"
-	       "  home:    %s\n"
-	       "  stop:    Ctrl-C (or SIGTERM); reload the config: SIGHUP or just save the file\n",
-	       SB_VERSION, url, url, url, url, d->opt->home);
-	fflush(stdout);
-}
-
 int daemon_run(const struct daemon_options *opt)
 {
 	struct daemon *d;
@@ -572,25 +654,18 @@ int daemon_run(const struct daemon_options *opt)
 		goto out_free;
 	if (uv_loop_init(&d->loop) != 0)
 		goto out_free;
-	d->host = (struct host){
-	    .ctx = d,
-	    .loop = &d->loop,
-	    .ingest = daemon_ingest,
-	    .deliver = daemon_deliver,
-	    .http_client = daemon_http_client,
-	    .config = daemon_config,
-	};
+	daemon_host_init(d);
 	daemon_init_handles(d);
-	if (daemon_open_store(d) || daemon_start_server(d)) {
-		d->state = DAEMON_READY; /* let shutdown run its whole path */
+	if (daemon_open_store(d) || daemon_start_pipeline(d) || daemon_start_server(d) ||
+	    daemon_start_parts(d) || daemon_recover(d)) {
+		d->state = DAEMON_READY; /* let the stop run its whole path */
 		daemon_shutdown(d);
+		daemon_close_all(d);
 		uv_run(&d->loop, UV_RUN_DEFAULT);
 		goto out_loop;
 	}
 	daemon_watch_config(d);
 	uv_timer_start(&d->stats_timer, daemon_stats_tick, 0, DAEMON_STATS_MS);
-	d->state = DAEMON_READY;
-	daemon_announce(d);
 
 	uv_run(&d->loop, UV_RUN_DEFAULT);
 	rc = 0;
@@ -598,6 +673,9 @@ out_loop:
 	server_free(d->server);
 	d->server = NULL;
 	uv_run(&d->loop, UV_RUN_DEFAULT);
+	daemon_routes_free(d);
+	events_free(d->events);
+	bindings_table_free(d->table);
 	if (uv_loop_close(&d->loop) != 0) {
 		log_error("gateway", "handles left open at exit");
 		rc = rc ? rc : 1;

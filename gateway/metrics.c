@@ -126,6 +126,24 @@ int metrics_render(const struct metrics *m, struct buf *out)
 	                    "Inbound messages recognised as duplicates.", m->ingest_duplicates);
 	rc |= metrics_gauge(out, "switchboard_ingest_rejected_total", "counter",
 	                    "Inbound messages the store could not accept.", m->ingest_rejected);
+	rc |= metrics_gauge(out, "switchboard_queue_dropped_total", "counter",
+	                    "Messages dropped past a session's queue_cap.", m->queue_dropped);
+	rc |= metrics_gauge(out, "switchboard_runs_timed_out_total", "counter",
+	                    "Runs the watchdog aborted after run_timeout.", m->runs_timed_out);
+	rc |= metrics_gauge(out, "switchboard_route_refused_total", "counter",
+	                    "Messages no binding or default agent took.", m->route_refused);
+	rc |= metrics_gauge(out, "switchboard_runs_active", "gauge", "Agent runs in flight.",
+	                    m->runs_active);
+	rc |= metrics_gauge(out, "switchboard_outbox_sent_total", "counter",
+	                    "Replies the channels accepted.", m->outbox_sent);
+	rc |= metrics_gauge(out, "switchboard_outbox_retries_total", "counter",
+	                    "Deliveries that failed and were scheduled again.", m->outbox_retried);
+	rc |= metrics_gauge(out, "switchboard_outbox_failed_total", "counter",
+	                    "Deliveries given up after their last attempt.", m->outbox_failed);
+	rc |= metrics_gauge(out, "switchboard_outbox_resent_after_crash_total", "counter",
+	                    "Deliveries in flight at a crash and sent again at start-up (the only "
+	                    "possible duplicates, for channels without idempotency).",
+	                    m->outbox_resent_after_crash);
 	rc |= metrics_gauge(out, "switchboard_config_reloads_total", "counter",
 	                    "Configuration reloads applied.", m->config_reloads_ok);
 	rc |= metrics_gauge(out, "switchboard_config_reload_failures_total", "counter",

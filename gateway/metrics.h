@@ -43,6 +43,14 @@ struct metrics {
 	int64_t ingest_accepted;
 	int64_t ingest_duplicates;
 	int64_t ingest_rejected;
+	int64_t queue_dropped;  /* messages dropped past a session's queue_cap */
+	int64_t runs_timed_out; /* runs the watchdog aborted */
+	int64_t route_refused;  /* messages no binding or default agent took */
+	int64_t runs_active;
+	int64_t outbox_sent;
+	int64_t outbox_retried;
+	int64_t outbox_failed;
+	int64_t outbox_resent_after_crash; /* sends cut between acceptance and commit */
 };
 
 /* Bucket upper bounds of the commit latency histogram, in seconds. */

@@ -36,9 +36,13 @@ enum run_stage { RUN_SESSION, RUN_PREPARE, RUN_TURN, RUN_FLUSH, RUN_DONE };
 
 struct run_job {
 	struct runner *r;
+	struct config *cfg;    /* held for the job's life (acquire) */
+	struct models *models; /* likewise */
+	void *token;
 	const struct agent_config *agent;
 	char *agent_id, *session_key, *text, *channel, *account, *target;
 	bool main_session;
+	bool new_session;
 	const struct turn_events *ev;
 	run_done_cb done;
 	void *ud;
@@ -90,6 +94,8 @@ size_t runner_active(const struct runner *r)
 
 static void run_job_free(struct run_job *j)
 {
+	if (j->cfg)
+		j->r->opt.release(j->r->opt.ud, j->cfg, j->token);
 	free(j->agent_id);
 	free(j->session_key);
 	free(j->text);
@@ -196,7 +202,7 @@ static void run_start_turn(struct run_job *j)
 	}
 	turn_budget_init(&j->budget, a->budget, NULL);
 	memset(&to, 0, sizeof to);
-	to.models = j->r->opt.models;
+	to.models = j->models;
 	to.chain = j->chain;
 	to.n_chain = j->n_chain;
 	to.system = j->prompt.data;
@@ -239,7 +245,7 @@ static void run_prepare_work(uv_work_t *w)
 	char dir[PATH_MAX];
 	int rc;
 
-	snprintf(dir, sizeof dir, "%s/agents/%s/sessions", j->r->opt.cfg->home, j->agent_id);
+	snprintf(dir, sizeof dir, "%s/agents/%s/sessions", j->cfg->home, j->agent_id);
 	if (fs_mkdirs(dir, 0700)) {
 		j->prep_rc = SB_ERR_IO;
 		snprintf(j->prep_err, sizeof j->prep_err, "cannot create %s", dir);
@@ -311,7 +317,7 @@ static void run_prepare_done(uv_work_t *w, int status)
 static void run_prepare(struct run_job *j)
 {
 	j->stage = RUN_PREPARE;
-	snprintf(j->path, sizeof j->path, "%s/agents/%s/sessions/%s.jsonl", j->r->opt.cfg->home,
+	snprintf(j->path, sizeof j->path, "%s/agents/%s/sessions/%s.jsonl", j->cfg->home,
 	         j->agent_id, j->session_id);
 	j->work.data = j;
 	if (uv_queue_work(j->r->opt.loop, &j->work, run_prepare_work, run_prepare_done) != 0)
@@ -328,6 +334,15 @@ static void run_session_saved(void *ud, int rc)
 		run_finish(j, rc, "cannot record the session in the store");
 		return;
 	}
+	if (j->new_session && !*j->text) {
+		/* "/new" alone: the fresh session is all that was asked for. */
+		memset(&j->result, 0, sizeof j->result);
+		j->result.end = TURN_END_TURN;
+		j->result.text = "Started a new session.";
+		j->result.detail = "";
+		run_finish(j, SB_OK, NULL);
+		return;
+	}
 	run_prepare(j);
 }
 
@@ -337,7 +352,7 @@ static void run_session_found(void *ud, int rc, const struct store_session *s)
 	struct store_session ns;
 	int prc;
 
-	if (rc == SB_OK && s && s->session_id) {
+	if (rc == SB_OK && s && s->session_id && !j->new_session) {
 		snprintf(j->session_id, sizeof j->session_id, "%s", s->session_id);
 		run_prepare(j);
 		return;
@@ -364,20 +379,24 @@ static char *run_dup(const char *s)
 int runner_run(struct runner *r, const struct run_request *req, run_done_cb done, void *ud,
                struct run_job **out)
 {
-	const struct agent_config *a = config_agent(r->opt.cfg, req->agent_id);
+	const struct agent_config *a;
 	struct run_job *j;
 	int rc;
 
 	if (out)
 		*out = NULL;
-	if (!a)
-		return SB_ERR_NOTFOUND;
-	if (!req->session_key || !req->text || !done)
+	if (!req->session_key || !req->text || !done || (!*req->text && !req->new_session))
 		return SB_ERR_INVAL;
 	j = calloc(1, sizeof *j);
 	if (!j)
 		return SB_ERR_NOMEM;
 	j->r = r;
+	j->models = r->opt.acquire(r->opt.ud, &j->cfg, &j->token);
+	a = j->cfg ? config_agent(j->cfg, req->agent_id) : NULL;
+	if (!a || !j->models) {
+		run_job_free(j);
+		return a ? SB_ERR_AGAIN : SB_ERR_NOTFOUND;
+	}
 	j->agent = a;
 	j->agent_id = run_dup(req->agent_id);
 	j->session_key = run_dup(req->session_key);
@@ -386,6 +405,7 @@ int runner_run(struct runner *r, const struct run_request *req, run_done_cb done
 	j->account = run_dup(req->account);
 	j->target = run_dup(req->target);
 	j->main_session = req->main_session;
+	j->new_session = req->new_session;
 	j->ev = req->ev;
 	j->done = done;
 	j->ud = ud;
@@ -414,4 +434,11 @@ void runner_abort(struct run_job *j, const char *why)
 	if (j->stage == RUN_TURN && j->turn)
 		turn_abort(j->turn, j->abort_why);
 	/* Earlier stages notice the flag when their step completes. */
+}
+
+int runner_steer(struct run_job *j, const char *text)
+{
+	if (!j || j->aborted || j->stage != RUN_TURN || !j->turn)
+		return SB_ERR_AGAIN;
+	return turn_steer(j->turn, text);
 }

@@ -25,8 +25,13 @@ struct runner_options {
 	uv_loop_t *loop;
 	const struct host *host;
 	struct store *store;
-	struct models *models;
-	struct config *cfg; /* borrowed: the caller keeps a reference while jobs run */
+	void *ud;
+	/* The configuration and model router a new job uses; each job holds
+	 * them from its start to its end, so a reload never pulls them from
+	 * under a running turn. acquire returns the models and a token (and a
+	 * new config reference in *cfg); release gives both back. */
+	struct models *(*acquire)(void *ud, struct config **cfg, void **token);
+	void (*release)(void *ud, struct config *cfg, void *token);
 };
 
 struct run_request {
@@ -37,6 +42,8 @@ struct run_request {
 	const char *account;
 	const char *target;
 	bool main_session;            /* the agent's private main session (MEMORY.md) */
+	bool new_session;             /* start a fresh session under the key first (/new);
+	                               * with an empty text, only that */
 	const struct turn_events *ev; /* may be NULL */
 };
 
@@ -61,6 +68,10 @@ int runner_run(struct runner *r, const struct run_request *req, run_done_cb done
 /* Aborts a job at whatever stage it is; done still runs (from inside this
  * call when the turn was running). */
 void runner_abort(struct run_job *j, const char *why);
+
+/* Gives the running turn one more user message, seen at its next model
+ * call. SB_ERR_AGAIN when the job is not (or no longer) in its turn. */
+int runner_steer(struct run_job *j, const char *text);
 
 /* Jobs in flight. */
 size_t runner_active(const struct runner *r);

@@ -124,6 +124,8 @@ typedef void (*store_outbox_cb)(void *ud, int rc, const struct store_outbox_item
 typedef void (*store_kv_cb)(void *ud, int rc, const char *value);
 typedef void (*store_session_cb)(void *ud, int rc, const struct store_session *s);
 typedef void (*store_stats_cb)(void *ud, int rc, const struct store_stats *st);
+/* How many inbox and outbox entries were claimed and are pending again. */
+typedef void (*store_recover_cb)(void *ud, int rc, int64_t inbox, int64_t outbox);
 /* p is the request (NULL unless rc is SB_OK); created tells a new code from
  * the sender's pending one. */
 typedef void (*store_pairing_cb)(void *ud, int rc, const struct store_pairing *p, bool created);
@@ -233,6 +235,10 @@ struct store_ops {
 
 	/* Counts, read in the writer's transaction (see struct store_stats). */
 	int (*stats)(struct store *s, store_stats_cb cb, void *ud);
+	/* Start-up recovery of a single-node gateway: every claimed inbox and
+	 * outbox entry is pending again (outbox entries due now). The counts
+	 * are what a crash left in flight. */
+	int (*recover)(struct store *s, store_recover_cb cb, void *ud);
 
 	/* ---- pairing (every string required unless said otherwise) ---- */
 

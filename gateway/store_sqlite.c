@@ -130,6 +130,8 @@ enum sq_stmt {
 	SQ_ST_INBOX_CLAIM,
 	SQ_ST_INBOX_DONE,
 	SQ_ST_INBOX_RELEASE,
+	SQ_ST_RECOVER_INBOX,
+	SQ_ST_RECOVER_OUTBOX,
 	SQ_ST_OUTBOX_INSERT,
 	SQ_ST_OUTBOX_FIND,
 	SQ_ST_OUTBOX_CLAIM,
@@ -179,6 +181,10 @@ static const char *const sq_sql[SQ_ST__COUNT] = {
                          " WHERE id = ?1",
     [SQ_ST_INBOX_RELEASE] = "UPDATE inbox SET state = 'pending', lease_until = NULL"
                             " WHERE id = ?1 AND state = 'claimed'",
+    [SQ_ST_RECOVER_INBOX] = "UPDATE inbox SET state = 'pending', lease_until = NULL"
+                            " WHERE state = 'claimed'",
+    [SQ_ST_RECOVER_OUTBOX] = "UPDATE outbox SET state = 'pending', lease_until = NULL,"
+                             " due_at = MIN(due_at, ?1) WHERE state = 'claimed'",
     [SQ_ST_OUTBOX_INSERT] =
         "INSERT INTO outbox (idempotency_key, channel, account, target, payload, state,"
         " attempts, due_at, inbox_id, created_at)"
@@ -254,6 +260,7 @@ enum sq_op_type {
 	SQ_OP_SESSION_GET,
 	SQ_OP_SESSION_PUT,
 	SQ_OP_STATS,
+	SQ_OP_RECOVER,
 	SQ_OP_PAIRING_REQUEST,
 	SQ_OP_PAIRING_LIST,
 	SQ_OP_PAIRING_APPROVE,
@@ -275,6 +282,7 @@ struct sq_op {
 		store_kv_cb kv;
 		store_session_cb session;
 		store_stats_cb stats;
+		store_recover_cb recover;
 		store_pairing_cb pairing;
 		store_pairing_list_cb pairing_list;
 		store_allow_cb allow;
@@ -906,6 +914,31 @@ out:
 	return rc;
 }
 
+/* Releases every claim: only one gateway uses the store (gateway.lock), so
+ * whatever is claimed at start-up was claimed by a process that died. */
+static int sq_run_recover(struct sq_store *s, struct sq_op *op)
+{
+	sqlite3_stmt *st = NULL;
+	int rc, src;
+
+	if ((rc = sq_stmt(s, SQ_ST_RECOVER_INBOX, &st)) != SB_OK)
+		return rc;
+	src = sqlite3_step(st);
+	rc = sq_rc(s, src, "recover inbox");
+	op->stats.inbox_pending = sqlite3_changes(s->db);
+	sq_finish(st);
+	if (rc != SB_OK)
+		return rc;
+	if ((rc = sq_stmt(s, SQ_ST_RECOVER_OUTBOX, &st)) != SB_OK)
+		return rc;
+	sqlite3_bind_int64(st, 1, sq_now_ms());
+	src = sqlite3_step(st);
+	rc = sq_rc(s, src, "recover outbox");
+	op->stats.outbox_pending = sqlite3_changes(s->db);
+	sq_finish(st);
+	return rc;
+}
+
 static int sq_run_stats(struct sq_store *s, struct sq_op *op)
 {
 	int rc;
@@ -1230,6 +1263,8 @@ static int sq_run_op(struct sq_store *s, struct sq_op *op)
 		return sq_run_session_put(s, op);
 	case SQ_OP_STATS:
 		return sq_run_stats(s, op);
+	case SQ_OP_RECOVER:
+		return sq_run_recover(s, op);
 	case SQ_OP_PAIRING_REQUEST:
 		return sq_run_pairing_request(s, op);
 	case SQ_OP_PAIRING_LIST:
@@ -1394,6 +1429,11 @@ static void sq_op_callback(struct sq_op *op)
 	case SQ_OP_STATS:
 		if (op->cb.stats)
 			op->cb.stats(op->ud, op->rc, ok ? &op->stats : NULL);
+		break;
+	case SQ_OP_RECOVER:
+		if (op->cb.recover)
+			op->cb.recover(op->ud, op->rc, ok ? op->stats.inbox_pending : 0,
+			               ok ? op->stats.outbox_pending : 0);
 		break;
 	case SQ_OP_PAIRING_REQUEST:
 	case SQ_OP_PAIRING_APPROVE:
@@ -1822,6 +1862,24 @@ out:
 	return rc;
 }
 
+static int sq_recover(struct store *base, store_recover_cb cb, void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct sq_op *op = NULL;
+	int rc = sq_admit(s);
+
+	if (rc != SB_OK)
+		goto out;
+	if ((rc = sq_op_new(SQ_OP_RECOVER, ud, &op)) != SB_OK)
+		goto out;
+	op->cb.recover = cb;
+	rc = sq_submit(s, op);
+	op = NULL;
+out:
+	sq_op_free(op);
+	return rc;
+}
+
 static int sq_stats(struct store *base, store_stats_cb cb, void *ud)
 {
 	struct sq_store *s = (struct sq_store *)base;
@@ -2233,6 +2291,7 @@ const struct store_ops store_sqlite_ops = {
     .session_get = sq_session_get,
     .session_put = sq_session_put,
     .stats = sq_stats,
+    .recover = sq_recover,
     .pairing_request = sq_pairing_request,
     .pairing_list = sq_pairing_list,
     .pairing_approve = sq_pairing_approve,

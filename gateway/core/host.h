@@ -10,6 +10,7 @@
 #define SB_CORE_HOST_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -36,6 +37,37 @@ struct host_outbound {
 	int64_t due_at;      /* unix ms; 0 = now */
 };
 
+/* An HTTP request routed to a module (webhooks, Slack events, ...). The
+ * functions behind it live in the daemon's HTTP server; the request stays
+ * valid until it is answered with respond (exactly once, now or later). */
+struct host_http_req;
+
+struct host_http_ops {
+	const char *(*method)(const struct host_http_req *r); /* "GET", "POST", ... */
+	const char *(*path)(const struct host_http_req *r);
+	const char *(*query)(const struct host_http_req *r);
+	const char *(*body)(const struct host_http_req *r, size_t *len);
+	/* Copies a header's value into out; its length, or -1 when absent. */
+	int (*header)(struct host_http_req *r, const char *name, char *out, size_t size);
+	const char *(*peer)(const struct host_http_req *r);
+	/* headers: NULL-terminated "Name: value" list, or NULL. */
+	int (*respond)(struct host_http_req *r, int status, const char *content_type,
+		       const void *body, size_t len, const char *const *headers);
+};
+
+typedef void (*host_http_handler)(void *ud, struct host_http_req *req);
+
+/* The outcome of the agent run that answered one inbound message: the reply
+ * text (what was put in the outbox), or why there is none. */
+struct host_reply {
+	int64_t inbox_id;
+	int rc;		    /* SB_OK, SB_ERR_TIMEOUT (waited too long), other errors */
+	const char *text;   /* the reply ("" when the agent gave none) */
+	const char *status; /* "end_turn", "aborted", "denied", "pairing", ... */
+};
+
+typedef void (*host_reply_cb)(void *ud, const struct host_reply *reply);
+
 struct host {
 	void *ctx;
 	uv_loop_t *loop;
@@ -48,6 +80,16 @@ struct host {
 	/* The current configuration snapshot, with a reference the caller
 	 * drops with config_unref. */
 	struct config *(*config)(void *ctx);
+	/* Routes requests for path (a prefix when prefix is true) to handler;
+	 * name labels the route in metrics. Methods: "POST", "GET", ... as a
+	 * comma-separated list. Requests use http_ops. */
+	int (*http_route)(void *ctx, const char *name, const char *path, bool prefix,
+			  const char *methods, host_http_handler handler, void *ud);
+	const struct host_http_ops *http_ops;
+	/* Calls cb once the message inbox_id has been answered (or after
+	 * timeout_ms with rc SB_ERR_TIMEOUT). For synchronous webhooks. */
+	int (*await_reply)(void *ctx, int64_t inbox_id, int64_t timeout_ms, host_reply_cb cb,
+			   void *ud);
 };
 
 #endif

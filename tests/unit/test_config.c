@@ -328,7 +328,8 @@ static void test_unknown_key_suggestion(void **state)
 	              "t.yaml:3:5: agents[0].modle: unknown key (hint: did you mean \"model\"?)\n");
 	expect_errors("gateway:\n  colour: red\n" AGENTS,
 	              "t.yaml:2:3: gateway.colour: unknown key (hint: valid keys: bind, port, "
-	              "drain_timeout, max_body, max_connections, auth_token, watch_config)\n");
+	              "drain_timeout, max_body, max_connections, max_concurrent_runs, auth_token, "
+	              "watch_config)\n");
 	expect_errors("routes: []\n" AGENTS,
 	              "t.yaml:1:1: routes: unknown key (hint: valid keys: gateway, log, store, "
 	              "http_client, agents, providers, bindings, session, channels)\n");
@@ -691,7 +692,7 @@ static void test_env_interpolation(void **state)
 	/* Keys are not interpolated. */
 	expect_errors("gateway:\n  ${SB_TEST_HOST}: 1\n" AGENTS,
 	              "t.yaml:2:3: gateway.${SB_TEST_HOST}: unknown key (hint: valid keys: bind, "
-	              "port, drain_timeout, max_body, max_connections, auth_token, "
+	              "port, drain_timeout, max_body, max_connections, max_concurrent_runs, auth_token, "
 	              "watch_config)\n");
 	unsetenv("SB_TEST_PORT");
 	unsetenv("SB_TEST_HOST");

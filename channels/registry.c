@@ -1,0 +1,19 @@
+/*
+ * registry.c - the channel adapters compiled into the gateway.
+ */
+#include <string.h>
+
+#include "channels/channel.h"
+
+const struct channel_ops *const channel_registry[] = {
+    &channel_webchat_ops,
+    NULL,
+};
+
+const struct channel_ops *channel_find(const char *name)
+{
+	for (size_t i = 0; name && channel_registry[i]; i++)
+		if (strcmp(channel_registry[i]->name, name) == 0)
+			return channel_registry[i];
+	return NULL;
+}

@@ -1,0 +1,362 @@
+/*
+ * daemon_host.c - what the daemon hands to modules: the host interface
+ * (ingest, deliver, HTTP client, config, HTTP routes, synchronous replies),
+ * model router generations, and channel lookup for the outbox sender.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "gateway/core/err.h"
+#include "gateway/core/log.h"
+#include "gateway/daemon_internal.h"
+
+/* ---- ingest / deliver ---- */
+
+struct daemon_ingest {
+	struct daemon *d;
+	host_ingest_cb cb;
+	void *ud;
+};
+
+static void daemon_ingest_done(void *ud, int rc, int64_t id, bool duplicate)
+{
+	struct daemon_ingest *in = ud;
+	struct daemon *d = in->d;
+
+	if (rc)
+		d->metrics.ingest_rejected++;
+	else if (duplicate)
+		d->metrics.ingest_duplicates++;
+	else
+		d->metrics.ingest_accepted++;
+	in->cb(in->ud, rc, id, duplicate);
+	free(in);
+	if (!rc && !duplicate)
+		dispatcher_kick(d->dispatcher);
+}
+
+static int daemon_ingest(void *ctx, const struct envelope *env, host_ingest_cb cb, void *ud)
+{
+	struct daemon *d = ctx;
+	struct store_inbox_new m;
+	struct daemon_ingest *in;
+	char *json;
+	int rc;
+
+	if (d->state != DAEMON_READY)
+		return SB_ERR_AGAIN;
+	if (!env->channel || !env->event_id)
+		return SB_ERR_INVAL;
+	in = malloc(sizeof *in);
+	json = envelope_to_json(env);
+	if (!in || !json) {
+		free(in);
+		free(json);
+		return SB_ERR_NOMEM;
+	}
+	in->d = d;
+	in->cb = cb;
+	in->ud = ud;
+	m.channel = env->channel;
+	m.account = env->account ? env->account : "default";
+	m.dedupe_key = env->event_id;
+	m.payload = json;
+	rc = d->store->ops->inbox_put(d->store, &m, daemon_ingest_done, in);
+	free(json);
+	if (rc) {
+		d->metrics.ingest_rejected++;
+		free(in);
+	}
+	return rc;
+}
+
+struct daemon_deliver {
+	struct daemon *d;
+	host_deliver_cb cb;
+	void *ud;
+};
+
+static void daemon_deliver_done(void *ud, int rc, int64_t id, bool duplicate)
+{
+	struct daemon_deliver *dl = ud;
+
+	dl->cb(dl->ud, rc, id, duplicate);
+	if (!rc)
+		outbox_kick(dl->d->outbox);
+	free(dl);
+}
+
+static int daemon_deliver(void *ctx, const struct host_outbound *msg, host_deliver_cb cb, void *ud)
+{
+	struct daemon *d = ctx;
+	struct store_outbox_new m;
+	struct daemon_deliver *dl = malloc(sizeof *dl);
+	int rc;
+
+	if (!dl)
+		return SB_ERR_NOMEM;
+	dl->d = d;
+	dl->cb = cb;
+	dl->ud = ud;
+	memset(&m, 0, sizeof m);
+	m.idempotency_key = msg->idempotency_key;
+	m.channel = msg->channel;
+	m.account = msg->account ? msg->account : "default";
+	m.target = msg->target;
+	m.payload = msg->payload;
+	m.due_at = msg->due_at;
+	rc = d->store->ops->outbox_put(d->store, &m, daemon_deliver_done, dl);
+	if (rc)
+		free(dl);
+	return rc;
+}
+
+/* Created on first use: most start-ups never need it, and curl's TLS set-up
+ * is the costliest part of initialisation. */
+static struct httpc *daemon_http_client(void *ctx)
+{
+	struct daemon *d = ctx;
+	struct httpc_options o;
+
+	if (d->httpc || d->state >= DAEMON_CLOSING)
+		return d->httpc;
+	memset(&o, 0, sizeof o);
+	o.timeout_ms = (long)d->cfg->http_client.timeout_ms;
+	o.connect_timeout_ms = (long)d->cfg->http_client.connect_timeout_ms;
+	o.max_connections = (long)d->cfg->http_client.max_connections;
+	o.max_host_connections = (long)d->cfg->http_client.max_host_connections;
+	o.max_response_bytes = (size_t)d->cfg->http_client.max_response_bytes;
+	o.ca_file = d->cfg->http_client.ca_file;
+	if (httpc_new(&d->httpc, &d->loop, &o))
+		log_error("gateway", "cannot create the HTTP client");
+	return d->httpc;
+}
+
+struct config *daemon_config_get(void *ud)
+{
+	struct daemon *d = ud;
+
+	return config_ref(d->cfg);
+}
+
+const struct bindings_table *daemon_table_get(void *ud)
+{
+	struct daemon *d = ud;
+
+	return d->table;
+}
+
+void daemon_outbox_kick(void *ud)
+{
+	struct daemon *d = ud;
+
+	outbox_kick(d->outbox);
+}
+
+/* ---- HTTP routes for modules ---- */
+
+static const char *daemon_req_method(const struct host_http_req *r)
+{
+	switch (server_req_method((const struct server_request *)r)) {
+	case SERVER_GET:
+		return "GET";
+	case SERVER_POST:
+		return "POST";
+	case SERVER_PUT:
+		return "PUT";
+	case SERVER_DELETE:
+		return "DELETE";
+	case SERVER_PATCH:
+		return "PATCH";
+	case SERVER_HEAD:
+		return "HEAD";
+	case SERVER_OPTIONS:
+		return "OPTIONS";
+	}
+	return "";
+}
+
+static const char *daemon_req_path(const struct host_http_req *r)
+{
+	return server_req_path((const struct server_request *)r);
+}
+
+static const char *daemon_req_query(const struct host_http_req *r)
+{
+	return server_req_query((const struct server_request *)r);
+}
+
+static const char *daemon_req_body(const struct host_http_req *r, size_t *len)
+{
+	return server_req_body((const struct server_request *)r, len);
+}
+
+static int daemon_req_header(struct host_http_req *r, const char *name, char *out, size_t size)
+{
+	return server_req_header((struct server_request *)r, name, out, size);
+}
+
+static const char *daemon_req_peer(const struct host_http_req *r)
+{
+	return server_req_peer((const struct server_request *)r);
+}
+
+static int daemon_req_respond(struct host_http_req *r, int status, const char *content_type,
+                              const void *body, size_t len, const char *const *headers)
+{
+	return server_respond((struct server_request *)r, status, content_type, body, len, headers);
+}
+
+static const struct host_http_ops daemon_http_ops = {
+    .method = daemon_req_method,
+    .path = daemon_req_path,
+    .query = daemon_req_query,
+    .body = daemon_req_body,
+    .header = daemon_req_header,
+    .peer = daemon_req_peer,
+    .respond = daemon_req_respond,
+};
+
+static void daemon_route_trampoline(void *ud, struct server_request *req)
+{
+	struct daemon_route *r = ud;
+
+	r->fn(r->ud, (struct host_http_req *)req);
+}
+
+static unsigned daemon_methods(const char *list)
+{
+	static const struct {
+		const char *name;
+		unsigned bit;
+	} names[] = {{"GET", SERVER_GET},        {"POST", SERVER_POST},   {"PUT", SERVER_PUT},
+	             {"DELETE", SERVER_DELETE},  {"PATCH", SERVER_PATCH}, {"HEAD", SERVER_HEAD},
+	             {"OPTIONS", SERVER_OPTIONS}};
+	unsigned mask = 0;
+
+	while (list && *list) {
+		size_t n = strcspn(list, ",");
+
+		for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+			if (strlen(names[i].name) == n && strncasecmp(list, names[i].name, n) == 0)
+				mask |= names[i].bit;
+		list += n;
+		while (*list == ',' || *list == ' ')
+			list++;
+	}
+	return mask;
+}
+
+static int daemon_http_route(void *ctx, const char *name, const char *path, bool prefix,
+                             const char *methods, host_http_handler handler, void *ud)
+{
+	struct daemon *d = ctx;
+	struct daemon_route *r = calloc(1, sizeof *r);
+	int rc;
+
+	if (!r)
+		return SB_ERR_NOMEM;
+	r->fn = handler;
+	r->ud = ud;
+	rc = server_route(d->server, name, path, prefix ? SERVER_PREFIX : 0,
+	                  daemon_methods(methods), daemon_route_trampoline, r);
+	if (rc) {
+		free(r);
+		return rc;
+	}
+	r->next = d->routes;
+	d->routes = r;
+	return SB_OK;
+}
+
+void daemon_routes_free(struct daemon *d)
+{
+	while (d->routes) {
+		struct daemon_route *r = d->routes;
+
+		d->routes = r->next;
+		free(r);
+	}
+}
+
+static int daemon_await_reply(void *ctx, int64_t inbox_id, int64_t timeout_ms, host_reply_cb cb,
+                              void *ud)
+{
+	struct daemon *d = ctx;
+
+	return dispatcher_await_reply(d->dispatcher, inbox_id, timeout_ms, cb, ud);
+}
+
+void daemon_host_init(struct daemon *d)
+{
+	d->host = (struct host){
+	    .ctx = d,
+	    .loop = &d->loop,
+	    .ingest = daemon_ingest,
+	    .deliver = daemon_deliver,
+	    .http_client = daemon_http_client,
+	    .config = daemon_config_get,
+	    .http_route = daemon_http_route,
+	    .http_ops = &daemon_http_ops,
+	    .await_reply = daemon_await_reply,
+	};
+}
+
+/* ---- model router generations ---- */
+
+struct models_gen *daemon_gen_new(struct daemon *d, struct config *cfg)
+{
+	struct models_gen *g = calloc(1, sizeof *g);
+
+	if (!g)
+		return NULL;
+	if (models_new(&g->models, cfg->providers, cfg->n_providers, &d->host, NULL) != SB_OK) {
+		free(g);
+		return NULL;
+	}
+	g->cfg = config_ref(cfg);
+	g->refs = 1;
+	return g;
+}
+
+void daemon_gen_unref(struct models_gen *g)
+{
+	if (!g || --g->refs > 0)
+		return;
+	models_free(g->models);
+	config_unref(g->cfg);
+	free(g);
+}
+
+struct models *daemon_models_acquire(void *ud, struct config **cfg, void **token)
+{
+	struct daemon *d = ud;
+
+	*cfg = config_ref(d->cfg);
+	*token = d->gen;
+	if (!d->gen)
+		return NULL;
+	d->gen->refs++;
+	return d->gen->models;
+}
+
+void daemon_models_release(void *ud, struct config *cfg, void *token)
+{
+	(void)ud;
+	config_unref(cfg);
+	daemon_gen_unref(token);
+}
+
+/* ---- channels ---- */
+
+struct channel *daemon_channel(void *ud, const char *name, const char *account)
+{
+	struct daemon *d = ud;
+
+	for (size_t i = 0; i < d->n_channels; i++)
+		if (strcmp(d->channels[i]->ops->name, name) == 0 &&
+		    strcmp(d->channels[i]->account, account ? account : "default") == 0)
+			return d->channels[i];
+	return NULL;
+}

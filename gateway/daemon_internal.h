@@ -1,0 +1,102 @@
+/*
+ * daemon_internal.h - the daemon's state, shared by daemon.c (lifecycle)
+ * and daemon_host.c (the host interface modules receive). Nothing outside
+ * those two files includes it.
+ */
+#ifndef SB_GATEWAY_DAEMON_INTERNAL_H
+#define SB_GATEWAY_DAEMON_INTERNAL_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "agents/models.h"
+#include "bindings/bindings.h"
+#include "channels/channel.h"
+#include "gateway/config.h"
+#include "gateway/core/host.h"
+#include "gateway/core/httpc.h"
+#include "gateway/daemon.h"
+#include "gateway/dispatcher.h"
+#include "gateway/events.h"
+#include "gateway/metrics.h"
+#include "gateway/module.h"
+#include "gateway/outbox.h"
+#include "gateway/runner.h"
+#include "gateway/server.h"
+#include "gateway/store.h"
+
+#define DAEMON_CHANNELS_MAX 16
+#define DAEMON_MODULES_MAX 16
+
+enum daemon_state {
+	DAEMON_STARTING,
+	DAEMON_READY,
+	DAEMON_DRAINING,
+	DAEMON_STOPPING, /* runs are being aborted; waiting for them to end */
+	DAEMON_CLOSING,  /* everything is being closed */
+};
+
+/* The model router of one configuration; runs hold it until they end. */
+struct models_gen {
+	int refs;
+	struct models *models;
+	struct config *cfg; /* the provider configs the models point into */
+};
+
+struct daemon_route {
+	host_http_handler fn;
+	void *ud;
+	struct daemon_route *next;
+};
+
+struct daemon {
+	uv_loop_t loop;
+	const struct daemon_options *opt;
+	struct config *cfg;
+	struct bindings_table *table;
+	struct models_gen *gen;
+	struct store *store;
+	struct httpc *httpc;
+	struct server *server;
+	struct events *events;
+	struct runner *runner;
+	struct dispatcher *dispatcher;
+	struct outbox *outbox;
+	struct metrics metrics;
+	struct host host;
+	struct gateway_ctx gctx;
+	enum daemon_state state;
+	int lock_fd;
+
+	struct channel *channels[DAEMON_CHANNELS_MAX];
+	size_t n_channels;
+	void *module_state[DAEMON_MODULES_MAX];
+	size_t n_modules;
+	struct daemon_route *routes;
+
+	uv_signal_t sig_term, sig_int, sig_hup;
+	uv_timer_t stats_timer, drain_timer, reload_timer;
+	uv_fs_event_t cfg_watch;
+	bool watching;
+	bool stats_busy;
+	uint64_t drain_deadline;
+	uint64_t started_ns;
+	char cfg_dir[PATH_MAX];
+	char cfg_base[256];
+};
+
+/* daemon_host.c */
+void daemon_host_init(struct daemon *d);
+void daemon_routes_free(struct daemon *d);
+struct models_gen *daemon_gen_new(struct daemon *d, struct config *cfg);
+void daemon_gen_unref(struct models_gen *g);
+struct models *daemon_models_acquire(void *ud, struct config **cfg, void **token);
+void daemon_models_release(void *ud, struct config *cfg, void *token);
+struct channel *daemon_channel(void *ud, const char *name, const char *account);
+struct config *daemon_config_get(void *ud);
+const struct bindings_table *daemon_table_get(void *ud);
+void daemon_outbox_kick(void *ud);
+
+#endif

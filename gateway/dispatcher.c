@@ -1,0 +1,1043 @@
+/*
+ * dispatcher.c - see dispatcher.h.
+ *
+ * Objects: a lane per session key with a FIFO of pending messages and at
+ * most one active run; a "ready" list of lanes that have work but wait for a
+ * free slot under max_concurrent; waiters for synchronous replies keyed by
+ * inbox id. Every message the dispatcher claimed ends in exactly one of:
+ * done with a reply, done without one (dropped, denied, answered by a run it
+ * was folded into), or released (shutdown) for the next start.
+ */
+#include "gateway/dispatcher.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gateway/core/buf.h"
+#include "gateway/core/err.h"
+#include "gateway/core/log.h"
+#include "gateway/core/strmap.h"
+
+#define DISPATCH_CLAIM_BATCH 64
+/* A single gateway owns the store (gateway.lock) and releases every claim at
+ * start-up, so the lease only has to outlive the process. */
+#define DISPATCH_LEASE_MS (24LL * 3600 * 1000)
+#define DISPATCH_TEXT_MAX (1u << 20)
+
+struct pending {
+	int64_t inbox_id;
+	struct envelope env; /* owned (envelope_from_json) */
+	char *agent_id;
+	bool reset;       /* starts a new session first */
+	const char *text; /* what the agent sees (inside env.text) */
+	struct pending *next;
+};
+
+struct lane;
+
+struct active {
+	struct lane *lane;
+	struct run_job *job;
+	struct pending *items; /* the message that started it, then any folded in */
+	uv_timer_t watchdog;
+	bool watchdog_fired;
+	bool interrupted;
+	bool shutdown;
+	int64_t run_timeout_ms;
+	int queue_mode;
+	struct turn_events ev;
+	char *run_id;
+	struct buf streamed;
+};
+
+struct lane {
+	struct dispatcher *d;
+	char *key;
+	struct pending *head, *tail;
+	size_t n;
+	struct active *active;
+	bool in_ready;
+	struct lane *ready_next;
+};
+
+struct waiter {
+	struct dispatcher *d;
+	int64_t inbox_id;
+	host_reply_cb cb;
+	void *ud;
+	uv_timer_t timer;
+	struct waiter *next;
+};
+
+struct dispatcher {
+	struct dispatcher_options opt;
+	struct strmap *lanes;
+	struct lane *ready_head, *ready_tail;
+	size_t running;
+	size_t held; /* pending messages in lanes + in runs */
+	bool started, draining, claiming;
+	bool kicked; /* a kick came while a claim was running */
+	struct waiter *waiters;
+	uv_timer_t retry;
+};
+
+static void dispatch_claim(struct dispatcher *d);
+static void lane_schedule(struct lane *l);
+
+/* ---- small helpers ---- */
+
+static void pending_free(struct pending *p)
+{
+	if (!p)
+		return;
+	envelope_release(&p->env);
+	free(p->agent_id);
+	free(p);
+}
+
+static void pending_free_list(struct pending *p)
+{
+	while (p) {
+		struct pending *next = p->next;
+
+		pending_free(p);
+		p = next;
+	}
+}
+
+static void dispatch_done_cb(void *ud, int rc)
+{
+	struct dispatcher *d = ud;
+
+	if (rc)
+		log_error("dispatch", "cannot mark an inbox entry done",
+		          LOG_S("error", sb_strerror(rc)));
+	(void)d;
+}
+
+/* Marks an entry done without a reply. */
+static void dispatch_done_silent(struct dispatcher *d, int64_t inbox_id)
+{
+	if (d->opt.store->ops->inbox_done(d->opt.store, inbox_id, NULL, 0, dispatch_done_cb, d))
+		log_error("dispatch", "cannot queue inbox_done", LOG_I("inbox_id", inbox_id));
+}
+
+/* ---- waiters (synchronous replies) ---- */
+
+static void waiter_closed(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+static void waiter_remove(struct waiter *w)
+{
+	struct waiter **pp = &w->d->waiters;
+
+	while (*pp && *pp != w)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = w->next;
+	uv_timer_stop(&w->timer);
+	uv_close((uv_handle_t *)&w->timer, waiter_closed);
+}
+
+static void waiter_timeout(uv_timer_t *t)
+{
+	struct waiter *w = t->data;
+	struct host_reply r = {
+	    .inbox_id = w->inbox_id, .rc = SB_ERR_TIMEOUT, .text = "", .status = "pending"};
+
+	waiter_remove(w);
+	w->cb(w->ud, &r);
+}
+
+static void dispatch_notify(struct dispatcher *d, int64_t inbox_id, int rc, const char *text,
+                            const char *status)
+{
+	struct waiter *w = d->waiters, *next;
+	struct host_reply r = {.inbox_id = inbox_id,
+	                       .rc = rc,
+	                       .text = text ? text : "",
+	                       .status = status ? status : ""};
+
+	for (; w; w = next) {
+		next = w->next;
+		if (w->inbox_id != inbox_id)
+			continue;
+		waiter_remove(w);
+		w->cb(w->ud, &r);
+	}
+}
+
+int dispatcher_await_reply(struct dispatcher *d, int64_t inbox_id, int64_t timeout_ms,
+                           host_reply_cb cb, void *ud)
+{
+	struct waiter *w = calloc(1, sizeof *w);
+
+	if (!w)
+		return SB_ERR_NOMEM;
+	w->d = d;
+	w->inbox_id = inbox_id;
+	w->cb = cb;
+	w->ud = ud;
+	uv_timer_init(d->opt.loop, &w->timer);
+	w->timer.data = w;
+	uv_timer_start(&w->timer, waiter_timeout, (uint64_t)(timeout_ms > 0 ? timeout_ms : 1), 0);
+	w->next = d->waiters;
+	d->waiters = w;
+	return SB_OK;
+}
+
+/* ---- lanes ---- */
+
+static struct lane *lane_get(struct dispatcher *d, const char *key)
+{
+	struct lane *l = strmap_get(d->lanes, key);
+
+	if (l)
+		return l;
+	l = calloc(1, sizeof *l);
+	if (!l || !(l->key = strdup(key)) || strmap_put(d->lanes, key, l)) {
+		if (l)
+			free(l->key);
+		free(l);
+		return NULL;
+	}
+	l->d = d;
+	return l;
+}
+
+static void lane_maybe_free(struct lane *l)
+{
+	if (l->active || l->head || l->in_ready)
+		return;
+	strmap_del(l->d->lanes, l->key);
+	free(l->key);
+	free(l);
+}
+
+static void lane_push(struct lane *l, struct pending *p)
+{
+	p->next = NULL;
+	if (l->tail)
+		l->tail->next = p;
+	else
+		l->head = p;
+	l->tail = p;
+	l->n++;
+}
+
+static struct pending *lane_pop(struct lane *l)
+{
+	struct pending *p = l->head;
+
+	if (!p)
+		return NULL;
+	l->head = p->next;
+	if (!l->head)
+		l->tail = NULL;
+	l->n--;
+	p->next = NULL;
+	return p;
+}
+
+/* Drops a waiting message (done, no reply). */
+static void lane_drop(struct lane *l, struct pending *p, const char *why)
+{
+	struct dispatcher *d = l->d;
+
+	log_warn("dispatch", "message dropped", LOG_S("session", l->key),
+	         LOG_I("inbox_id", p->inbox_id), LOG_S("why", why));
+	if (d->opt.metrics)
+		d->opt.metrics->queue_dropped++;
+	dispatch_done_silent(d, p->inbox_id);
+	dispatch_notify(d, p->inbox_id, SB_OK, "", "dropped");
+	d->held--;
+	pending_free(p);
+}
+
+/* ---- runs ---- */
+
+static void active_publish(struct active *a, enum event_kind kind, const char *text,
+                           const char *status)
+{
+	struct dispatcher *d = a->lane->d;
+	struct event e;
+
+	if (!d->opt.events)
+		return;
+	memset(&e, 0, sizeof e);
+	e.kind = kind;
+	e.run_id = a->run_id;
+	e.session_key = a->lane->key;
+	e.agent_id = a->items->agent_id;
+	e.channel = a->items->env.channel;
+	e.inbox_id = a->items->inbox_id;
+	e.text = text;
+	e.status = status;
+	events_publish(d->opt.events, &e);
+}
+
+static void active_on_delta(void *ud, const char *text, size_t len)
+{
+	struct active *a = ud;
+	char *copy = strndup(text, len);
+
+	buf_append(&a->streamed, text, len);
+	if (copy)
+		active_publish(a, EVENT_DELTA, copy, NULL);
+	free(copy);
+}
+
+static void active_on_tool(struct active *a, enum event_kind kind, const char *id, const char *name,
+                           const json_t *input, bool is_error, const char *content)
+{
+	struct dispatcher *d = a->lane->d;
+	struct event e;
+
+	if (!d->opt.events)
+		return;
+	memset(&e, 0, sizeof e);
+	e.kind = kind;
+	e.run_id = a->run_id;
+	e.session_key = a->lane->key;
+	e.agent_id = a->items->agent_id;
+	e.channel = a->items->env.channel;
+	e.inbox_id = a->items->inbox_id;
+	e.tool_id = id;
+	e.tool_name = name;
+	e.input = input;
+	e.is_error = is_error;
+	e.text = content;
+	events_publish(d->opt.events, &e);
+}
+
+static void active_on_tool_start(void *ud, const char *id, const char *name, const json_t *input)
+{
+	active_on_tool(ud, EVENT_TOOL_START, id, name, input, false, NULL);
+}
+
+static void active_on_tool_end(void *ud, const char *id, const char *name, bool is_error,
+                               const char *content, double seconds)
+{
+	(void)seconds;
+	active_on_tool(ud, EVENT_TOOL_END, id, name, NULL, is_error, content);
+}
+
+static void active_free_cb(uv_handle_t *h)
+{
+	struct active *a = h->data;
+
+	buf_free(&a->streamed);
+	free(a->run_id);
+	free(a);
+}
+
+/* The reply for the run that answered a->items (JSON payload, caller frees). */
+static char *active_reply_payload(struct active *a, const char *text, const char *status)
+{
+	const struct envelope *e = &a->items->env;
+	json_t *o = json_pack("{ssssssssss}", "text", text, "status", status, "session_key",
+	                      a->lane->key, "agent", a->items->agent_id, "run_id", a->run_id);
+	char *out;
+
+	if (!o)
+		return NULL;
+	if (e->event_id)
+		json_object_set_new(o, "reply_to", json_string(e->event_id));
+	if (e->thread_id)
+		json_object_set_new(o, "thread_id", json_string(e->thread_id));
+	if (e->peer_id)
+		json_object_set_new(o, "peer_id", json_string(e->peer_id));
+	json_object_set_new(o, "peer_kind", json_string(envelope_peer_kind_name(e->peer_kind)));
+	out = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(o);
+	return out;
+}
+
+struct reply_commit {
+	struct dispatcher *d;
+	int64_t inbox_id;
+	char *text;
+	char *status;
+};
+
+static void reply_committed(void *ud, int rc)
+{
+	struct reply_commit *c = ud;
+
+	if (rc) {
+		log_error("dispatch", "cannot commit a reply", LOG_I("inbox_id", c->inbox_id),
+		          LOG_S("error", sb_strerror(rc)));
+	} else if (c->d->opt.outbox_kick) {
+		c->d->opt.outbox_kick(c->d->opt.ud);
+	}
+	dispatch_notify(c->d, c->inbox_id, rc, c->text, c->status);
+	free(c->text);
+	free(c->status);
+	free(c);
+}
+
+static void run_done(void *ud, const struct run_outcome *o)
+{
+	struct active *a = ud;
+	struct lane *l = a->lane;
+	struct dispatcher *d = l->d;
+	const char *status = "error";
+	struct buf text;
+	struct pending *p;
+
+	a->job = NULL;
+	uv_timer_stop(&a->watchdog);
+	buf_init(&text, DISPATCH_TEXT_MAX);
+	if (o->rc == SB_OK) {
+		status = turn_end_name(o->result->end);
+		buf_puts(&text, o->result->text);
+		if (a->watchdog_fired)
+			buf_printf(&text, "%s(Stopped: this took longer than the %lld s limit.)",
+			           text.len ? "\n\n" : "", (long long)(a->run_timeout_ms / 1000));
+		else if (o->result->end == TURN_END_ERROR)
+			buf_printf(&text, "%sSorry, something went wrong: %s",
+			           text.len ? "\n\n" : "", o->result->detail);
+		else if (o->result->end == TURN_END_MAX_TURNS && !text.len)
+			buf_puts(&text, "(Stopped: the run reached its limit of steps.)");
+	} else if (o->rc == SB_ERR_ABORTED) {
+		status = "aborted";
+	} else {
+		buf_printf(&text, "Sorry, something went wrong: %s",
+		           o->error ? o->error : sb_strerror(o->rc));
+		log_error("dispatch", "run failed", LOG_S("session", l->key),
+		          LOG_S("error", o->error ? o->error : sb_strerror(o->rc)));
+	}
+	if (a->watchdog_fired)
+		status = "timeout";
+	active_publish(a, EVENT_RUN_END, text.data ? text.data : "", status);
+
+	if (a->shutdown) {
+		/* Released, not done: the message runs again after a restart. */
+		for (p = a->items; p; p = p->next)
+			d->opt.store->ops->inbox_release(d->opt.store, p->inbox_id,
+			                                 dispatch_done_cb, d);
+	} else if (a->interrupted && !text.len) {
+		for (p = a->items; p; p = p->next) {
+			dispatch_done_silent(d, p->inbox_id);
+			dispatch_notify(d, p->inbox_id, SB_OK, "", "interrupted");
+		}
+	} else {
+		struct store_outbox_new reply;
+		struct reply_commit *c = calloc(1, sizeof *c);
+		char key[64],
+		    *payload = active_reply_payload(a, text.data ? text.data : "", status);
+		const struct envelope *e = &a->items->env;
+
+		snprintf(key, sizeof key, "reply:%" PRId64, a->items->inbox_id);
+		memset(&reply, 0, sizeof reply);
+		reply.idempotency_key = key;
+		reply.channel = e->channel;
+		reply.account = e->account ? e->account : "default";
+		reply.target = e->peer_id ? e->peer_id : (e->sender_id ? e->sender_id : "");
+		reply.payload = payload;
+		reply.inbox_id = a->items->inbox_id;
+		if (c) {
+			c->d = d;
+			c->inbox_id = a->items->inbox_id;
+			c->text = strdup(text.data ? text.data : "");
+			c->status = strdup(status);
+		}
+		if (!c || !payload || !c->text || !c->status ||
+		    d->opt.store->ops->inbox_done(d->opt.store, a->items->inbox_id,
+		                                  text.len ? &reply : NULL, text.len ? 1 : 0,
+		                                  reply_committed, c)) {
+			log_error("dispatch", "cannot queue the reply", LOG_S("session", l->key));
+			if (c) {
+				free(c->text);
+				free(c->status);
+				free(c);
+			}
+		}
+		free(payload);
+		/* Messages folded into this run were answered by its reply. */
+		for (p = a->items->next; p; p = p->next) {
+			dispatch_done_silent(d, p->inbox_id);
+			dispatch_notify(d, p->inbox_id, SB_OK, text.data ? text.data : "", status);
+		}
+	}
+	for (p = a->items; p; p = p->next)
+		d->held--;
+	pending_free_list(a->items);
+	a->items = NULL;
+	buf_free(&text);
+	l->active = NULL;
+	d->running--;
+	uv_close((uv_handle_t *)&a->watchdog, active_free_cb);
+	lane_schedule(l);
+	/* A slot is free: the next ready lane may go. */
+	while (d->ready_head && d->running < d->opt.max_concurrent) {
+		struct lane *r = d->ready_head;
+
+		d->ready_head = r->ready_next;
+		if (!d->ready_head)
+			d->ready_tail = NULL;
+		r->in_ready = false;
+		r->ready_next = NULL;
+		lane_schedule(r);
+	}
+	lane_maybe_free(l);
+	if (d->started && !d->draining && d->held < d->opt.max_pending)
+		dispatch_claim(d);
+}
+
+static void active_watchdog(uv_timer_t *t)
+{
+	struct active *a = t->data;
+
+	a->watchdog_fired = true;
+	log_warn("dispatch", "run passed run_timeout; aborting it", LOG_S("session", a->lane->key),
+	         LOG_I("run_timeout_ms", a->run_timeout_ms));
+	if (a->lane->d->opt.metrics)
+		a->lane->d->opt.metrics->runs_timed_out++;
+	runner_abort(a->job, "the run passed its time limit (run_timeout)");
+}
+
+/* Joins the texts of a lane's waiting messages into one turn (collect). */
+static char *lane_collect_text(struct pending *first)
+{
+	struct buf b;
+
+	buf_init(&b, DISPATCH_TEXT_MAX);
+	for (struct pending *p = first; p; p = p->next) {
+		if (b.len)
+			buf_puts(&b, "\n\n");
+		buf_puts(&b, p->text ? p->text : "");
+	}
+	return buf_steal(&b);
+}
+
+static void lane_start(struct lane *l)
+{
+	struct dispatcher *d = l->d;
+	struct config *cfg = d->opt.config(d->opt.ud);
+	const struct agent_config *ac;
+	struct active *a;
+	struct run_request req;
+	char *collected = NULL;
+	const struct envelope *e;
+	int rc;
+
+	a = calloc(1, sizeof *a);
+	if (!a) {
+		config_unref(cfg);
+		return;
+	}
+	a->lane = l;
+	a->items = lane_pop(l);
+	ac = config_agent(cfg, a->items->agent_id);
+	a->queue_mode = ac ? ac->queue_mode : AGENT_QUEUE_STEER;
+	a->run_timeout_ms = ac ? ac->run_timeout_ms : 600000;
+	if (a->queue_mode == AGENT_QUEUE_COLLECT && l->head) {
+		/* Everything that waited becomes one turn. */
+		struct pending *tail = a->items;
+
+		while (l->head) {
+			tail->next = lane_pop(l);
+			tail = tail->next;
+		}
+		collected = lane_collect_text(a->items);
+	}
+	buf_init(&a->streamed, DISPATCH_TEXT_MAX);
+	e = &a->items->env;
+	a->run_id = strdup(e->event_id);
+	a->ev = (struct turn_events){.ud = a,
+	                             .text_delta = active_on_delta,
+	                             .tool_start = active_on_tool_start,
+	                             .tool_end = active_on_tool_end};
+	uv_timer_init(d->opt.loop, &a->watchdog);
+	a->watchdog.data = a;
+	l->active = a;
+	d->running++;
+	memset(&req, 0, sizeof req);
+	req.agent_id = a->items->agent_id;
+	req.session_key = l->key;
+	req.text = collected ? collected : (a->items->text ? a->items->text : "");
+	req.channel = e->channel;
+	req.account = e->account;
+	req.target = e->peer_id;
+	req.main_session = strstr(l->key, ":main") && e->peer_kind == ENVELOPE_PEER_DIRECT;
+	req.new_session = a->items->reset;
+	req.ev = &a->ev;
+	active_publish(a, EVENT_RUN_START, NULL, NULL);
+	rc = runner_run(d->opt.runner, &req, run_done, a, &a->job);
+	free(collected);
+	config_unref(cfg);
+	if (rc) {
+		struct run_outcome o = {.rc = rc, .error = "the run could not start"};
+
+		run_done(a, &o);
+		return;
+	}
+	uv_timer_start(&a->watchdog, active_watchdog, (uint64_t)a->run_timeout_ms, 0);
+}
+
+/* Starts the lane's next run if it has work, no run, and a free slot. */
+static void lane_schedule(struct lane *l)
+{
+	struct dispatcher *d = l->d;
+
+	if (l->active || !l->head || l->in_ready)
+		return;
+	if (d->running >= d->opt.max_concurrent) {
+		l->in_ready = true;
+		if (d->ready_tail)
+			d->ready_tail->ready_next = l;
+		else
+			d->ready_head = l;
+		d->ready_tail = l;
+		return;
+	}
+	lane_start(l);
+}
+
+/* A routed, allowed message for session key. */
+static void lane_offer(struct dispatcher *d, const char *key, struct pending *p, int mode,
+                       int64_t cap, int drop)
+{
+	struct lane *l = lane_get(d, key);
+
+	if (!l) {
+		log_error("dispatch", "out of memory for a lane");
+		pending_free(p);
+		d->held--;
+		return;
+	}
+	if (l->active && !p->reset) {
+		struct active *a = l->active;
+
+		if (mode == AGENT_QUEUE_STEER && runner_steer(a->job, p->text) == SB_OK) {
+			/* Answered by the running turn's reply. */
+			struct pending *t = a->items;
+
+			while (t->next)
+				t = t->next;
+			t->next = p;
+			return;
+		}
+		if (mode == AGENT_QUEUE_INTERRUPT) {
+			while (l->head)
+				lane_drop(l, lane_pop(l),
+				          "replaced by a newer message (interrupt)");
+			lane_push(l, p);
+			a->interrupted = true;
+			runner_abort(a->job, "interrupted by a newer message");
+			return;
+		}
+	}
+	if ((int64_t)l->n >= cap) {
+		if (drop == AGENT_QUEUE_DROP_NEWEST) {
+			lane_drop(l, p, "the session's queue is full (queue_cap)");
+			lane_maybe_free(l);
+			return;
+		}
+		lane_drop(l, lane_pop(l), "the session's queue is full (queue_cap)");
+	}
+	lane_push(l, p);
+	lane_schedule(l);
+}
+
+/* ---- routing ---- */
+
+struct route_ctx {
+	struct dispatcher *d;
+	struct pending *p;
+	struct bindings_decision dec;
+};
+
+static bool dispatch_never_approved(void *ud, const char *channel, const char *account,
+                                    const char *sender)
+{
+	(void)ud;
+	(void)channel;
+	(void)account;
+	(void)sender;
+	return false;
+}
+
+static bool dispatch_approved_yes(void *ud, const char *channel, const char *account,
+                                  const char *sender)
+{
+	(void)ud;
+	(void)channel;
+	(void)account;
+	(void)sender;
+	return true;
+}
+
+static void dispatch_accept(struct dispatcher *d, struct pending *p,
+                            const struct bindings_decision *dec)
+{
+	struct config *cfg = d->opt.config(d->opt.ud);
+	const struct agent_config *ac = config_agent(cfg, dec->agent_id);
+	const char *rest = NULL;
+
+	p->agent_id = strdup(dec->agent_id);
+	p->text = p->env.text ? p->env.text : "";
+	if (dec->reset_trigger && bindings_reset_trigger(d->opt.table(d->opt.ud), p->text, &rest)) {
+		p->reset = true;
+		p->text = rest;
+	}
+	if (!p->agent_id) {
+		dispatch_done_silent(d, p->inbox_id);
+		d->held--;
+		pending_free(p);
+	} else {
+		lane_offer(d, dec->session_key, p, ac ? ac->queue_mode : AGENT_QUEUE_STEER,
+		           ac ? ac->queue_cap : 20, ac ? ac->queue_drop : AGENT_QUEUE_DROP_OLDEST);
+	}
+	config_unref(cfg);
+}
+
+struct pairing_ctx {
+	struct dispatcher *d;
+	struct pending *p;
+	struct bindings_decision dec;
+};
+
+static void pairing_reply_done(void *ud, int rc)
+{
+	struct pairing_ctx *c = ud;
+
+	if (!rc && c->d->opt.outbox_kick)
+		c->d->opt.outbox_kick(c->d->opt.ud);
+	dispatch_notify(c->d, c->p->inbox_id, rc, "", "pairing");
+	c->d->held--;
+	pending_free(c->p);
+	free(c);
+}
+
+static void pairing_requested(void *ud, int rc, const struct store_pairing *sp, bool created)
+{
+	struct pairing_ctx *c = ud;
+	struct dispatcher *d = c->d;
+	const struct envelope *e = &c->p->env;
+	struct store_outbox_new reply;
+	char key[64], text[512], *payload = NULL;
+	json_t *o;
+
+	if (rc == SB_ERR_EXISTS) {
+		/* Approved meanwhile (from the CLI): the sender may talk. */
+		struct bindings_input in = {.env = e, .approved = dispatch_approved_yes};
+		struct bindings_decision dec;
+		struct pending *p = c->p;
+
+		if (bindings_route(d->opt.table(d->opt.ud), &in, &dec) == SB_OK &&
+		    dec.verdict == BINDINGS_ALLOW) {
+			free(c);
+			dispatch_accept(d, p, &dec);
+			return;
+		}
+	}
+	if (rc || !created) {
+		/* Asked already (or too many pending): no second reply. */
+		if (rc && rc != SB_ERR_EXISTS)
+			log_info("dispatch", "no pairing code sent", LOG_S("channel", e->channel),
+			         LOG_S("sender", e->sender_id ? e->sender_id : ""),
+			         LOG_S("why", sb_strerror(rc)));
+		d->opt.store->ops->inbox_done(d->opt.store, c->p->inbox_id, NULL, 0,
+		                              pairing_reply_done, c);
+		return;
+	}
+	snprintf(text, sizeof text,
+	         "This agent does not know you yet. Your pairing code is %s (valid for one hour). "
+	         "Ask the operator to approve it:\n  switchboard pairing approve %s %s",
+	         sp->code, e->channel, sp->code);
+	o = json_pack("{sssssss}", "text", text, "status", "pairing", "reply_to",
+	              e->event_id ? e->event_id : "");
+	if (o) {
+		if (e->thread_id)
+			json_object_set_new(o, "thread_id", json_string(e->thread_id));
+		payload = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+		json_decref(o);
+	}
+	snprintf(key, sizeof key, "pairing:%" PRId64, c->p->inbox_id);
+	memset(&reply, 0, sizeof reply);
+	reply.idempotency_key = key;
+	reply.channel = e->channel;
+	reply.account = e->account ? e->account : "default";
+	reply.target = e->peer_id ? e->peer_id : (e->sender_id ? e->sender_id : "");
+	reply.payload = payload ? payload : "{}";
+	reply.inbox_id = c->p->inbox_id;
+	if (d->opt.store->ops->inbox_done(d->opt.store, c->p->inbox_id, &reply, 1,
+	                                  pairing_reply_done, c)) {
+		d->held--;
+		pending_free(c->p);
+		free(c);
+	}
+	free(payload);
+}
+
+static void dispatch_item(struct dispatcher *d, const struct store_inbox_item *it)
+{
+	struct pending *p = calloc(1, sizeof *p);
+	struct bindings_decision dec;
+	struct bindings_input in;
+	const struct bindings_table *table = d->opt.table(d->opt.ud);
+	int rc;
+
+	if (!p)
+		return;
+	p->inbox_id = it->id;
+	d->held++;
+	if (envelope_from_json(it->payload, &p->env) != SB_OK) {
+		log_error("dispatch", "unreadable inbox entry; marking it done",
+		          LOG_I("inbox_id", it->id));
+		dispatch_done_silent(d, it->id);
+		d->held--;
+		pending_free(p);
+		return;
+	}
+	memset(&in, 0, sizeof in);
+	in.env = &p->env;
+	in.approved = dispatch_never_approved;
+	rc = table ? bindings_route(table, &in, &dec) : SB_ERR_CONFIG;
+	if (rc || !dec.agent_id) {
+		log_warn("dispatch", "message not routed", LOG_S("channel", p->env.channel),
+		         LOG_S("why", rc ? sb_strerror(rc) : dec.reason));
+		if (d->opt.metrics)
+			d->opt.metrics->route_refused++;
+		dispatch_done_silent(d, it->id);
+		dispatch_notify(d, it->id, SB_OK, "", "denied");
+		d->held--;
+		pending_free(p);
+		return;
+	}
+	switch (dec.verdict) {
+	case BINDINGS_ALLOW:
+		dispatch_accept(d, p, &dec);
+		return;
+	case BINDINGS_PAIRING: {
+		struct pairing_ctx *c = calloc(1, sizeof *c);
+
+		if (c) {
+			c->d = d;
+			c->p = p;
+			c->dec = dec;
+		}
+		if (!c ||
+		    d->opt.store->ops->pairing_request(
+		        d->opt.store, p->env.channel, p->env.account ? p->env.account : "default",
+		        p->env.sender_id ? p->env.sender_id : "", pairing_requested, c)) {
+			free(c);
+			dispatch_done_silent(d, it->id);
+			d->held--;
+			pending_free(p);
+		}
+		return;
+	}
+	case BINDINGS_MENTION_REQUIRED:
+	case BINDINGS_DENY:
+	case BINDINGS_DROP:
+		log_debug(
+		    "dispatch", "message not for the agent", LOG_S("session", dec.session_key),
+		    LOG_S("verdict", bindings_verdict_name(dec.verdict)), LOG_S("why", dec.reason));
+		dispatch_done_silent(d, it->id);
+		dispatch_notify(d, it->id, SB_OK, "", bindings_verdict_name(dec.verdict));
+		d->held--;
+		pending_free(p);
+		return;
+	}
+}
+
+/* ---- claiming ---- */
+
+static void dispatch_retry_timer(uv_timer_t *t)
+{
+	dispatch_claim(t->data);
+}
+
+static void dispatch_claimed(void *ud, int rc, const struct store_inbox_item *items, size_t n)
+{
+	struct dispatcher *d = ud;
+
+	d->claiming = false;
+	if (rc) {
+		log_error("dispatch", "cannot claim inbox entries",
+		          LOG_S("error", sb_strerror(rc)));
+		uv_timer_start(&d->retry, dispatch_retry_timer, 1000, 0);
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		dispatch_item(d, &items[i]);
+	if ((n == DISPATCH_CLAIM_BATCH || d->kicked) && !d->draining) {
+		d->kicked = false;
+		dispatch_claim(d);
+	}
+}
+
+static void dispatch_claim(struct dispatcher *d)
+{
+	int rc;
+
+	if (!d->started || d->draining)
+		return;
+	if (d->claiming) {
+		d->kicked = true;
+		return;
+	}
+	if (d->held >= d->opt.max_pending)
+		return; /* run_done claims again when there is room */
+	d->claiming = true;
+	rc = d->opt.store->ops->inbox_claim(d->opt.store, DISPATCH_CLAIM_BATCH, DISPATCH_LEASE_MS,
+	                                    dispatch_claimed, d);
+	if (rc) {
+		d->claiming = false;
+		uv_timer_start(&d->retry, dispatch_retry_timer, rc == SB_ERR_AGAIN ? 100 : 1000, 0);
+	}
+}
+
+/* ---- public ---- */
+
+int dispatcher_new(struct dispatcher **out, const struct dispatcher_options *opt)
+{
+	struct dispatcher *d = calloc(1, sizeof *d);
+
+	if (!d)
+		return SB_ERR_NOMEM;
+	d->opt = *opt;
+	if (!d->opt.max_concurrent)
+		d->opt.max_concurrent = 8;
+	if (!d->opt.max_pending)
+		d->opt.max_pending = 10000;
+	if (strmap_new(&d->lanes)) {
+		free(d);
+		return SB_ERR_NOMEM;
+	}
+	uv_timer_init(opt->loop, &d->retry);
+	d->retry.data = d;
+	*out = d;
+	return SB_OK;
+}
+
+void dispatcher_start(struct dispatcher *d)
+{
+	d->started = true;
+	dispatch_claim(d);
+}
+
+void dispatcher_kick(struct dispatcher *d)
+{
+	if (d)
+		dispatch_claim(d);
+}
+
+void dispatcher_drain(struct dispatcher *d)
+{
+	if (d)
+		d->draining = true;
+}
+
+size_t dispatcher_busy(const struct dispatcher *d)
+{
+	return d ? d->held : 0;
+}
+
+struct abort_all_ctx {
+	const char *why;
+	struct active **v;
+	size_t n;
+};
+
+static void collect_active(void *ud, const char *key, void *value)
+{
+	struct abort_all_ctx *c = ud;
+	struct lane *l = value;
+
+	(void)key;
+	if (l->active)
+		c->v[c->n++] = l->active;
+}
+
+static void collect_lane(void *ud, const char *key, void *value)
+{
+	struct lane ***pp = ud;
+
+	(void)key;
+	*(*pp)++ = value;
+}
+
+void dispatcher_abort_all(struct dispatcher *d, const char *why)
+{
+	struct abort_all_ctx c = {.why = why};
+	struct lane **lanes, **lp;
+	size_t n = strmap_size(d->lanes);
+
+	d->draining = true;
+	/* Waiting messages go back to the inbox for the next start. */
+	lanes = calloc(n ? n : 1, sizeof *lanes);
+	c.v = calloc(n ? n : 1, sizeof *c.v);
+	if (!lanes || !c.v) {
+		free(lanes);
+		free(c.v);
+		return;
+	}
+	lp = lanes;
+	strmap_each(d->lanes, collect_lane, &lp);
+	for (size_t i = 0; i < n; i++) {
+		struct pending *p;
+
+		while ((p = lane_pop(lanes[i]))) {
+			d->opt.store->ops->inbox_release(d->opt.store, p->inbox_id,
+			                                 dispatch_done_cb, d);
+			d->held--;
+			pending_free(p);
+		}
+	}
+	d->ready_head = d->ready_tail = NULL;
+	for (size_t i = 0; i < n; i++)
+		lanes[i]->in_ready = false;
+	strmap_each(d->lanes, collect_active, &c);
+	for (size_t i = 0; i < c.n; i++) {
+		c.v[i]->shutdown = true;
+		runner_abort(c.v[i]->job, why);
+	}
+	/* Lanes whose run ended inside runner_abort are gone; free the idle ones. */
+	n = strmap_size(d->lanes);
+	lp = lanes;
+	strmap_each(d->lanes, collect_lane, &lp);
+	for (size_t i = 0; i < n; i++)
+		lane_maybe_free(lanes[i]);
+	free(lanes);
+	free(c.v);
+}
+
+int dispatcher_abort_session(struct dispatcher *d, const char *session_key, const char *why)
+{
+	struct lane *l = strmap_get(d->lanes, session_key);
+
+	if (!l || !l->active)
+		return SB_ERR_NOTFOUND;
+	l->active->interrupted = true;
+	runner_abort(l->active->job, why);
+	return SB_OK;
+}
+
+static void dispatcher_closed(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+void dispatcher_free(struct dispatcher *d)
+{
+	if (!d)
+		return;
+	while (d->waiters) {
+		struct waiter *w = d->waiters;
+		struct host_reply r = {
+		    .inbox_id = w->inbox_id, .rc = SB_ERR_CLOSED, .text = "", .status = "shutdown"};
+
+		waiter_remove(w);
+		w->cb(w->ud, &r);
+	}
+	strmap_free(d->lanes);
+	uv_close((uv_handle_t *)&d->retry, dispatcher_closed);
+}

@@ -1,0 +1,82 @@
+/*
+ * dispatcher.h - from the durable inbox to agent runs and back to the outbox.
+ *
+ * The dispatcher claims inbox entries, routes each one (bindings: agent,
+ * session key, access verdict), and queues it on its session's lane: one
+ * run at a time per session, FIFO, under a global cap of concurrent runs.
+ * A message that arrives while its session is busy is handled by the
+ * agent's queue mode (steer, followup, collect, interrupt), with a
+ * per-session cap. A watchdog aborts a run that passes the agent's
+ * run_timeout; its lane is released and the queue moves on.
+ *
+ * When a run ends, its reply goes into the outbox in the same transaction
+ * that marks the inbox entry done (store inbox_done), so a crash either
+ * re-runs the message or finds the reply committed, never both.
+ *
+ * Loop thread only.
+ */
+#ifndef SB_GATEWAY_DISPATCHER_H
+#define SB_GATEWAY_DISPATCHER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "bindings/bindings.h"
+#include "gateway/config.h"
+#include "gateway/core/host.h"
+#include "gateway/events.h"
+#include "gateway/metrics.h"
+#include "gateway/runner.h"
+#include "gateway/store.h"
+
+struct dispatcher;
+
+struct dispatcher_options {
+	uv_loop_t *loop;
+	struct store *store;
+	struct runner *runner;
+	struct events *events;
+	struct metrics *metrics;
+	void *ud;
+	/* The current configuration (a new reference) and its routing table
+	 * (borrowed; valid while that configuration is current). */
+	struct config *(*config)(void *ud);
+	const struct bindings_table *(*table)(void *ud);
+	/* New replies are in the outbox. */
+	void (*outbox_kick)(void *ud);
+	size_t max_concurrent; /* runs at once over all sessions; 0 = 8 */
+	size_t max_pending;    /* messages held in memory before claiming pauses; 0 = 10000 */
+};
+
+int dispatcher_new(struct dispatcher **out, const struct dispatcher_options *opt);
+
+/* Starts claiming (call after the store recovered leases at start-up). */
+void dispatcher_start(struct dispatcher *d);
+
+/* New inbox entries were committed: claim them. */
+void dispatcher_kick(struct dispatcher *d);
+
+/* Stops claiming; runs in flight go on. */
+void dispatcher_drain(struct dispatcher *d);
+
+/* Aborts the runs still going (shutdown): their inbox entries are released,
+ * not done, so they run again after a restart. */
+void dispatcher_abort_all(struct dispatcher *d, const char *why);
+
+/* Runs in flight plus messages waiting in lanes. */
+size_t dispatcher_busy(const struct dispatcher *d);
+
+/* Every run must be over. NULL is a no-op. */
+void dispatcher_free(struct dispatcher *d);
+
+/* Calls cb once inbox_id has been answered (its reply committed), or after
+ * timeout_ms with rc SB_ERR_TIMEOUT. */
+int dispatcher_await_reply(struct dispatcher *d, int64_t inbox_id, int64_t timeout_ms,
+                           host_reply_cb cb, void *ud);
+
+/* Aborts the run of a session (the control plane's chat.abort).
+ * SB_ERR_NOTFOUND when nothing runs there. */
+int dispatcher_abort_session(struct dispatcher *d, const char *session_key, const char *why);
+
+#endif

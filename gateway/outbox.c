@@ -1,0 +1,238 @@
+/*
+ * outbox.c - see outbox.h.
+ */
+#include "gateway/outbox.h"
+
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gateway/core/err.h"
+#include "gateway/core/log.h"
+
+/* A claimed entry stays invisible to other claims this long. A single
+ * gateway releases every claim at start-up, so this only bounds a stuck send. */
+#define OUTBOX_LEASE_MS (10LL * 60 * 1000)
+
+struct outbox {
+	struct outbox_options opt;
+	uv_timer_t poll;
+	size_t in_flight;
+	bool claiming, kicked, draining, started;
+};
+
+struct outbox_send {
+	struct outbox *o;
+	int64_t id;
+	int attempts;
+	char *channel;
+};
+
+int64_t outbox_backoff_ms(const struct outbox_options *opt, int attempts, int64_t retry_after_ms)
+{
+	int64_t base = opt->backoff_base_ms > 0 ? opt->backoff_base_ms : 1000;
+	int64_t max = opt->backoff_max_ms > 0 ? opt->backoff_max_ms : 300000;
+	int64_t d = base;
+
+	for (int i = 1; i < attempts && d < max; i++)
+		d *= 2;
+	if (d > max)
+		d = max;
+	/* ±10% jitter so that a burst of failures does not retry in step. */
+	d += (int64_t)(randombytes_uniform((uint32_t)(d / 5 + 1))) - d / 10;
+	if (retry_after_ms > d)
+		d = retry_after_ms;
+	return d;
+}
+
+static int64_t outbox_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void outbox_claim(struct outbox *o);
+
+static void outbox_recorded(void *ud, int rc)
+{
+	struct outbox_send *s = ud;
+	struct outbox *o = s->o;
+
+	if (rc)
+		log_error("outbox", "cannot record a delivery's outcome", LOG_I("outbox_id", s->id),
+		          LOG_S("error", sb_strerror(rc)));
+	o->in_flight--;
+	free(s->channel);
+	free(s);
+	if (!o->draining)
+		outbox_claim(o);
+}
+
+static void outbox_sent(void *ud, const struct channel_send_result *res)
+{
+	struct outbox_send *s = ud;
+	struct outbox *o = s->o;
+	int max = o->opt.max_attempts > 0 ? o->opt.max_attempts : 10;
+	int rc;
+
+	if (res->rc == SB_OK) {
+		if (o->opt.metrics)
+			o->opt.metrics->outbox_sent++;
+		rc = o->opt.store->ops->outbox_done(o->opt.store, s->id, res->channel_msg_id,
+		                                    outbox_recorded, s);
+	} else {
+		bool again = res->retryable && s->attempts < max;
+		int64_t at = again ? outbox_now_ms() + outbox_backoff_ms(&o->opt, s->attempts,
+		                                                         res->retry_after_ms)
+		                   : -1;
+
+		log_warn(
+		    "outbox", again ? "delivery failed; will retry" : "delivery failed for good",
+		    LOG_S("channel", s->channel), LOG_I("outbox_id", s->id),
+		    LOG_I("attempt", s->attempts), LOG_S("error", res->error ? res->error : ""));
+		if (o->opt.metrics) {
+			if (again)
+				o->opt.metrics->outbox_retried++;
+			else
+				o->opt.metrics->outbox_failed++;
+		}
+		rc = o->opt.store->ops->outbox_failed(o->opt.store, s->id,
+		                                      res->error ? res->error : "failed", at,
+		                                      outbox_recorded, s);
+	}
+	if (rc)
+		outbox_recorded(s, rc);
+}
+
+static void outbox_send_one(struct outbox *o, const struct store_outbox_item *it)
+{
+	struct channel *ch = o->opt.channel(o->opt.ud, it->channel, it->account);
+	struct outbox_send *s = calloc(1, sizeof *s);
+	struct channel_outbound m;
+	struct channel_send_result fail = {.rc = SB_ERR_NOTFOUND, .retry_after_ms = -1};
+	int rc;
+
+	if (!s)
+		return;
+	s->o = o;
+	s->id = it->id;
+	s->attempts = it->attempts + 1;
+	s->channel = strdup(it->channel);
+	o->in_flight++;
+	if (!ch) {
+		fail.error = "no such channel is configured";
+		fail.retryable = true; /* it may be configured again */
+		outbox_sent(s, &fail);
+		return;
+	}
+	memset(&m, 0, sizeof m);
+	m.outbox_id = it->id;
+	m.idempotency_key = it->idempotency_key;
+	m.account = it->account;
+	m.target = it->target;
+	m.payload = it->payload;
+	m.attempt = s->attempts;
+	rc = ch->ops->send(ch, &m, outbox_sent, s);
+	if (rc) {
+		fail.rc = rc;
+		fail.retryable = rc == SB_ERR_AGAIN || rc == SB_ERR_NOMEM;
+		fail.error = sb_strerror(rc);
+		outbox_sent(s, &fail);
+	}
+}
+
+static void outbox_claimed(void *ud, int rc, const struct store_outbox_item *items, size_t n)
+{
+	struct outbox *o = ud;
+	size_t max = o->opt.max_in_flight ? o->opt.max_in_flight : 32;
+
+	o->claiming = false;
+	if (rc) {
+		log_error("outbox", "cannot claim outbox entries", LOG_S("error", sb_strerror(rc)));
+		return;
+	}
+	for (size_t i = 0; i < n; i++)
+		outbox_send_one(o, &items[i]);
+	if ((o->kicked || n) && o->in_flight < max) {
+		o->kicked = false;
+		outbox_claim(o);
+	}
+}
+
+static void outbox_claim(struct outbox *o)
+{
+	size_t max = o->opt.max_in_flight ? o->opt.max_in_flight : 32;
+
+	if (!o->started || o->draining)
+		return;
+	if (o->claiming) {
+		o->kicked = true;
+		return;
+	}
+	if (o->in_flight >= max)
+		return;
+	o->claiming = true;
+	if (o->opt.store->ops->outbox_claim_due(o->opt.store, max - o->in_flight, OUTBOX_LEASE_MS,
+	                                        outbox_claimed, o))
+		o->claiming = false;
+}
+
+static void outbox_poll(uv_timer_t *t)
+{
+	outbox_claim(t->data);
+}
+
+int outbox_new(struct outbox **out, const struct outbox_options *opt)
+{
+	struct outbox *o = calloc(1, sizeof *o);
+
+	if (!o)
+		return SB_ERR_NOMEM;
+	o->opt = *opt;
+	uv_timer_init(opt->loop, &o->poll);
+	o->poll.data = o;
+	*out = o;
+	return SB_OK;
+}
+
+void outbox_start(struct outbox *o)
+{
+	int64_t poll = o->opt.poll_ms > 0 ? o->opt.poll_ms : 1000;
+
+	o->started = true;
+	uv_timer_start(&o->poll, outbox_poll, 0, (uint64_t)poll);
+}
+
+void outbox_kick(struct outbox *o)
+{
+	if (o)
+		outbox_claim(o);
+}
+
+void outbox_drain(struct outbox *o)
+{
+	if (!o)
+		return;
+	o->draining = true;
+	uv_timer_stop(&o->poll);
+}
+
+size_t outbox_in_flight(const struct outbox *o)
+{
+	return o ? o->in_flight + (o->claiming ? 1 : 0) : 0;
+}
+
+static void outbox_closed(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+void outbox_free(struct outbox *o)
+{
+	if (!o)
+		return;
+	uv_close((uv_handle_t *)&o->poll, outbox_closed);
+}

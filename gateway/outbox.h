@@ -1,0 +1,55 @@
+/*
+ * outbox.h - the outbox sender: delivers committed outbox entries through
+ * their channel's send, records the outcome, retries with backoff.
+ *
+ * An entry is sent only after its commit, and marked sent only after the
+ * channel accepted it; a crash between the two is the one window in which a
+ * channel without idempotency can see a message twice. At start-up the store
+ * reports how many entries were in flight then (counted in metrics); each is
+ * sent again with the same idempotency key, so a channel or receiver that
+ * dedupes on it (Standard Webhooks' webhook-id) sees it once.
+ *
+ * Loop thread only.
+ */
+#ifndef SB_GATEWAY_OUTBOX_H
+#define SB_GATEWAY_OUTBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "channels/channel.h"
+#include "gateway/metrics.h"
+#include "gateway/store.h"
+
+struct outbox;
+
+struct outbox_options {
+	uv_loop_t *loop;
+	struct store *store;
+	struct metrics *metrics;
+	void *ud;
+	/* The instance that sends for (channel, account), or NULL. */
+	struct channel *(*channel)(void *ud, const char *name, const char *account);
+	int max_attempts;        /* then the entry fails for good; 0 = 10 */
+	int64_t backoff_base_ms; /* 0 = 1000 */
+	int64_t backoff_max_ms;  /* 0 = 300000 */
+	size_t max_in_flight;    /* 0 = 32 */
+	int64_t poll_ms;         /* how often due retries are looked for; 0 = 1000 */
+};
+
+int outbox_new(struct outbox **out, const struct outbox_options *opt);
+void outbox_start(struct outbox *o);
+/* New entries were committed. */
+void outbox_kick(struct outbox *o);
+/* Stops claiming; sends in flight finish. */
+void outbox_drain(struct outbox *o);
+size_t outbox_in_flight(const struct outbox *o);
+/* Nothing may be in flight. The loop must run afterwards (timer close). */
+void outbox_free(struct outbox *o);
+
+/* The delay before attempt n+1 (n >= 1 failed attempts), honouring a
+ * channel's Retry-After hint; exposed for tests. */
+int64_t outbox_backoff_ms(const struct outbox_options *opt, int attempts, int64_t retry_after_ms);
+
+#endif
