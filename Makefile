@@ -24,6 +24,7 @@ build: deps
 
 test-deps:
 	@scripts/deps.sh test
+	@cd tests/fakes && npm ci --no-audit --no-fund --loglevel=error
 
 check:
 	@scripts/check-source.sh
