@@ -76,8 +76,11 @@ struct turn {
 	int continuations;
 	bool grace; /* the current call is the budget's grace call */
 	bool finished;
+	bool user_pending; /* the last message (a user one) is not recorded yet */
+	bool streamed;     /* text deltas came (the provider streams) */
 	struct model_usage usage;
-	struct buf text; /* the answer's text so far (after the last tool round) */
+	struct buf text;  /* the answer's text so far (after the last tool round) */
+	size_t text_mark; /* text.len when the current model call started */
 	char *detail;
 	struct executor_events exec_ev;
 };
@@ -114,30 +117,51 @@ static void turn_set_state(struct turn *t, enum turn_state to, const char *reaso
 
 	t->state = to;
 	turn_record(t, "event",
-	            json_pack("{sssssssi}", "event", "state", "from", turn_state_name(from), "to",
+	            json_pack("{sssssssssi}", "event", "state", "from", turn_state_name(from), "to",
 	                      turn_state_name(to), "reason", reason ? reason : "", "model_calls",
 	                      t->model_calls));
 	if (t->opt.ev && t->opt.ev->state)
 		t->opt.ev->state(t->opt.ev->ud, from, to, reason ? reason : "");
 }
 
-/* Adds msg (taken) to the history and to this run's messages, and records
- * it. usage/model are for assistant messages. */
-static int turn_add_message(struct turn *t, json_t *msg, const struct model_usage *usage,
-                            const char *model)
+static void turn_record_message(struct turn *t, const json_t *msg, const struct model_usage *usage,
+                                const char *model)
 {
-	json_t *fields;
+	json_t *fields = json_pack("{sO}", "message", msg);
 
-	if (!msg || json_array_append(t->history, msg) || json_array_append(t->added, msg)) {
-		json_decref(msg);
-		return SB_ERR_NOMEM;
-	}
-	fields = json_pack("{sO}", "message", msg);
 	if (fields && usage)
 		json_object_set_new(fields, "usage", turn_usage_json(usage));
 	if (fields && model)
 		json_object_set_new(fields, "model", json_string(model));
 	turn_record(t, "message", fields);
+}
+
+/* Records the last user message if it is still waiting (see below). */
+static void turn_record_pending(struct turn *t)
+{
+	if (!t->user_pending)
+		return;
+	t->user_pending = false;
+	turn_record_message(t, json_array_get(t->added, json_array_size(t->added) - 1), NULL, NULL);
+}
+
+/* Adds msg (taken) to the history and to this run's messages, and records
+ * it. usage/model are for assistant messages. A user message is recorded
+ * when it is sent (or when the run ends), because notes (the grace note,
+ * steered text) may still be added to it: the transcript must hold what the
+ * provider got, so that loading it rebuilds the same history. */
+static int turn_add_message(struct turn *t, json_t *msg, const struct model_usage *usage,
+                            const char *model)
+{
+	if (!msg || json_array_append(t->history, msg) || json_array_append(t->added, msg)) {
+		json_decref(msg);
+		return SB_ERR_NOMEM;
+	}
+	turn_record_pending(t);
+	if (strcmp(turn_str(json_object_get(msg, "role")), "user") == 0)
+		t->user_pending = true;
+	else
+		turn_record_message(t, msg, usage, model);
 	json_decref(msg);
 	return SB_OK;
 }
@@ -157,9 +181,12 @@ static void turn_free_cb(uv_handle_t *h)
 	free(t);
 }
 
+static json_t *turn_fill_results(const json_t *msg, const char *why);
+
 static void turn_finish(struct turn *t, enum turn_end end, const char *detail)
 {
 	struct turn_result r;
+	json_t *last;
 
 	if (t->finished)
 		return;
@@ -167,6 +194,19 @@ static void turn_finish(struct turn *t, enum turn_end end, const char *detail)
 	uv_timer_stop(&t->timer);
 	if (detail && !t->detail)
 		t->detail = strdup(detail);
+	/* The pairing invariant on every exit: tool_use blocks that no
+	 * executor answered (the run ended between the model's answer and
+	 * the tools, say from inside an event) get error results. */
+	last = json_array_get(t->added, json_array_size(t->added) - 1);
+	if (last && strcmp(turn_str(json_object_get(last, "role")), "assistant") == 0 &&
+	    msg_tool_use_count(last) > 0) {
+		char why[600];
+
+		snprintf(why, sizeof why, "not run: %s",
+		         t->detail ? t->detail : turn_end_name(end));
+		turn_add_message(t, turn_fill_results(last, why), NULL, NULL);
+	}
+	turn_record_pending(t);
 	turn_set_state(t, TURN_DONE, turn_end_name(end));
 	{
 		json_t *ev = json_pack("{ssssss}", "event", "turn_end", "end", turn_end_name(end),
@@ -241,6 +281,7 @@ static void turn_on_delta(void *ud, const char *text, size_t len)
 {
 	struct turn *t = ud;
 
+	t->streamed = true;
 	buf_append(&t->text, text, len);
 	if (t->opt.ev && t->opt.ev->text_delta)
 		t->opt.ev->text_delta(t->opt.ev->ud, text, len);
@@ -256,8 +297,12 @@ static void turn_on_models_event(void *ud, enum models_event what, const char *m
 	snprintf(reason, sizeof reason, "%s after provider error (%s: %s), model %s, in %lld ms",
 	         names[what], err ? model_error_kind_name(err->kind) : "?", err ? err->message : "",
 	         model ? model : "?", (long long)delay_ms);
-	/* Text streamed by a failed attempt is not part of the answer. */
-	buf_reset(&t->text);
+	/* Text streamed by a failed attempt is not part of the answer (what
+	 * came before this call, a continuation's first part, stays). */
+	if (t->text.data) {
+		t->text.len = t->text_mark;
+		t->text.data[t->text.len] = '\0';
+	}
 	turn_set_state(t, TURN_CALLING_MODEL, reason);
 }
 
@@ -268,6 +313,10 @@ static void turn_on_tools_done(void *ud, int rc, json_t *results)
 
 	t->exec = NULL;
 	t->tool_calls += (int)n;
+	if (!results) {
+		turn_finish(t, TURN_END_ERROR, "out of memory"); /* fills the results */
+		return;
+	}
 	turn_add_message(t, results, NULL, NULL);
 	if (rc == SB_ERR_ABORTED || t->finished) {
 		turn_finish(t, TURN_END_ABORTED, t->detail ? t->detail : "aborted");
@@ -303,8 +352,9 @@ static void turn_on_model_done(void *ud, int rc, const struct model_response *re
 	msg = json_deep_copy(resp->message);
 	n_tools = msg_tool_use_count(msg);
 	/* The streamed text is what the user saw; a provider that did not
-	 * stream gives it only in the message. */
-	if (!t->text.len) {
+	 * stream gives it only in the message (this call's part: after a
+	 * continuation the text already holds the first part). */
+	if (t->text.len == t->text_mark) {
 		char *text = msg_text(msg);
 
 		if (text)
@@ -334,6 +384,10 @@ static void turn_on_model_done(void *ud, int rc, const struct model_response *re
 		eo.n_allowed = t->opt.n_tools;
 		eo.ev = &t->exec_ev;
 		turn_set_state(t, TURN_RUNNING_TOOLS, "tool_use");
+		if (t->finished) { /* aborted from inside the state event */
+			json_decref(msg);
+			return;
+		}
 		erc = executor_run(msg, &eo, turn_on_tools_done, t, &t->exec);
 		if (erc != SB_OK) {
 			turn_add_message(t,
@@ -353,6 +407,18 @@ static void turn_on_model_done(void *ud, int rc, const struct model_response *re
 		turn_add_message(t, msg_user_text_new("Continue exactly where you stopped."), NULL,
 		                 NULL);
 		turn_call_model(t, "continuation after the output-token limit");
+		return;
+	}
+	if (json_array_size(t->steer) && !t->grace) {
+		/* A message steered in during the final answer: the model sees
+		 * it in one more call rather than it being dropped. */
+		if (t->text.len) {
+			if (t->streamed)
+				turn_on_delta(t, "\n\n", 2);
+			else
+				buf_puts(&t->text, "\n\n");
+		}
+		turn_call_model(t, "steered by a new message");
 		return;
 	}
 	turn_finish(t, t->grace ? TURN_END_BUDGET_EXHAUSTED : TURN_END_TURN,
@@ -417,9 +483,14 @@ static void turn_call_model(struct turn *t, const char *reason)
 	req.system = t->opt.system;
 	req.messages = t->history;
 	req.tools = json_array_size(t->tools_json) ? t->tools_json : NULL;
-	req.max_tokens = t->opt.max_tokens > 0 ? t->opt.max_tokens : 4096;
+	/* 0: the provider's own max_tokens (its configuration's). */
+	req.max_tokens = t->opt.max_tokens > 0 ? t->opt.max_tokens : 0;
 	req.stream = true;
+	turn_record_pending(t);
 	turn_set_state(t, TURN_CALLING_MODEL, reason);
+	if (t->finished) /* aborted from inside the state event */
+		return;
+	t->text_mark = t->text.len;
 	rc = models_call(t->opt.models, t->opt.chain, t->opt.n_chain, &req, &ev, &obs,
 	                 turn_on_model_done, t, &t->call);
 	if (rc != SB_OK) {

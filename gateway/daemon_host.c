@@ -350,13 +350,20 @@ void daemon_models_release(void *ud, struct config *cfg, void *token)
 
 /* ---- channels ---- */
 
+/* The instance for (name, account); an adapter that serves every account
+ * of its channel from one instance is found by name alone. */
 struct channel *daemon_channel(void *ud, const char *name, const char *account)
 {
 	struct daemon *d = ud;
+	struct channel *any = NULL;
 
-	for (size_t i = 0; i < d->n_channels; i++)
-		if (strcmp(d->channels[i]->ops->name, name) == 0 &&
-		    strcmp(d->channels[i]->account, account ? account : "default") == 0)
+	for (size_t i = 0; i < d->n_channels; i++) {
+		if (strcmp(d->channels[i]->ops->name, name) != 0)
+			continue;
+		if (strcmp(d->channels[i]->account, account ? account : "default") == 0)
 			return d->channels[i];
-	return NULL;
+		if (!any)
+			any = d->channels[i];
+	}
+	return any;
 }

@@ -23,3 +23,5 @@ echo "shared_libraries: $(ldd "$bin" | wc -l)"
 "$build/readyprobe" "$bin" "$home" "$runs" "$idle"
 # The routing table: compile time, memory and decisions per second with 10, 1,000 and 10,000 bindings.
 "$build/bench_bindings"
+# The agent runtime: time per turn without model time (scripted provider, 3 tool calls) and memory per loaded session history.
+"$build/bench_turn"
