@@ -776,6 +776,38 @@ static void pairing_requested(void *ud, int rc, const struct store_pairing *sp, 
 	free(payload);
 }
 
+/* A trusted entry point named the agent and session itself. */
+static void dispatch_explicit(struct dispatcher *d, struct pending *p)
+{
+	struct config *cfg = d->opt.config(d->opt.ud);
+	struct bindings_decision dec;
+	bool known = config_agent(cfg, p->env.route_agent) != NULL;
+
+	config_unref(cfg);
+	if (!known) {
+		log_warn("dispatch", "message names an unknown agent",
+		         LOG_S("channel", p->env.channel), LOG_S("agent", p->env.route_agent));
+		dispatch_done_silent(d, p->inbox_id);
+		dispatch_notify(d, p->inbox_id, SB_ERR_NOTFOUND, "", "denied");
+		d->held--;
+		pending_free(p);
+		return;
+	}
+	memset(&dec, 0, sizeof dec);
+	dec.agent_id = p->env.route_agent;
+	dec.tier = BINDINGS_TIER_DEFAULT;
+	dec.binding = BINDINGS_NONE;
+	dec.verdict = BINDINGS_ALLOW;
+	if (p->env.route_session)
+		snprintf(dec.session_key, sizeof dec.session_key, "%s", p->env.route_session);
+	else
+		snprintf(dec.session_key, sizeof dec.session_key, "agent:%s:main",
+		         p->env.route_agent);
+	dec.reset_trigger =
+	    bindings_reset_trigger(d->opt.table(d->opt.ud), p->env.text ? p->env.text : "", NULL);
+	dispatch_accept(d, p, &dec);
+}
+
 static void dispatch_item(struct dispatcher *d, const struct store_inbox_item *it)
 {
 	struct pending *p = calloc(1, sizeof *p);
@@ -794,6 +826,10 @@ static void dispatch_item(struct dispatcher *d, const struct store_inbox_item *i
 		dispatch_done_silent(d, it->id);
 		d->held--;
 		pending_free(p);
+		return;
+	}
+	if (p->env.route_agent && envelope_channel_trusted(p->env.channel)) {
+		dispatch_explicit(d, p);
 		return;
 	}
 	memset(&in, 0, sizeof in);

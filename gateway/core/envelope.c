@@ -46,7 +46,14 @@ static const struct {
     {"text", offsetof(struct envelope, text), false},
     {"attachments", offsetof(struct envelope, attachments), true},
     {"raw", offsetof(struct envelope, raw), true},
+    {"route_agent", offsetof(struct envelope, route_agent), false},
+    {"route_session", offsetof(struct envelope, route_session), false},
 };
+
+bool envelope_channel_trusted(const char *channel)
+{
+	return channel && (strcmp(channel, "webchat") == 0 || strcmp(channel, "http") == 0);
+}
 
 #define ENVELOPE_NFIELDS (sizeof envelope_fields / sizeof *envelope_fields)
 #define ENVELOPE_STR(e, i) ((const char **)((char *)(e) + envelope_fields[i].offset))

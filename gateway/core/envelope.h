@@ -37,7 +37,16 @@ struct envelope {
 	int64_t received_at;     /* unix ms */
 	const char *attachments; /* JSON array text of attachment metadata, or NULL */
 	const char *raw;         /* the channel's raw payload (JSON text), or NULL */
+	/* An explicit destination, for the gateway's own trusted entry points
+	 * (web chat, the OpenAI-compatible endpoint) where the operator names
+	 * the agent and session: the dispatcher then skips the bindings table.
+	 * Ignored on every other channel. */
+	const char *route_agent;
+	const char *route_session; /* a session key; NULL = agent:<route_agent>:main */
 };
+
+/* Whether a channel may name its own destination (route_agent). */
+bool envelope_channel_trusted(const char *channel);
 
 /* Serialises e as a JSON object (caller frees). NULL on allocation failure. */
 char *envelope_to_json(const struct envelope *e);

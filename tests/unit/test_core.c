@@ -209,6 +209,8 @@ static void test_envelope_roundtrip(void **state)
 	    .mentioned = true,
 	    .received_at = 1764464400123,
 	    .raw = "{\"update_id\":991}",
+	    .route_agent = "ops",
+	    .route_session = "agent:ops:webchat:direct:me",
 	};
 	struct envelope out;
 	char *json = envelope_to_json(&in);
@@ -230,6 +232,12 @@ static void test_envelope_roundtrip(void **state)
 	/* raw is embedded as JSON, not as an escaped string */
 	assert_non_null(strstr(json, "\"raw\":{\"update_id\":991}"));
 	assert_string_equal(out.raw, "{\"update_id\":991}");
+	assert_string_equal(out.route_agent, "ops");
+	assert_string_equal(out.route_session, "agent:ops:webchat:direct:me");
+	assert_true(envelope_channel_trusted("webchat"));
+	assert_true(envelope_channel_trusted("http"));
+	assert_false(envelope_channel_trusted("telegram"));
+	assert_false(envelope_channel_trusted(NULL));
 	envelope_release(&out);
 	free(json);
 
