@@ -27,7 +27,7 @@ struct model_request {
 	const char *system; /* system prompt; may be NULL */
 	json_t *messages;   /* borrowed: canonical history (message.h) */
 	json_t *tools;      /* borrowed: [{"name","description","input_schema"}], may be NULL */
-	int max_tokens;     /* > 0 */
+	int max_tokens;     /* 0 = the provider's configured max_tokens */
 	bool stream;        /* stream text deltas (SSE) */
 };
 

@@ -51,7 +51,10 @@ const char *turn_end_name(enum turn_end e);
 /* An iteration budget shared by a run and the runs it starts (sub-runs point
  * at their parent). Each model call consumes one unit from every level;
  * steps that should not count are refunded. When a run finds its budget
- * spent, the model gets one grace call (without tools) to wrap up. */
+ * spent, the model gets one grace call to wrap up: a note asks it not to use
+ * tools (the tool list is still sent, so the request prefix stays cacheable
+ * and the API accepts the tool_use blocks in the history); tool calls it makes
+ * anyway get error results and the run ends budget_exhausted. */
 struct turn_budget {
 	int64_t limit;
 	int64_t used;
