@@ -10,7 +10,8 @@ for bin in "$build"/fuzz_*; do
   corpus="tests/fuzz/corpus/${name#fuzz_}"
   work=$(mktemp -d)
   cp -r "$corpus"/. "$work"/ 2>/dev/null || true
-  if "$bin" -max_total_time="$secs" -print_final_stats=1 "$work" >"$work.log" 2>&1; then
+  mkdir -p build/fuzz-artifacts
+  if "$bin" -max_total_time="$secs" -print_final_stats=1 -artifact_prefix=build/fuzz-artifacts/ "$work" >"$work.log" 2>&1; then
     result=ok
   else
     result=CRASH; status=1; tail -40 "$work.log"
