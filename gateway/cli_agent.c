@@ -19,6 +19,7 @@
 #include "gateway/core/host.h"
 #include "gateway/core/httpc.h"
 #include "gateway/core/log.h"
+#include "gateway/host_common.h"
 #include "gateway/runner.h"
 #include "gateway/store.h"
 
@@ -68,58 +69,18 @@ static void cli_agent_usage(FILE *f)
 static struct httpc *cli_agent_http(void *ctx)
 {
 	struct cli_agent *a = ctx;
-	struct httpc_options o;
 
-	if (a->httpc)
-		return a->httpc;
-	memset(&o, 0, sizeof o);
-	o.timeout_ms = (long)a->cfg->http_client.timeout_ms;
-	o.connect_timeout_ms = (long)a->cfg->http_client.connect_timeout_ms;
-	o.max_connections = (long)a->cfg->http_client.max_connections;
-	o.max_host_connections = (long)a->cfg->http_client.max_host_connections;
-	o.max_response_bytes = (size_t)a->cfg->http_client.max_response_bytes;
-	o.ca_file = a->cfg->http_client.ca_file;
-	if (httpc_new(&a->httpc, &a->loop, &o))
+	if (!a->httpc && host_common_httpc_new(&a->httpc, &a->loop, a->cfg))
 		a->httpc = NULL;
 	return a->httpc;
-}
-
-struct cli_agent_deliver {
-	host_deliver_cb cb;
-	void *ud;
-};
-
-static void cli_agent_delivered(void *ud, int rc, int64_t id, bool duplicate)
-{
-	struct cli_agent_deliver *d = ud;
-
-	d->cb(d->ud, rc, id, duplicate);
-	free(d);
 }
 
 static int cli_agent_deliver(void *ctx, const struct host_outbound *msg, host_deliver_cb cb,
                              void *ud)
 {
 	struct cli_agent *a = ctx;
-	struct store_outbox_new m;
-	struct cli_agent_deliver *d = malloc(sizeof *d);
-	int rc;
 
-	if (!d)
-		return SB_ERR_NOMEM;
-	d->cb = cb;
-	d->ud = ud;
-	memset(&m, 0, sizeof m);
-	m.idempotency_key = msg->idempotency_key;
-	m.channel = msg->channel;
-	m.account = msg->account ? msg->account : "default";
-	m.target = msg->target;
-	m.payload = msg->payload;
-	m.due_at = msg->due_at;
-	rc = a->store->ops->outbox_put(a->store, &m, cli_agent_delivered, d);
-	if (rc)
-		free(d);
-	return rc;
+	return host_common_deliver(a->store, msg, cb, ud, NULL, NULL);
 }
 
 static struct config *cli_agent_config(void *ctx)

@@ -10,6 +10,7 @@
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/daemon_internal.h"
+#include "gateway/host_common.h"
 
 /* ---- ingest / deliver ---- */
 
@@ -71,45 +72,16 @@ static int daemon_ingest(void *ctx, const struct envelope *env, host_ingest_cb c
 	return rc;
 }
 
-struct daemon_deliver {
-	struct daemon *d;
-	host_deliver_cb cb;
-	void *ud;
-};
-
-static void daemon_deliver_done(void *ud, int rc, int64_t id, bool duplicate)
+static void daemon_kick_outbox(void *ud)
 {
-	struct daemon_deliver *dl = ud;
-
-	dl->cb(dl->ud, rc, id, duplicate);
-	if (!rc)
-		outbox_kick(dl->d->outbox);
-	free(dl);
+	outbox_kick(((struct daemon *)ud)->outbox);
 }
 
 static int daemon_deliver(void *ctx, const struct host_outbound *msg, host_deliver_cb cb, void *ud)
 {
 	struct daemon *d = ctx;
-	struct store_outbox_new m;
-	struct daemon_deliver *dl = malloc(sizeof *dl);
-	int rc;
 
-	if (!dl)
-		return SB_ERR_NOMEM;
-	dl->d = d;
-	dl->cb = cb;
-	dl->ud = ud;
-	memset(&m, 0, sizeof m);
-	m.idempotency_key = msg->idempotency_key;
-	m.channel = msg->channel;
-	m.account = msg->account ? msg->account : "default";
-	m.target = msg->target;
-	m.payload = msg->payload;
-	m.due_at = msg->due_at;
-	rc = d->store->ops->outbox_put(d->store, &m, daemon_deliver_done, dl);
-	if (rc)
-		free(dl);
-	return rc;
+	return host_common_deliver(d->store, msg, cb, ud, daemon_kick_outbox, d);
 }
 
 /* Created on first use: most start-ups never need it, and curl's TLS set-up
@@ -117,19 +89,13 @@ static int daemon_deliver(void *ctx, const struct host_outbound *msg, host_deliv
 static struct httpc *daemon_http_client(void *ctx)
 {
 	struct daemon *d = ctx;
-	struct httpc_options o;
 
 	if (d->httpc || d->state >= DAEMON_CLOSING)
 		return d->httpc;
-	memset(&o, 0, sizeof o);
-	o.timeout_ms = (long)d->cfg->http_client.timeout_ms;
-	o.connect_timeout_ms = (long)d->cfg->http_client.connect_timeout_ms;
-	o.max_connections = (long)d->cfg->http_client.max_connections;
-	o.max_host_connections = (long)d->cfg->http_client.max_host_connections;
-	o.max_response_bytes = (size_t)d->cfg->http_client.max_response_bytes;
-	o.ca_file = d->cfg->http_client.ca_file;
-	if (httpc_new(&d->httpc, &d->loop, &o))
+	if (host_common_httpc_new(&d->httpc, &d->loop, d->cfg)) {
 		log_error("gateway", "cannot create the HTTP client");
+		d->httpc = NULL;
+	}
 	return d->httpc;
 }
 
@@ -149,9 +115,7 @@ const struct bindings_table *daemon_table_get(void *ud)
 
 void daemon_outbox_kick(void *ud)
 {
-	struct daemon *d = ud;
-
-	outbox_kick(d->outbox);
+	daemon_kick_outbox(ud);
 }
 
 /* ---- HTTP routes for modules ---- */
