@@ -42,6 +42,7 @@ struct run_job {
 	const struct agent_config *agent;
 	char *agent_id, *session_key, *text, *channel, *account, *target;
 	bool main_session;
+	bool redelivered;
 	bool new_session;
 	const struct turn_events *ev;
 	run_done_cb done;
@@ -57,6 +58,7 @@ struct run_job {
 	int prep_rc;
 	char prep_err[PATH_MAX + 256];
 	json_t *history;
+	json_t *steer; /* texts steered in before the turn started */
 	struct buf prompt;
 	struct transcript *transcript;
 	struct turn_budget budget;
@@ -104,6 +106,7 @@ static void run_job_free(struct run_job *j)
 	free(j->target);
 	free(j->abort_why);
 	json_decref(j->history);
+	json_decref(j->steer);
 	buf_free(&j->prompt);
 	free(j->chain);
 	free(j->result_text);
@@ -179,6 +182,23 @@ static int run_chain(struct run_job *j)
 	return SB_OK;
 }
 
+/* A redelivered message whose first run was cut short is the last message
+ * of the history already, unanswered: it must not be added twice. */
+static bool run_resumes(const struct run_job *j)
+{
+	const json_t *last = json_array_get(j->history, json_array_size(j->history) - 1);
+	const char *role = json_string_value(json_object_get(last, "role"));
+	char *text;
+	bool same;
+
+	if (!j->redelivered || !role || strcmp(role, "user") != 0)
+		return false;
+	text = msg_text(last);
+	same = text && strcmp(text, j->text) == 0;
+	free(text);
+	return same;
+}
+
 static void run_start_turn(struct run_job *j)
 {
 	const struct agent_config *a = j->agent;
@@ -207,7 +227,7 @@ static void run_start_turn(struct run_job *j)
 	to.n_chain = j->n_chain;
 	to.system = j->prompt.data;
 	to.history = j->history;
-	to.user_text = j->text;
+	to.user_text = run_resumes(j) ? NULL : j->text;
 	to.tools = a->n_tools ? (const char *const *)a->tools : runner_default_tools;
 	to.n_tools =
 	    a->n_tools ? a->n_tools : sizeof runner_default_tools / sizeof *runner_default_tools;
@@ -231,7 +251,11 @@ static void run_start_turn(struct run_job *j)
 		transcript_close(j->transcript);
 		j->transcript = NULL;
 		run_finish(j, rc, "the turn could not start");
+		return;
 	}
+	/* Steered in while the job prepared: seen at the first model call. */
+	for (size_t i = 0; i < json_array_size(j->steer); i++)
+		turn_steer(j->turn, json_string_value(json_array_get(j->steer, i)));
 }
 
 /* ---- prepare (thread pool) ---- */
@@ -405,6 +429,7 @@ int runner_run(struct runner *r, const struct run_request *req, run_done_cb done
 	j->account = run_dup(req->account);
 	j->target = run_dup(req->target);
 	j->main_session = req->main_session;
+	j->redelivered = req->redelivered;
 	j->new_session = req->new_session;
 	j->ev = req->ev;
 	j->done = done;
@@ -438,7 +463,12 @@ void runner_abort(struct run_job *j, const char *why)
 
 int runner_steer(struct run_job *j, const char *text)
 {
-	if (!j || j->aborted || j->stage != RUN_TURN || !j->turn)
+	if (!j || j->aborted || j->stage > RUN_TURN)
 		return SB_ERR_AGAIN;
-	return turn_steer(j->turn, text);
+	if (j->stage == RUN_TURN && j->turn)
+		return turn_steer(j->turn, text);
+	/* Still preparing: held until the turn starts. */
+	if (!j->steer && !(j->steer = json_array()))
+		return SB_ERR_NOMEM;
+	return json_array_append_new(j->steer, json_string(text)) ? SB_ERR_NOMEM : SB_OK;
 }

@@ -45,6 +45,10 @@ struct run_request {
 	bool new_session;             /* start a fresh session under the key first (/new);
 	                               * with an empty text, only that */
 	const struct turn_events *ev; /* may be NULL */
+	/* Claimed before (a crash or a stop cut its run short): when the
+	 * session's history ends with this text, unanswered, the turn resumes
+	 * from there instead of adding it a second time. */
+	bool redelivered;
 };
 
 struct run_outcome {
@@ -70,7 +74,8 @@ int runner_run(struct runner *r, const struct run_request *req, run_done_cb done
 void runner_abort(struct run_job *j, const char *why);
 
 /* Gives the running turn one more user message, seen at its next model
- * call. SB_ERR_AGAIN when the job is not (or no longer) in its turn. */
+ * call (at its first one when the job is still preparing). SB_ERR_AGAIN
+ * when the job was aborted or its turn is over. */
 int runner_steer(struct run_job *j, const char *text);
 
 /* Jobs in flight. */
