@@ -78,6 +78,8 @@ struct channel {
 
 /* The adapters (one file each). */
 extern const struct channel_ops channel_webchat_ops;
+extern const struct channel_ops channel_webhook_ops;
+extern const struct channel_ops channel_http_ops;
 
 /* The adapters compiled in, NULL-terminated. */
 extern const struct channel_ops *const channel_registry[];

@@ -7,6 +7,8 @@
 
 const struct channel_ops *const channel_registry[] = {
     &channel_webchat_ops,
+    &channel_webhook_ops,
+    &channel_http_ops,
     NULL,
 };
 

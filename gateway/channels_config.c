@@ -1,6 +1,6 @@
 /*
- * channels_config.c - the schema of `channels.<name>` for every adapter.
- * Today each section holds the access keys only.
+ * channels_config.c - the schema of `channels.<name>` for every adapter:
+ * the access keys, and the adapter's own keys where it has some (webhook).
  */
 #include "gateway/channels_config.h"
 
@@ -17,6 +17,11 @@ _Static_assert(offsetof(struct channel_telegram_config, access) == 0 &&
                    offsetof(struct channel_webchat_config, access) == 0,
                "a channel's config struct begins with struct access_config");
 
+/* The webhook adapter finds its settings at WEBHOOK_CONFIG_OFFSET. */
+_Static_assert(sizeof(struct access_config) <= WEBHOOK_CONFIG_OFFSET &&
+                   offsetof(struct channel_webhook_config, webhook) == WEBHOOK_CONFIG_OFFSET,
+               "struct webhook_config must start at WEBHOOK_CONFIG_OFFSET");
+
 static int channels_access_check(void *obj, struct cfg_error_ctx *ctx)
 {
 	return access_config_check(obj, ctx);
@@ -30,8 +35,16 @@ static const struct cfg_key channel_slack_keys[] = {
     ACCESS_CONFIG_KEYS(struct channel_slack_config, access),
 };
 
+static int channel_webhook_check(void *obj, struct cfg_error_ctx *ctx)
+{
+	struct channel_webhook_config *w = obj;
+
+	return access_config_check(&w->access, ctx) + webhook_config_check(&w->webhook, ctx);
+}
+
 static const struct cfg_key channel_webhook_keys[] = {
     ACCESS_CONFIG_KEYS(struct channel_webhook_config, access),
+    WEBHOOK_CONFIG_KEYS(struct channel_webhook_config, webhook),
 };
 
 static const struct cfg_key channel_webchat_keys[] = {
@@ -63,9 +76,10 @@ static const struct cfg_section channel_webhook_section = {
     .size = sizeof(struct channel_webhook_config),
     .keys = channel_webhook_keys,
     .nkeys = sizeof channel_webhook_keys / sizeof channel_webhook_keys[0],
-    .check = channels_access_check,
-    .doc = "Generic webhooks: who may talk to the bot, by the sender id the webhook "
-           "carries.",
+    .check = channel_webhook_check,
+    .doc = "Generic webhooks (docs/channels/webhooks.md): the endpoints, and who may talk "
+           "to the bot, by the sender id each delivery carries. Every hook's messages "
+           "are addressed to the bot (no mention needed).",
 };
 
 static const struct cfg_section channel_webchat_section = {

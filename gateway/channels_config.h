@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "bindings/bindings_config.h"
+#include "channels/webhook_config.h"
 #include "gateway/core/cfg.h"
 
 struct channel_telegram_config {
@@ -20,8 +21,15 @@ struct channel_slack_config {
 	struct access_config access;
 };
 
+/* The webhook adapter may not see struct access_config (channels/ include
+ * only gateway/core/), so its own settings sit at a fixed offset after the
+ * access settings: see channels/webhook_config.h. */
 struct channel_webhook_config {
-	struct access_config access;
+	union {
+		struct access_config access;
+		unsigned char access_reserved[WEBHOOK_CONFIG_OFFSET];
+	};
+	struct webhook_config webhook;
 };
 
 struct channel_webchat_config {

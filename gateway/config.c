@@ -69,6 +69,132 @@ static int config_gateway_check(void *obj, struct cfg_error_ctx *ctx)
 	return 1;
 }
 
+/* ---- gateway.control ---- */
+
+static int config_control_check(void *obj, struct cfg_error_ctx *ctx)
+{
+	const struct config_control *c = obj;
+	int added = 0;
+	char key[32];
+
+	for (size_t i = 0; i < c->n_paths; i++) {
+		const char *p = c->paths[i];
+
+		if (p[0] == '/' && !strpbrk(p, "?# \t"))
+			continue;
+		snprintf(key, sizeof key, "paths[%zu]", i);
+		cfg_error_add(ctx, key, "write a path such as /ws", "\"%s\" is not a path", p);
+		added++;
+	}
+	if (c->max_buffered < c->max_payload) {
+		cfg_error_add(ctx, "max_buffered", "raise it to at least max_payload",
+		              "%lld is less than gateway.control.max_payload (%lld)",
+		              (long long)c->max_buffered, (long long)c->max_payload);
+		added++;
+	}
+	return added;
+}
+
+static const struct cfg_key config_control_keys[] = {
+    {
+        .name = "enabled",
+        .type = CFG_BOOL,
+        .offset = offsetof(struct config_control, enabled),
+        .def = "true",
+        .flags = CFG_RESTART,
+        .doc = "Serve the WebSocket control plane (docs/protocol.md) on the gateway port; "
+               "the CLI's `status`, `chat`, `send`, `sessions` and `devices` use it.",
+    },
+    {
+        .name = "paths",
+        .type = CFG_STRING_LIST,
+        .offset = offsetof(struct config_control, paths),
+        .count_offset = offsetof(struct config_control, n_paths),
+        .min = 0,
+        .max = 4,
+        .flags = CFG_RESTART,
+        .doc = "Paths that accept the WebSocket upgrade. Unset: `/` and `/ws`.",
+    },
+    {
+        .name = "max_payload",
+        .type = CFG_SIZE,
+        .offset = offsetof(struct config_control, max_payload),
+        .min = 65536,
+        .max = 64LL << 20,
+        .def = "1MiB",
+        .doc = "Largest frame a connected client may send (before `connect` the cap is "
+               "64 KiB); a larger one closes the connection (1009).",
+    },
+    {
+        .name = "max_buffered",
+        .type = CFG_SIZE,
+        .offset = offsetof(struct config_control, max_buffered),
+        .min = 65536,
+        .max = 1LL << 30,
+        .def = "8MiB",
+        .flags = CFG_RESTART,
+        .doc = "Bytes waiting to be sent to one client; a client that reads so slowly that "
+               "more pile up is disconnected (1008).",
+    },
+    {
+        .name = "tick_interval",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct config_control, tick_interval_ms),
+        .min = 1000,
+        .max = 600000,
+        .def = "15s",
+        .flags = CFG_RESTART,
+        .doc = "How often connected clients get a `tick` event (clients treat two missed "
+               "ticks as a dead connection).",
+    },
+    {
+        .name = "handshake_timeout",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct config_control, handshake_timeout_ms),
+        .min = 1000,
+        .max = 600000,
+        .def = "10s",
+        .doc = "How long a new connection has to complete `connect`.",
+    },
+    {
+        .name = "auth_failures",
+        .type = CFG_INT,
+        .offset = offsetof(struct config_control, auth_failures),
+        .min = 1,
+        .max = 100000,
+        .def = "20",
+        .doc = "Failed `connect` attempts (bad token or signature) from one address within "
+               "`auth_window` that lock the address out.",
+    },
+    {
+        .name = "auth_window",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct config_control, auth_window_ms),
+        .min = 1000,
+        .max = 86400000,
+        .def = "60s",
+        .doc = "The window over which failed attempts are counted.",
+    },
+    {
+        .name = "lockout",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct config_control, lockout_ms),
+        .min = 1000,
+        .max = 86400000,
+        .def = "60s",
+        .doc = "How long a locked-out address is refused (`RATE_LIMITED`).",
+    },
+};
+
+static const struct cfg_section config_control_section = {
+    .name = "control",
+    .size = sizeof(struct config_control),
+    .keys = config_control_keys,
+    .nkeys = sizeof config_control_keys / sizeof config_control_keys[0],
+    .check = config_control_check,
+    .doc = "The WebSocket control plane on the gateway port.",
+};
+
 static const struct cfg_key config_gateway_keys[] = {
     {
         .name = "bind",
@@ -148,6 +274,13 @@ static const struct cfg_key config_gateway_keys[] = {
         .offset = offsetof(struct config_gateway, watch_config),
         .def = "true",
         .doc = "Reload the configuration when this file changes (SIGHUP always reloads).",
+    },
+    {
+        .name = "control",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct config_gateway, control),
+        .section = &config_control_section,
+        .doc = "The WebSocket control plane (docs/protocol.md).",
     },
 };
 
@@ -332,6 +465,73 @@ static const struct cfg_section config_http_client_section = {
     .nkeys = sizeof config_http_client_keys / sizeof config_http_client_keys[0],
     .check = config_http_client_check,
     .doc = "Outbound HTTP (model providers, channel APIs).",
+};
+
+/* ---- openai_api ---- */
+
+/* "/v1", "/api/openai/v1": a rooted path of plain segments, no trailing "/". */
+static const char *config_openai_check_prefix(const void *field)
+{
+	const char *p = *(const char *const *)field;
+
+	if (!p || p[0] != '/' || !p[1] || p[strlen(p) - 1] == '/' || strstr(p, "//"))
+		return "expected a path such as /v1 (a leading /, no trailing /)";
+	for (const char *c = p; *c; c++)
+		if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+		      (*c >= '0' && *c <= '9') || strchr("/-_.", *c)))
+			return "expected letters, digits, '-', '_', '.' and '/' only";
+	return NULL;
+}
+
+static const struct cfg_key config_openai_api_keys[] = {
+    {
+        .name = "enabled",
+        .type = CFG_BOOL,
+        .offset = offsetof(struct config_openai_api, enabled),
+        .def = "false",
+        .doc = "Serve `POST <path_prefix>/chat/completions` and `GET <path_prefix>/models` "
+               "(docs/openai-api.md). Off: those paths answer 404.",
+    },
+    {
+        .name = "path_prefix",
+        .type = CFG_STRING,
+        .offset = offsetof(struct config_openai_api, path_prefix),
+        .min = 2,
+        .max = 64,
+        .def = "/v1",
+        .flags = CFG_RESTART,
+        .validate = config_openai_check_prefix,
+        .doc = "Where the endpoint lives; clients use `http://HOST:PORT<path_prefix>` as "
+               "their base URL.",
+    },
+    {
+        .name = "sync_timeout",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct config_openai_api, sync_timeout_ms),
+        .min = 1000,
+        .max = 86400000,
+        .def = "10m",
+        .doc = "How long a request waits for the agent's reply before it is answered 504 "
+               "(the run goes on and its reply is kept in the session).",
+    },
+    {
+        .name = "stream_keepalive",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct config_openai_api, stream_keepalive_ms),
+        .min = 1000,
+        .max = 600000,
+        .def = "15s",
+        .doc = "While a streamed answer waits for the agent, an SSE comment is sent this "
+               "often so that proxies keep the connection open.",
+    },
+};
+
+static const struct cfg_section config_openai_api_section = {
+    .name = "openai_api",
+    .size = sizeof(struct config_openai_api),
+    .keys = config_openai_api_keys,
+    .nkeys = sizeof config_openai_api_keys / sizeof config_openai_api_keys[0],
+    .doc = "The OpenAI-compatible HTTP endpoint.",
 };
 
 /* ---- the top level ---- */
@@ -525,6 +725,13 @@ static const struct cfg_key config_root_keys[] = {
         .offset = offsetof(struct config, channels),
         .section = &channels_config_section,
         .doc = "The chat channels and who may talk to the bot on each.",
+    },
+    {
+        .name = "openai_api",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct config, openai_api),
+        .section = &config_openai_api_section,
+        .doc = "The OpenAI-compatible endpoint (off by default).",
     },
 };
 

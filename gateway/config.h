@@ -22,6 +22,20 @@
 #include "gateway/channels_config.h"
 #include "gateway/core/cfg.h"
 
+/* The WebSocket control plane (gateway/control.c): gateway.control. */
+struct config_control {
+	bool enabled;
+	char **paths; /* WebSocket paths on the gateway port; none: "/" and "/ws" */
+	size_t n_paths;
+	int64_t max_payload;          /* largest frame once connected */
+	int64_t max_buffered;         /* send queue bytes per connection */
+	int64_t tick_interval_ms;     /* tick events, and the policy clients see */
+	int64_t handshake_timeout_ms; /* from upgrade to a successful connect */
+	int64_t auth_failures;        /* failed connects per address within auth_window ... */
+	int64_t auth_window_ms;
+	int64_t lockout_ms; /* ... lock the address out this long */
+};
+
 struct config_gateway {
 	char *bind;               /* listen address, default 127.0.0.1 */
 	int64_t port;             /* default 8790 */
@@ -31,6 +45,7 @@ struct config_gateway {
 	int64_t max_concurrent_runs; /* agent runs at once, over all sessions */
 	char *auth_token;         /* secret; required for a non-loopback bind */
 	bool watch_config;        /* reload when the file changes */
+	struct config_control control;
 };
 
 enum config_log_level { CONFIG_LOG_DEBUG, CONFIG_LOG_INFO, CONFIG_LOG_WARN, CONFIG_LOG_ERROR };
@@ -60,6 +75,14 @@ struct config_http_client {
 	char *ca_file;              /* optional CA bundle; default: system store */
 };
 
+/* The OpenAI-compatible endpoint (gateway/openai_api.c). */
+struct config_openai_api {
+	bool enabled;
+	char *path_prefix;           /* "/v1" */
+	int64_t sync_timeout_ms;     /* how long a request waits for the agent's reply */
+	int64_t stream_keepalive_ms; /* SSE comment this often while a stream is idle */
+};
+
 struct config {
 	int refs;   /* atomic; use config_ref/config_unref */
 	char *path; /* the file it came from (absolute) */
@@ -77,6 +100,7 @@ struct config {
 	size_t n_bindings;
 	struct session_config session;
 	struct channels_config channels;
+	struct config_openai_api openai_api;
 
 	char **secrets; /* values of every CFG_SECRET key, for log redaction */
 	size_t n_secrets;

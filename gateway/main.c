@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gateway/cli.h"
+#include "gateway/cli_ctl.h"
 #include "gateway/cli_route.h"
 
 struct main_command {
@@ -33,6 +34,11 @@ static const struct main_command main_commands[] = {
     {"route", cli_route, "explain which agent and session a message would reach, and why"},
     {"bindings", cli_bindings, "list the routing table in precedence order"},
     {"pairing", cli_pairing, "list, approve or deny pending pairing codes"},
+    {"status", cli_status, "ask the running gateway how it is"},
+    {"chat", cli_chat, "chat with an agent through the running gateway"},
+    {"send", cli_send, "send one message to an agent and print the reply"},
+    {"sessions", cli_sessions, "list sessions, or show one with its history"},
+    {"devices", cli_devices, "list, approve or revoke control-plane devices"},
     {"version", main_version, "print the version"},
 };
 

@@ -2,7 +2,11 @@
  * modules.c - the gateway modules the daemon starts, in order.
  */
 #include "gateway/module.h"
+#include "gateway/control.h"
+#include "gateway/openai_api.h"
 
 const struct gateway_module_ops *const gateway_modules[] = {
+	&control_module,
+	&openai_api_module,
 	NULL,
 };

@@ -9,6 +9,8 @@
  * so that synchronous and late answers take one path.
  */
 #include "gateway/server.h"
+#include "gateway/server_stream.h"
+#include "gateway/server_ws_internal.h"
 
 #include <libwebsockets.h>
 #include <stdlib.h>
@@ -49,6 +51,7 @@ struct server {
 	struct metrics *metrics;
 	struct server_route routes[SERVER_ROUTES_MAX];
 	size_t n_routes;
+	struct server_ws_hub *ws; /* WebSocket endpoints (server_ws.c) */
 };
 
 struct server_request {
@@ -68,10 +71,13 @@ struct server_request {
 	char *extra_headers; /* "Name: value\n" lines */
 	struct buf resp;
 	size_t sent;
+	bool streaming;    /* server_stream_start: resp holds the unsent chunks */
+	bool stream_ended; /* server_stream_end was called */
 };
 
 struct server_pss {
 	struct server_request *req;
+	struct server_ws *ws; /* after an upgrade (server_ws.c) */
 };
 
 static struct server *server_of(struct lws *wsi)
@@ -234,6 +240,33 @@ static int server_body(struct server_request *r, const void *in, size_t len)
 	return 0;
 }
 
+/* Adds r->extra_headers ("Name: value\n" lines). Nonzero when they do not fit. */
+static int server_add_extra_headers(struct lws *wsi, struct server_request *r, unsigned char **p,
+                                    unsigned char *end)
+{
+	for (char *line = r->extra_headers; line && *line;) {
+		char *nl = strchr(line, '\n'), *colon = strchr(line, ':');
+		char name[128];
+		const char *val;
+
+		if (!nl || !colon || colon > nl || (size_t)(colon - line) + 2 > sizeof name)
+			break;
+		memcpy(name, line, (size_t)(colon - line) + 1);
+		name[colon - line + 1] = '\0';
+		val = colon + 1;
+		while (*val == ' ')
+			val++;
+		if (lws_add_http_header_by_name(wsi, (const unsigned char *)name,
+		                                (const unsigned char *)val, (int)(nl - val), p,
+		                                end))
+			return -1;
+		line = nl + 1;
+	}
+	return 0;
+}
+
+static int server_stream_writeable(struct lws *wsi, struct server_pss *pss);
+
 /* Writes headers, then body chunks; returns -1 to close the connection. */
 static int server_write(struct lws *wsi, struct server_pss *pss)
 {
@@ -245,31 +278,16 @@ static int server_write(struct lws *wsi, struct server_pss *pss)
 
 	if (!r || !r->answered)
 		return 0;
+	if (r->streaming)
+		return server_stream_writeable(wsi, pss);
 	if (!r->headers_sent) {
 		start = p = hdrs + LWS_PRE;
 		end = hdrs + sizeof hdrs - 1;
 		if (lws_add_http_common_headers(wsi, (unsigned int)r->status, r->content_type,
 		                                (lws_filepos_t)r->resp.len, &p, end))
 			return -1;
-		for (char *line = r->extra_headers; line && *line;) {
-			char *nl = strchr(line, '\n'), *colon = strchr(line, ':');
-			char name[128];
-			const char *val;
-
-			if (!nl || !colon || colon > nl || (size_t)(colon - line) + 2 > sizeof name)
-				break;
-			memcpy(name, line, (size_t)(colon - line) + 1);
-			name[colon - line + 1] = '\0';
-			val = colon + 1;
-			while (*val == ' ')
-				val++;
-			if (lws_add_http_header_by_name(wsi, (const unsigned char *)name,
-			                                (const unsigned char *)val, (int)(nl - val),
-			                                &p, end))
-				return -1;
-			line = nl + 1;
-		}
-		if (lws_finalize_write_http_header(wsi, start, &p, end))
+		if (server_add_extra_headers(wsi, r, &p, end) ||
+		    lws_finalize_write_http_header(wsi, start, &p, end))
 			return -1;
 		r->headers_sent = true;
 		if (r->resp.len && r->method != SERVER_HEAD) {
@@ -304,6 +322,9 @@ static int server_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	struct server_pss *pss = user;
 	struct server *s;
 
+	if (server_ws_handles(reason))
+		return server_ws_callback(server_of(wsi)->ws, wsi, reason, pss ? &pss->ws : NULL,
+		                          in, len);
 	switch (reason) {
 	case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
 		s = server_of(wsi);
@@ -311,11 +332,18 @@ static int server_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
 			return 1; /* refuse: closing, or over the connection cap */
 		return 0;
 	case LWS_CALLBACK_HTTP_BIND_PROTOCOL:
+	case LWS_CALLBACK_WS_SERVER_BIND_PROTOCOL:
 		s = server_of(wsi);
 		s->connections++;
 		if (s->metrics)
 			s->metrics->http_connections = s->connections;
 		return 0;
+	case LWS_CALLBACK_WS_SERVER_DROP_PROTOCOL:
+		/* A WebSocket lws did not report closed is closed now. */
+		if (pss && pss->ws)
+			server_ws_callback(server_of(wsi)->ws, wsi, LWS_CALLBACK_CLOSED, &pss->ws,
+			                   NULL, 0);
+		/* fall through */
 	case LWS_CALLBACK_HTTP_DROP_PROTOCOL:
 		s = server_of(wsi);
 		if (s->connections > 0)
@@ -341,9 +369,10 @@ static int server_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
 
 			pss->req = NULL;
 			r->wsi = NULL;
-			/* Answered ones are done; unanswered ones wait for
-			 * their handler, which frees them in server_respond. */
-			if (r->answered || !r->dispatched)
+			/* Answered ones are done; unanswered ones (and open
+			 * streams) wait for their handler, which frees them in
+			 * server_respond (server_stream_end). */
+			if ((r->answered && !(r->streaming && !r->stream_ended)) || !r->dispatched)
 				server_req_free(r);
 		}
 		return 0;
@@ -395,7 +424,7 @@ int server_start(struct server **out, uv_loop_t *loop, const struct server_optio
 	s->metrics = opt->metrics;
 	s->accepting = true;
 	s->bind = strdup(strcmp(opt->bind, "localhost") == 0 ? "127.0.0.1" : opt->bind);
-	if (!s->bind)
+	if (!s->bind || server_ws_hub_new(&s->ws, loop) != SB_OK)
 		goto out;
 
 	lws_set_log_level(LLL_ERR | LLL_WARN, server_lws_log);
@@ -428,6 +457,7 @@ int server_start(struct server **out, uv_loop_t *loop, const struct server_optio
 	rc = SB_OK;
 out:
 	if (s) {
+		server_ws_hub_free(s->ws);
 		free(s->bind);
 		free(s);
 	}
@@ -457,8 +487,10 @@ int server_route(struct server *s, const char *name, const char *path, unsigned 
 
 void server_drain(struct server *s)
 {
-	if (s)
-		s->draining = true;
+	if (!s)
+		return;
+	s->draining = true;
+	server_ws_hub_drain(s->ws);
 }
 
 size_t server_busy(const struct server *s)
@@ -472,6 +504,7 @@ void server_close(struct server *s)
 		return;
 	s->closing = true;
 	s->accepting = false;
+	server_ws_hub_close(s->ws);
 	lws_context_destroy(s->ctx);
 }
 
@@ -486,8 +519,14 @@ void server_free(struct server *s)
 		lws_context_destroy(s->ctx);
 	for (size_t i = 0; i < s->n_routes; i++)
 		free(s->routes[i].path);
+	server_ws_hub_free(s->ws);
 	free(s->bind);
 	free(s);
+}
+
+struct server_ws_hub *server_ws_hub_of(const struct server *s)
+{
+	return s ? s->ws : NULL;
 }
 
 enum server_method server_req_method(const struct server_request *r)
@@ -579,4 +618,132 @@ out:
 	if (rc && r->wsi)
 		lws_callback_on_writable(r->wsi);
 	return rc;
+}
+
+/* ---- streamed answers (server_stream.h) ----
+ *
+ * resp holds the bytes not yet written, from offset sent. Each writeable
+ * callback sends the headers, then one chunk of at most SERVER_CHUNK bytes
+ * with its chunked-encoding frame, and after server_stream_end the last,
+ * empty chunk. */
+
+static int server_stream_writeable(struct lws *wsi, struct server_pss *pss)
+{
+	struct server_request *r = pss->req;
+	unsigned char hdrs[LWS_PRE + SERVER_HDRS_MAX];
+	unsigned char *start = hdrs + LWS_PRE, *p = start, *end = hdrs + sizeof hdrs - 1;
+	int done;
+
+	if (!r->headers_sent) {
+		if (!r->content_type || /* server_stream_start ran out of memory */
+		    lws_add_http_common_headers(wsi, (unsigned int)r->status, r->content_type,
+		                                LWS_ILLEGAL_HTTP_CONTENT_LEN, &p, end) ||
+		    lws_add_http_header_by_token(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING,
+		                                 (const unsigned char *)"chunked", 7, &p, end) ||
+		    server_add_extra_headers(wsi, r, &p, end) ||
+		    lws_finalize_write_http_header(wsi, start, &p, end))
+			return -1;
+		r->headers_sent = true;
+		if (r->resp.len > r->sent || r->stream_ended)
+			lws_callback_on_writable(wsi);
+		return 0;
+	}
+	if (r->resp.len > r->sent) {
+		/* "<hex size>\r\n" + data + "\r\n" */
+		unsigned char chunk[LWS_PRE + 16 + SERVER_CHUNK + 2];
+		size_t left = r->resp.len - r->sent, n = left < SERVER_CHUNK ? left : SERVER_CHUNK;
+		int h = snprintf((char *)chunk + LWS_PRE, 16, "%zx\r\n", n);
+
+		if (h < 0 || h >= 16)
+			return -1;
+		memcpy(chunk + LWS_PRE + h, r->resp.data + r->sent, n);
+		memcpy(chunk + LWS_PRE + (size_t)h + n, "\r\n", 2);
+		if (lws_write(wsi, chunk + LWS_PRE, (size_t)h + n + 2, LWS_WRITE_HTTP) !=
+		    (int)((size_t)h + n + 2))
+			return -1;
+		r->sent += n;
+		if (r->sent == r->resp.len) {
+			buf_reset(&r->resp);
+			r->sent = 0;
+		}
+		if (r->resp.len > r->sent || r->stream_ended)
+			lws_callback_on_writable(wsi);
+		return 0;
+	}
+	if (!r->stream_ended)
+		return 0; /* nothing to write until the next server_stream_write */
+	{
+		unsigned char last[LWS_PRE + 8];
+
+		memcpy(last + LWS_PRE, "0\r\n\r\n", 5);
+		if (lws_write(wsi, last + LWS_PRE, 5, LWS_WRITE_HTTP_FINAL) != 5)
+			return -1;
+	}
+	pss->req = NULL;
+	server_req_free(r);
+	done = lws_http_transaction_completed(wsi);
+	return done ? -1 : 0;
+}
+
+int server_stream_start(struct server_request *r, int status, const char *content_type,
+                        const char *const *headers)
+{
+	struct buf hdrs;
+	int rc = SB_ERR_NOMEM;
+
+	if (r->answered)
+		return SB_ERR_INVAL;
+	r->answered = true;
+	r->streaming = true;
+	r->status = status;
+	if (r->srv->metrics)
+		metrics_http(r->srv->metrics, r->route_name, status);
+	buf_init(&hdrs, SERVER_HDRS_MAX);
+	for (; headers && *headers; headers++)
+		if (buf_printf(&hdrs, "%s\n", *headers))
+			goto out;
+	r->extra_headers = buf_steal(&hdrs);
+	r->content_type = strdup(content_type ? content_type : "text/plain");
+	if (!r->extra_headers || !r->content_type)
+		goto out;
+	buf_init(&r->resp, SERVER_STREAM_PENDING_MAX);
+	rc = r->wsi ? SB_OK : SB_ERR_CLOSED;
+	if (r->wsi)
+		lws_callback_on_writable(r->wsi);
+out:
+	buf_free(&hdrs);
+	return rc;
+}
+
+int server_stream_write(struct server_request *r, const void *data, size_t len)
+{
+	int rc;
+
+	if (!r->streaming || r->stream_ended)
+		return SB_ERR_INVAL;
+	if (!r->wsi)
+		return SB_ERR_CLOSED;
+	if (!len)
+		return SB_OK;
+	rc = buf_append(&r->resp, data, len);
+	if (rc)
+		return rc;
+	lws_callback_on_writable(r->wsi);
+	return SB_OK;
+}
+
+int server_stream_end(struct server_request *r)
+{
+	if (!r->wsi) {
+		server_req_free(r);
+		return SB_ERR_CLOSED;
+	}
+	r->stream_ended = true;
+	lws_callback_on_writable(r->wsi);
+	return SB_OK;
+}
+
+bool server_stream_gone(const struct server_request *r)
+{
+	return r->wsi == NULL;
 }

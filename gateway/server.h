@@ -8,6 +8,9 @@
  * at once or later (the request stays valid until it is answered; if the
  * client went away meanwhile the answer is dropped).
  *
+ * Streamed answers: server_stream.h. WebSocket endpoints on the same port
+ * (the control plane): server_ws.h.
+ *
  * Loop thread only.
  */
 #ifndef SB_GATEWAY_SERVER_H

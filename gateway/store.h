@@ -1,5 +1,5 @@
 /*
- * store.h - the durable store: inbox, outbox, kv, sessions, pairing.
+ * store.h - the durable store: inbox, outbox, kv, sessions, pairing, devices.
  *
  * The store sits behind one table of operations (struct store_ops) so that a
  * PostgreSQL backend can join the SQLite one without touching callers. Every
@@ -106,6 +106,22 @@ struct store_allow_entry {
 	int64_t approved_at; /* unix ms */
 };
 
+/* A device of the control plane: an Ed25519 identity that asked to connect
+ * (pending) and that the operator approved (approved). */
+struct store_device {
+	const char *device_id;  /* hex SHA-256 of the raw public key */
+	const char *public_key; /* base64url of the raw 32-byte public key */
+	const char *state;      /* "pending" or "approved" */
+	const char *client_id;  /* the client's own name for itself; may be NULL */
+	const char *platform;   /* may be NULL */
+	const char *scopes; /* comma-separated: asked for while pending, granted once approved */
+	const char *token_hash;  /* hex BLAKE2b-256 of its current token; NULL before the first */
+	const char *remote_addr; /* the address it last connected from; may be NULL */
+	int64_t created_at;      /* unix ms */
+	int64_t approved_at;     /* unix ms; 0 while pending */
+	int64_t last_seen_at;    /* unix ms */
+};
+
 struct store_stats {
 	int64_t inbox_pending;  /* not yet done (pending or claimed) */
 	int64_t outbox_pending; /* not yet sent or failed for good */
@@ -132,6 +148,11 @@ typedef void (*store_pairing_cb)(void *ud, int rc, const struct store_pairing *p
 typedef void (*store_pairing_list_cb)(void *ud, int rc, const struct store_pairing *v, size_t n);
 typedef void (*store_allow_cb)(void *ud, int rc, bool allowed);
 typedef void (*store_allow_list_cb)(void *ud, int rc, const struct store_allow_entry *v, size_t n);
+/* d is the device (NULL unless rc is SB_OK); created tells a new pending
+ * request from a known device. */
+typedef void (*store_device_cb)(void *ud, int rc, const struct store_device *d, bool created);
+typedef void (*store_device_list_cb)(void *ud, int rc, const struct store_device *v, size_t n);
+typedef void (*store_session_list_cb)(void *ud, int rc, const struct store_session *v, size_t n);
 
 /* Called on the loop thread after each group commit (for metrics). */
 typedef void (*store_commit_cb)(void *ud, double seconds, size_t ops, int rc);
@@ -157,8 +178,14 @@ struct store_options {
 #define STORE_PAIRING_CODE_LEN 8
 #define STORE_PAIRING_TTL_MS (3600LL * 1000)
 #define STORE_PAIRING_MAX_PENDING 3
-/* The most entries pairing_list and allow_list return. */
+/* The most entries pairing_list, allow_list, device_list and session_list
+ * return. */
 #define STORE_LIST_MAX 100000
+
+/* Device requests: at most this many pending (a new one pushes the oldest
+ * out), each for at most an hour. */
+#define STORE_DEVICES_MAX_PENDING 32
+#define STORE_DEVICE_PENDING_TTL_MS (3600LL * 1000)
 
 /* ---- the backend contract ---- */
 
@@ -271,6 +298,39 @@ struct store_ops {
 	 * time; at most STORE_LIST_MAX entries. For the routing table's
 	 * in-memory copy. */
 	int (*allow_list)(struct store *s, const char *channel, store_allow_list_cb cb, void *ud);
+
+	/* ---- sessions, devices ---- */
+
+	/* Sessions, most recently updated first; agent_id NULL = every
+	 * agent's; limit 1..STORE_LIST_MAX. */
+	int (*session_list)(struct store *s, const char *agent_id, size_t limit,
+	                    store_session_list_cb cb, void *ud);
+	/* The device's record. An unknown device_id is added as pending with
+	 * d's public_key, client_id, platform, scopes and remote_addr
+	 * (created = true), after pending requests older than
+	 * STORE_DEVICE_PENDING_TTL_MS are deleted and, when
+	 * STORE_DEVICES_MAX_PENDING are pending, the oldest of them. A known
+	 * one gets last_seen_at and remote_addr updated and is returned as
+	 * stored. device_id and public_key are required. */
+	int (*device_request)(struct store *s, const struct store_device *d, store_device_cb cb,
+	                      void *ud);
+	/* Finds a device by id (token_hash NULL), or an approved one by the
+	 * hash of its token (device_id NULL). SB_ERR_NOTFOUND when none. */
+	int (*device_get)(struct store *s, const char *device_id, const char *token_hash,
+	                  store_device_cb cb, void *ud);
+	/* Every device: pending ones first, then approved, oldest first. */
+	int (*device_list)(struct store *s, store_device_list_cb cb, void *ud);
+	/* Approves a pending device (its asked-for scopes become its grant);
+	 * the callback gets the record. SB_ERR_NOTFOUND when no device has
+	 * that id; SB_ERR_EXISTS when it is approved already. */
+	int (*device_approve)(struct store *s, const char *device_id, store_device_cb cb, void *ud);
+	/* Replaces an approved device's token hash and marks it seen now.
+	 * SB_ERR_NOTFOUND when no approved device has that id. */
+	int (*device_set_token)(struct store *s, const char *device_id, const char *token_hash,
+	                        store_done_cb cb, void *ud);
+	/* Forgets a device, pending or approved: its token stops working and
+	 * it has to be approved again. SB_ERR_NOTFOUND when unknown. */
+	int (*device_revoke)(struct store *s, const char *device_id, store_done_cb cb, void *ud);
 };
 
 /* Every backend's struct begins with this. */
@@ -285,6 +345,6 @@ extern const struct store_ops store_sqlite_ops;
 const struct store_ops *store_backend(const char *name);
 
 /* The schema version the SQLite backend migrates to. */
-#define STORE_SQLITE_SCHEMA_VERSION 2
+#define STORE_SQLITE_SCHEMA_VERSION 3
 
 #endif

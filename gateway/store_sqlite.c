@@ -111,6 +111,22 @@ static const char *const sq_migrations[] = {
     "  approved_at INTEGER NOT NULL,"
     "  PRIMARY KEY (channel, account, sender_id)"
     ") WITHOUT ROWID;",
+    /* 3: control-plane devices; sessions listed by recency */
+    "CREATE TABLE devices ("
+    "  device_id TEXT PRIMARY KEY NOT NULL,"
+    "  public_key TEXT NOT NULL,"
+    "  state TEXT NOT NULL CHECK (state IN ('pending', 'approved')),"
+    "  client_id TEXT,"
+    "  platform TEXT,"
+    "  scopes TEXT NOT NULL DEFAULT '',"
+    "  token_hash TEXT,"
+    "  remote_addr TEXT,"
+    "  created_at INTEGER NOT NULL,"
+    "  approved_at INTEGER NOT NULL DEFAULT 0,"
+    "  last_seen_at INTEGER NOT NULL"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX devices_token ON devices (token_hash);"
+    "CREATE INDEX sessions_updated ON sessions (updated_at);",
 };
 
 _Static_assert(sizeof sq_migrations / sizeof *sq_migrations == STORE_SQLITE_SCHEMA_VERSION,
@@ -154,8 +170,24 @@ enum sq_stmt {
 	SQ_ST_ALLOW_FIND,
 	SQ_ST_ALLOW_INSERT,
 	SQ_ST_ALLOW_LIST,
+	SQ_ST_SESSION_LIST,
+	SQ_ST_DEV_EXPIRE,
+	SQ_ST_DEV_FIND,
+	SQ_ST_DEV_FIND_TOKEN,
+	SQ_ST_DEV_COUNT_PENDING,
+	SQ_ST_DEV_DROP_OLDEST,
+	SQ_ST_DEV_INSERT,
+	SQ_ST_DEV_TOUCH,
+	SQ_ST_DEV_LIST,
+	SQ_ST_DEV_APPROVE,
+	SQ_ST_DEV_SET_TOKEN,
+	SQ_ST_DEV_DELETE,
 	SQ_ST__COUNT
 };
+
+#define SQ_DEVICE_COLUMNS                                                                          \
+	"device_id, public_key, state, client_id, platform, scopes, token_hash, remote_addr,"      \
+	" created_at, approved_at, last_seen_at"
 
 static const char *const sq_sql[SQ_ST__COUNT] = {
     [SQ_ST_BEGIN] = "BEGIN IMMEDIATE",
@@ -242,6 +274,30 @@ static const char *const sq_sql[SQ_ST__COUNT] = {
     [SQ_ST_ALLOW_LIST] = "SELECT channel, account, sender_id, approved_at FROM allow_entries"
                          " WHERE (?1 IS NULL OR channel = ?1)"
                          " ORDER BY approved_at, channel, account, sender_id LIMIT ?2",
+    [SQ_ST_SESSION_LIST] = "SELECT key, agent_id, session_id, meta, updated_at FROM sessions"
+                           " WHERE (?1 IS NULL OR agent_id = ?1)"
+                           " ORDER BY updated_at DESC, key LIMIT ?2",
+    [SQ_ST_DEV_EXPIRE] = "DELETE FROM devices WHERE state = 'pending' AND created_at <= ?1",
+    [SQ_ST_DEV_FIND] = "SELECT " SQ_DEVICE_COLUMNS " FROM devices WHERE device_id = ?1",
+    [SQ_ST_DEV_FIND_TOKEN] = "SELECT " SQ_DEVICE_COLUMNS " FROM devices"
+                             " WHERE token_hash = ?1 AND state = 'approved'",
+    [SQ_ST_DEV_COUNT_PENDING] = "SELECT count(*) FROM devices WHERE state = 'pending'",
+    [SQ_ST_DEV_DROP_OLDEST] = "DELETE FROM devices WHERE device_id = (SELECT device_id FROM"
+                              " devices WHERE state = 'pending' ORDER BY created_at, device_id"
+                              " LIMIT 1)",
+    [SQ_ST_DEV_INSERT] =
+        "INSERT INTO devices (device_id, public_key, state, client_id, platform, scopes,"
+        " remote_addr, created_at, approved_at, last_seen_at)"
+        " VALUES (?1, ?2, 'pending', ?3, ?4, coalesce(?5, ''), ?6, ?7, 0, ?7)",
+    [SQ_ST_DEV_TOUCH] = "UPDATE devices SET last_seen_at = ?2,"
+                        " remote_addr = coalesce(?3, remote_addr) WHERE device_id = ?1",
+    [SQ_ST_DEV_LIST] = "SELECT " SQ_DEVICE_COLUMNS " FROM devices"
+                       " ORDER BY state = 'approved', created_at, device_id LIMIT ?1",
+    [SQ_ST_DEV_APPROVE] = "UPDATE devices SET state = 'approved', approved_at = ?2"
+                          " WHERE device_id = ?1 AND state = 'pending'",
+    [SQ_ST_DEV_SET_TOKEN] = "UPDATE devices SET token_hash = ?2, last_seen_at = ?3"
+                            " WHERE device_id = ?1 AND state = 'approved'",
+    [SQ_ST_DEV_DELETE] = "DELETE FROM devices WHERE device_id = ?1",
 };
 
 /* ---- operations ---- */
@@ -267,6 +323,13 @@ enum sq_op_type {
 	SQ_OP_PAIRING_DENY,
 	SQ_OP_ALLOW_CHECK,
 	SQ_OP_ALLOW_LIST,
+	SQ_OP_SESSION_LIST,
+	SQ_OP_DEVICE_REQUEST,
+	SQ_OP_DEVICE_GET,
+	SQ_OP_DEVICE_LIST,
+	SQ_OP_DEVICE_APPROVE,
+	SQ_OP_DEVICE_SET_TOKEN,
+	SQ_OP_DEVICE_REVOKE,
 };
 
 struct sq_op {
@@ -287,6 +350,9 @@ struct sq_op {
 		store_pairing_list_cb pairing_list;
 		store_allow_cb allow;
 		store_allow_list_cb allow_list;
+		store_session_list_cb session_list;
+		store_device_cb device;
+		store_device_list_cb device_list;
 	} cb;
 
 	/* Inputs; every string is a copy owned through mem. */
@@ -303,6 +369,8 @@ struct sq_op {
 	struct store_session sess; /* session_put input, session_get result */
 	/* pairing and allow list: inputs, and the request as result */
 	struct store_pairing pairing;
+	/* devices: inputs, and the device as result */
+	struct store_device dev;
 
 	/* Results, filled by the writer. */
 	int64_t res_id;
@@ -316,6 +384,8 @@ struct sq_op {
 	bool allowed; /* allow_check */
 	struct store_pairing *pairings;
 	struct store_allow_entry *allows;
+	struct store_session *sessions;
+	struct store_device *devices;
 
 	/* On the last operation of a batch: the commit, for on_commit. */
 	bool commit_end;
@@ -1232,6 +1302,227 @@ out:
 	return rc;
 }
 
+static int sq_run_session_list(struct sq_store *s, struct sq_op *op)
+{
+	sqlite3_stmt *st = NULL;
+	struct store_session *v = NULL;
+	size_t cap = 0;
+	int src;
+	int rc = sq_stmt(s, SQ_ST_SESSION_LIST, &st);
+
+	if (rc != SB_OK)
+		goto out;
+	sq_bind_text(st, 1, op->sess.agent_id);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)op->max);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		struct store_session *e;
+
+		if ((rc = sq_grow((void **)&v, &cap, op->nitems, sizeof *v)) != SB_OK)
+			goto out;
+		e = &v[op->nitems++];
+		memset(e, 0, sizeof *e);
+		if ((rc = sq_op_column(op, st, 0, &e->key)) != SB_OK ||
+		    (rc = sq_op_column(op, st, 1, &e->agent_id)) != SB_OK ||
+		    (rc = sq_op_column(op, st, 2, &e->session_id)) != SB_OK ||
+		    (rc = sq_op_column(op, st, 3, &e->meta)) != SB_OK)
+			goto out;
+		e->updated_at = sqlite3_column_int64(st, 4);
+	}
+	rc = sq_rc(s, src, "session_list");
+out:
+	sq_finish(st);
+	if (v && sq_op_keep(op, v) == SB_OK)
+		op->sessions = v;
+	else if (v && rc == SB_OK)
+		rc = SB_ERR_NOMEM;
+	return rc;
+}
+
+/* Copies a row of SQ_DEVICE_COLUMNS into d (strings owned by op). */
+static int sq_device_row(struct sq_op *op, sqlite3_stmt *st, struct store_device *d)
+{
+	int rc;
+
+	memset(d, 0, sizeof *d);
+	if ((rc = sq_op_column(op, st, 0, &d->device_id)) != SB_OK ||
+	    (rc = sq_op_column(op, st, 1, &d->public_key)) != SB_OK ||
+	    (rc = sq_op_column(op, st, 2, &d->state)) != SB_OK ||
+	    (rc = sq_op_column(op, st, 3, &d->client_id)) != SB_OK ||
+	    (rc = sq_op_column(op, st, 4, &d->platform)) != SB_OK ||
+	    (rc = sq_op_column(op, st, 5, &d->scopes)) != SB_OK ||
+	    (rc = sq_op_column(op, st, 6, &d->token_hash)) != SB_OK ||
+	    (rc = sq_op_column(op, st, 7, &d->remote_addr)) != SB_OK)
+		return rc;
+	d->created_at = sqlite3_column_int64(st, 8);
+	d->approved_at = sqlite3_column_int64(st, 9);
+	d->last_seen_at = sqlite3_column_int64(st, 10);
+	return SB_OK;
+}
+
+/* Reads one device (by id, or by token hash when by_token) into op->dev. */
+static int sq_device_find(struct sq_store *s, struct sq_op *op, const char *key, bool by_token)
+{
+	sqlite3_stmt *st = NULL;
+	int src;
+	int rc = sq_stmt(s, by_token ? SQ_ST_DEV_FIND_TOKEN : SQ_ST_DEV_FIND, &st);
+
+	if (rc != SB_OK)
+		goto out;
+	sq_bind_text(st, 1, key);
+	src = sqlite3_step(st);
+	if (src == SQLITE_DONE) {
+		rc = SB_ERR_NOTFOUND;
+		goto out;
+	}
+	if (src != SQLITE_ROW) {
+		rc = sq_rc(s, src, "device_find");
+		goto out;
+	}
+	rc = sq_device_row(op, st, &op->dev);
+out:
+	sq_finish(st);
+	return rc;
+}
+
+/* Runs a statement whose only parameters are ?1 id, ?2 and ?3 as given. */
+static int sq_device_exec(struct sq_store *s, enum sq_stmt id, const char *a, int64_t n,
+                          const char *b, int *changes)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sq_stmt(s, id, &st);
+
+	if (rc != SB_OK)
+		goto out;
+	switch (id) {
+	case SQ_ST_DEV_EXPIRE:
+		sqlite3_bind_int64(st, 1, n);
+		break;
+	case SQ_ST_DEV_DROP_OLDEST:
+		break;
+	case SQ_ST_DEV_TOUCH:
+		sq_bind_text(st, 1, a);
+		sqlite3_bind_int64(st, 2, n);
+		sq_bind_text(st, 3, b);
+		break;
+	case SQ_ST_DEV_APPROVE:
+		sq_bind_text(st, 1, a);
+		sqlite3_bind_int64(st, 2, n);
+		break;
+	case SQ_ST_DEV_SET_TOKEN:
+		sq_bind_text(st, 1, a);
+		sq_bind_text(st, 2, b);
+		sqlite3_bind_int64(st, 3, n);
+		break;
+	default: /* SQ_ST_DEV_DELETE */
+		sq_bind_text(st, 1, a);
+		break;
+	}
+	rc = sq_step_update(s, st, sq_sql[id], changes);
+out:
+	sq_finish(st);
+	return rc;
+}
+
+static int sq_run_device_request(struct sq_store *s, struct sq_op *op)
+{
+	const struct store_device in = op->dev;
+	sqlite3_stmt *st = NULL;
+	int64_t now = sq_now_ms(), pending = 0;
+	int rc = sq_device_exec(s, SQ_ST_DEV_EXPIRE, NULL, now - STORE_DEVICE_PENDING_TTL_MS, NULL,
+	                        NULL);
+
+	if (rc != SB_OK)
+		goto out;
+	rc = sq_device_find(s, op, in.device_id, false);
+	if (rc == SB_OK) {
+		rc = sq_device_exec(s, SQ_ST_DEV_TOUCH, in.device_id, now, in.remote_addr, NULL);
+		op->dev.last_seen_at = now;
+		if (in.remote_addr)
+			op->dev.remote_addr = in.remote_addr;
+		goto out;
+	}
+	if (rc != SB_ERR_NOTFOUND)
+		goto out;
+	if ((rc = sq_count(s, SQ_ST_DEV_COUNT_PENDING, &pending)) != SB_OK)
+		goto out;
+	for (; pending >= STORE_DEVICES_MAX_PENDING; pending--)
+		if ((rc = sq_device_exec(s, SQ_ST_DEV_DROP_OLDEST, NULL, 0, NULL, NULL)) != SB_OK)
+			goto out;
+	if ((rc = sq_stmt(s, SQ_ST_DEV_INSERT, &st)) != SB_OK)
+		goto out;
+	sq_bind_text(st, 1, in.device_id);
+	sq_bind_text(st, 2, in.public_key);
+	sq_bind_text(st, 3, in.client_id);
+	sq_bind_text(st, 4, in.platform);
+	sq_bind_text(st, 5, in.scopes);
+	sq_bind_text(st, 6, in.remote_addr);
+	sqlite3_bind_int64(st, 7, now);
+	if ((rc = sq_step_update(s, st, "device_insert", NULL)) != SB_OK)
+		goto out;
+	op->dev = in;
+	op->dev.state = "pending";
+	op->dev.scopes = in.scopes ? in.scopes : "";
+	op->dev.created_at = op->dev.last_seen_at = now;
+	op->dev.approved_at = 0;
+	op->dev.token_hash = NULL;
+	op->created = true;
+out:
+	sq_finish(st);
+	return rc;
+}
+
+static int sq_run_device_list(struct sq_store *s, struct sq_op *op)
+{
+	sqlite3_stmt *st = NULL;
+	struct store_device *v = NULL;
+	size_t cap = 0;
+	int src;
+	int rc = sq_stmt(s, SQ_ST_DEV_LIST, &st);
+
+	if (rc != SB_OK)
+		goto out;
+	sqlite3_bind_int64(st, 1, STORE_LIST_MAX);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		if ((rc = sq_grow((void **)&v, &cap, op->nitems, sizeof *v)) != SB_OK)
+			goto out;
+		if ((rc = sq_device_row(op, st, &v[op->nitems++])) != SB_OK)
+			goto out;
+	}
+	rc = sq_rc(s, src, "device_list");
+out:
+	sq_finish(st);
+	if (v && sq_op_keep(op, v) == SB_OK)
+		op->devices = v;
+	else if (v && rc == SB_OK)
+		rc = SB_ERR_NOMEM;
+	return rc;
+}
+
+static int sq_run_device_approve(struct sq_store *s, struct sq_op *op)
+{
+	const char *id = op->dev.device_id;
+	int changes = 0;
+	int rc = sq_device_exec(s, SQ_ST_DEV_APPROVE, id, sq_now_ms(), NULL, &changes);
+
+	if (rc != SB_OK)
+		return rc;
+	rc = sq_device_find(s, op, id, false);
+	if (rc == SB_OK && changes == 0)
+		rc = SB_ERR_EXISTS; /* it was approved before */
+	return rc;
+}
+
+static int sq_run_device_change(struct sq_store *s, struct sq_op *op, enum sq_stmt id)
+{
+	int changes = 0;
+	int rc =
+	    sq_device_exec(s, id, op->dev.device_id, sq_now_ms(), op->dev.token_hash, &changes);
+
+	if (rc == SB_OK && changes == 0)
+		rc = SB_ERR_NOTFOUND;
+	return rc;
+}
+
 static int sq_run_op(struct sq_store *s, struct sq_op *op)
 {
 	switch (op->type) {
@@ -1277,6 +1568,21 @@ static int sq_run_op(struct sq_store *s, struct sq_op *op)
 		return sq_run_allow_check(s, op);
 	case SQ_OP_ALLOW_LIST:
 		return sq_run_allow_list(s, op);
+	case SQ_OP_SESSION_LIST:
+		return sq_run_session_list(s, op);
+	case SQ_OP_DEVICE_REQUEST:
+		return sq_run_device_request(s, op);
+	case SQ_OP_DEVICE_GET:
+		return op->dev.device_id ? sq_device_find(s, op, op->dev.device_id, false)
+		                         : sq_device_find(s, op, op->dev.token_hash, true);
+	case SQ_OP_DEVICE_LIST:
+		return sq_run_device_list(s, op);
+	case SQ_OP_DEVICE_APPROVE:
+		return sq_run_device_approve(s, op);
+	case SQ_OP_DEVICE_SET_TOKEN:
+		return sq_run_device_change(s, op, SQ_ST_DEV_SET_TOKEN);
+	case SQ_OP_DEVICE_REVOKE:
+		return sq_run_device_change(s, op, SQ_ST_DEV_DELETE);
 	}
 	return SB_ERR_INVAL;
 }
@@ -1455,12 +1761,32 @@ static void sq_op_callback(struct sq_op *op)
 			op->cb.allow_list(op->ud, op->rc, ok ? op->allows : NULL,
 			                  ok ? op->nitems : 0);
 		break;
+	case SQ_OP_SESSION_LIST:
+		if (op->cb.session_list)
+			op->cb.session_list(op->ud, op->rc, ok ? op->sessions : NULL,
+			                    ok ? op->nitems : 0);
+		break;
+	case SQ_OP_DEVICE_REQUEST:
+	case SQ_OP_DEVICE_GET:
+	case SQ_OP_DEVICE_APPROVE:
+		if (op->cb.device)
+			op->cb.device(op->ud, op->rc,
+			              ok || op->rc == SB_ERR_EXISTS ? &op->dev : NULL,
+			              ok && op->created);
+		break;
+	case SQ_OP_DEVICE_LIST:
+		if (op->cb.device_list)
+			op->cb.device_list(op->ud, op->rc, ok ? op->devices : NULL,
+			                   ok ? op->nitems : 0);
+		break;
 	case SQ_OP_INBOX_DONE:
 	case SQ_OP_INBOX_RELEASE:
 	case SQ_OP_OUTBOX_DONE:
 	case SQ_OP_OUTBOX_FAILED:
 	case SQ_OP_KV_PUT:
 	case SQ_OP_SESSION_PUT:
+	case SQ_OP_DEVICE_SET_TOKEN:
+	case SQ_OP_DEVICE_REVOKE:
 		if (op->cb.done)
 			op->cb.done(op->ud, op->rc);
 		break;
@@ -2017,6 +2343,154 @@ static int sq_allow_list(struct store *base, const char *channel, store_allow_li
 	return sq_submit(s, op);
 }
 
+static int sq_session_list(struct store *base, const char *agent_id, size_t limit,
+                           store_session_list_cb cb, void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct sq_op *op = NULL;
+	int rc = sq_admit(s);
+
+	if (rc != SB_OK)
+		goto out;
+	rc = SB_ERR_INVAL;
+	if (limit < 1 || limit > STORE_LIST_MAX)
+		goto out;
+	if ((rc = sq_op_new(SQ_OP_SESSION_LIST, ud, &op)) != SB_OK)
+		goto out;
+	op->cb.session_list = cb;
+	op->max = limit;
+	if ((rc = sq_op_strdup(op, agent_id, &op->sess.agent_id)) != SB_OK)
+		goto out;
+	rc = sq_submit(s, op);
+	op = NULL;
+out:
+	sq_op_free(op);
+	return rc;
+}
+
+/* Queues a device operation with copies of the given strings. */
+static int sq_device_op(struct sq_store *s, enum sq_op_type type, const struct store_device *d,
+                        void *ud, struct sq_op **out)
+{
+	struct sq_op *op = NULL;
+	int rc = sq_admit(s);
+
+	*out = NULL;
+	if (rc != SB_OK)
+		goto out;
+	if ((rc = sq_op_new(type, ud, &op)) != SB_OK)
+		goto out;
+	if ((rc = sq_op_strdup(op, d->device_id, &op->dev.device_id)) != SB_OK ||
+	    (rc = sq_op_strdup(op, d->public_key, &op->dev.public_key)) != SB_OK ||
+	    (rc = sq_op_strdup(op, d->client_id, &op->dev.client_id)) != SB_OK ||
+	    (rc = sq_op_strdup(op, d->platform, &op->dev.platform)) != SB_OK ||
+	    (rc = sq_op_strdup(op, d->scopes, &op->dev.scopes)) != SB_OK ||
+	    (rc = sq_op_strdup(op, d->token_hash, &op->dev.token_hash)) != SB_OK ||
+	    (rc = sq_op_strdup(op, d->remote_addr, &op->dev.remote_addr)) != SB_OK)
+		goto out;
+	*out = op;
+	op = NULL;
+out:
+	sq_op_free(op);
+	return rc;
+}
+
+static int sq_device_request(struct store *base, const struct store_device *d, store_device_cb cb,
+                             void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct sq_op *op = NULL;
+	int rc;
+
+	if (!d || !d->device_id || !d->public_key)
+		return SB_ERR_INVAL;
+	rc = sq_device_op(s, SQ_OP_DEVICE_REQUEST, d, ud, &op);
+	if (rc != SB_OK)
+		return rc;
+	op->cb.device = cb;
+	return sq_submit(s, op);
+}
+
+static int sq_device_get(struct store *base, const char *device_id, const char *token_hash,
+                         store_device_cb cb, void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct store_device d = {.device_id = device_id, .token_hash = token_hash};
+	struct sq_op *op = NULL;
+	int rc;
+
+	if (!device_id == !token_hash)
+		return SB_ERR_INVAL;
+	rc = sq_device_op(s, SQ_OP_DEVICE_GET, &d, ud, &op);
+	if (rc != SB_OK)
+		return rc;
+	op->cb.device = cb;
+	return sq_submit(s, op);
+}
+
+static int sq_device_list(struct store *base, store_device_list_cb cb, void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct store_device d = {0};
+	struct sq_op *op = NULL;
+	int rc = sq_device_op(s, SQ_OP_DEVICE_LIST, &d, ud, &op);
+
+	if (rc != SB_OK)
+		return rc;
+	op->cb.device_list = cb;
+	return sq_submit(s, op);
+}
+
+static int sq_device_approve(struct store *base, const char *device_id, store_device_cb cb,
+                             void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct store_device d = {.device_id = device_id};
+	struct sq_op *op = NULL;
+	int rc;
+
+	if (!device_id)
+		return SB_ERR_INVAL;
+	rc = sq_device_op(s, SQ_OP_DEVICE_APPROVE, &d, ud, &op);
+	if (rc != SB_OK)
+		return rc;
+	op->cb.device = cb;
+	return sq_submit(s, op);
+}
+
+static int sq_device_set_token(struct store *base, const char *device_id, const char *token_hash,
+                               store_done_cb cb, void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct store_device d = {.device_id = device_id, .token_hash = token_hash};
+	struct sq_op *op = NULL;
+	int rc;
+
+	if (!device_id || !token_hash)
+		return SB_ERR_INVAL;
+	rc = sq_device_op(s, SQ_OP_DEVICE_SET_TOKEN, &d, ud, &op);
+	if (rc != SB_OK)
+		return rc;
+	op->cb.done = cb;
+	return sq_submit(s, op);
+}
+
+static int sq_device_revoke(struct store *base, const char *device_id, store_done_cb cb, void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct store_device d = {.device_id = device_id};
+	struct sq_op *op = NULL;
+	int rc;
+
+	if (!device_id)
+		return SB_ERR_INVAL;
+	rc = sq_device_op(s, SQ_OP_DEVICE_REVOKE, &d, ud, &op);
+	if (rc != SB_OK)
+		return rc;
+	op->cb.done = cb;
+	return sq_submit(s, op);
+}
+
 /* ---- open and close ---- */
 
 /* Runs SQL text without results (open time, loop thread). */
@@ -2298,4 +2772,11 @@ const struct store_ops store_sqlite_ops = {
     .pairing_deny = sq_pairing_deny,
     .allow_check = sq_allow_check,
     .allow_list = sq_allow_list,
+    .session_list = sq_session_list,
+    .device_request = sq_device_request,
+    .device_get = sq_device_get,
+    .device_list = sq_device_list,
+    .device_approve = sq_device_approve,
+    .device_set_token = sq_device_set_token,
+    .device_revoke = sq_device_revoke,
 };

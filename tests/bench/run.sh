@@ -25,3 +25,5 @@ echo "shared_libraries: $(ldd "$bin" | wc -l)"
 "$build/bench_bindings"
 # The agent runtime: time per turn without model time (scripted provider, 3 tool calls) and memory per loaded session history.
 "$build/bench_turn"
+# Webhooks end to end: signed webhook -> scripted agent (one tool call) -> signed callback, at 1 and 8 concurrent senders.
+tests/bench/bench_webhooks.sh "$build"

@@ -917,6 +917,204 @@ static void test_sessions(void **state)
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sessions"), 1);
 }
 
+/* ---- sessions listed, devices ---- */
+
+struct list_res {
+	int calls;
+	int rc;
+	size_t n;
+	char keys[8][64];
+};
+
+static void session_list_cb(void *ud, int rc, const struct store_session *v, size_t n)
+{
+	struct list_res *r = ud;
+
+	r->calls++;
+	r->rc = rc;
+	r->n = n;
+	for (size_t i = 0; i < n && i < 8; i++)
+		copy_str(r->keys[i], sizeof r->keys[i], v[i].key);
+	g_calls++;
+}
+
+static void test_session_list(void **state)
+{
+	struct fx *f = *state;
+	struct list_res l = {0};
+	struct store_session a = {"agent:main:main", "main", "s1", NULL, 1000};
+	struct store_session b = {"agent:ops:x", "ops", "s2", NULL, 3000};
+	struct store_session c = {"agent:main:telegram:group:-1", "main", "s3", NULL, 2000};
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(f->ops->session_put(f->st, &a, NULL, NULL), SB_OK);
+	assert_int_equal(f->ops->session_put(f->st, &b, NULL, NULL), SB_OK);
+	assert_int_equal(f->ops->session_put(f->st, &c, NULL, NULL), SB_OK);
+	assert_int_equal(f->ops->session_list(f->st, NULL, 10, session_list_cb, &l), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(l.rc, SB_OK);
+	assert_int_equal(l.n, 3);
+	/* Most recent first. */
+	assert_string_equal(l.keys[0], "agent:ops:x");
+	assert_string_equal(l.keys[1], "agent:main:telegram:group:-1");
+	assert_string_equal(l.keys[2], "agent:main:main");
+	memset(&l, 0, sizeof l);
+	assert_int_equal(f->ops->session_list(f->st, "main", 1, session_list_cb, &l), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(l.n, 1);
+	assert_string_equal(l.keys[0], "agent:main:telegram:group:-1");
+	assert_int_equal(f->ops->session_list(f->st, NULL, 0, session_list_cb, &l), SB_ERR_INVAL);
+}
+
+struct dev_res {
+	int calls;
+	int rc;
+	bool present;
+	bool created;
+	char id[80];
+	char state[16];
+	char scopes[128];
+	char token_hash[80];
+	char remote[64];
+	int64_t approved_at;
+	size_t n; /* device_list */
+	char ids[40][80];
+};
+
+static void device_cb(void *ud, int rc, const struct store_device *d, bool created)
+{
+	struct dev_res *r = ud;
+
+	r->calls++;
+	r->rc = rc;
+	r->created = created;
+	r->present = d != NULL;
+	if (d) {
+		copy_str(r->id, sizeof r->id, d->device_id);
+		copy_str(r->state, sizeof r->state, d->state);
+		copy_str(r->scopes, sizeof r->scopes, d->scopes);
+		copy_str(r->token_hash, sizeof r->token_hash, d->token_hash);
+		copy_str(r->remote, sizeof r->remote, d->remote_addr);
+		r->approved_at = d->approved_at;
+	}
+	g_calls++;
+}
+
+static void device_list_cb(void *ud, int rc, const struct store_device *v, size_t n)
+{
+	struct dev_res *r = ud;
+
+	r->calls++;
+	r->rc = rc;
+	r->n = n;
+	for (size_t i = 0; i < n && i < 40; i++) {
+		copy_str(r->ids[i], sizeof r->ids[i], v[i].device_id);
+		if (strcmp(v[i].state, "approved") == 0)
+			copy_str(r->state, sizeof r->state, v[i].device_id);
+	}
+	g_calls++;
+}
+
+static struct dev_res device_request(struct fx *f, const char *id, const char *addr)
+{
+	struct store_device d = {.device_id = id,
+	                         .public_key = "pk",
+	                         .client_id = "app",
+	                         .scopes = "operator.read,operator.write",
+	                         .remote_addr = addr};
+	struct dev_res r = {0};
+
+	assert_int_equal(f->ops->device_request(f->st, &d, device_cb, &r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	return r;
+}
+
+static void test_devices(void **state)
+{
+	struct fx *f = *state;
+	struct done_res d = {0};
+	struct dev_res r;
+	char id[16];
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	/* New: pending, with what it asked for. */
+	r = device_request(f, "d1", "127.0.0.1");
+	assert_int_equal(r.rc, SB_OK);
+	assert_true(r.created);
+	assert_string_equal(r.state, "pending");
+	assert_string_equal(r.scopes, "operator.read,operator.write");
+	/* Again: the same record, not a new one; the address is refreshed. */
+	r = device_request(f, "d1", "10.0.0.2");
+	assert_false(r.created);
+	assert_string_equal(r.state, "pending");
+	assert_string_equal(r.remote, "10.0.0.2");
+	/* No token before approval. */
+	assert_int_equal(f->ops->device_set_token(f->st, "d1", "h1", done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.rc, SB_ERR_NOTFOUND);
+
+	memset(&r, 0, sizeof r);
+	assert_int_equal(f->ops->device_approve(f->st, "d1", device_cb, &r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r.rc, SB_OK);
+	assert_string_equal(r.state, "approved");
+	assert_true(r.approved_at > 0);
+	memset(&r, 0, sizeof r);
+	assert_int_equal(f->ops->device_approve(f->st, "d1", device_cb, &r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r.rc, SB_ERR_EXISTS);
+	assert_true(r.present);
+	memset(&r, 0, sizeof r);
+	assert_int_equal(f->ops->device_approve(f->st, "nope", device_cb, &r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r.rc, SB_ERR_NOTFOUND);
+
+	/* Tokens: found by hash, the latest only. */
+	memset(&d, 0, sizeof d);
+	assert_int_equal(f->ops->device_set_token(f->st, "d1", "h1", done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.rc, SB_OK);
+	memset(&r, 0, sizeof r);
+	assert_int_equal(f->ops->device_get(f->st, NULL, "h1", device_cb, &r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r.rc, SB_OK);
+	assert_string_equal(r.id, "d1");
+	assert_int_equal(f->ops->device_set_token(f->st, "d1", "h2", NULL, NULL), SB_OK);
+	memset(&r, 0, sizeof r);
+	assert_int_equal(f->ops->device_get(f->st, NULL, "h1", device_cb, &r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r.rc, SB_ERR_NOTFOUND);
+	assert_int_equal(f->ops->device_get(f->st, "d1", "h2", device_cb, &r), SB_ERR_INVAL);
+
+	/* At most STORE_DEVICES_MAX_PENDING wait: the oldest goes. */
+	for (int i = 0; i < STORE_DEVICES_MAX_PENDING + 2; i++) {
+		snprintf(id, sizeof id, "p%02d", i);
+		r = device_request(f, id, NULL);
+		assert_true(r.created);
+		sleep_ms(2);
+	}
+	memset(&r, 0, sizeof r);
+	assert_int_equal(f->ops->device_list(f->st, device_list_cb, &r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r.n, STORE_DEVICES_MAX_PENDING + 1);
+	assert_string_equal(r.ids[0], "p02"); /* pending first, oldest first */
+	assert_string_equal(r.ids[r.n - 1], "d1");
+
+	/* Revoked: gone, token and all. */
+	memset(&d, 0, sizeof d);
+	assert_int_equal(f->ops->device_revoke(f->st, "d1", done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.rc, SB_OK);
+	memset(&r, 0, sizeof r);
+	assert_int_equal(f->ops->device_get(f->st, NULL, "h2", device_cb, &r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r.rc, SB_ERR_NOTFOUND);
+	memset(&d, 0, sizeof d);
+	assert_int_equal(f->ops->device_revoke(f->st, "d1", done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.rc, SB_ERR_NOTFOUND);
+}
+
 static void test_stats(void **state)
 {
 	struct fx *f = *state;
@@ -1178,6 +1376,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_outbox_due_and_retry, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_kv, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sessions, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_session_list, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_devices, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stats_queue_depth, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_queue_full, setup, teardown),

@@ -1,0 +1,1388 @@
+/*
+ * cli_ctl.c - status, chat, send, sessions, devices: WebSocket clients of
+ * the control plane. See cli_ctl.h.
+ *
+ * One struct ctl per run: a libuv loop, an lws context on it (foreign
+ * loop), one client connection. The connection goes: resolve the host (off
+ * the loop) -> connect -> connect.challenge -> connect request with the
+ * token -> hello-ok -> the verb's ready() -> frames to the verb's frame()
+ * -> ctl_finish() -> close frame -> the lws context is destroyed from a
+ * timer (never inside an lws callback) -> the loop ends.
+ */
+#include "gateway/cli_ctl.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <libwebsockets.h>
+#include <limits.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "gateway/cli.h"
+#include "gateway/config.h"
+#include "gateway/core/buf.h"
+#include "gateway/core/err.h"
+#include "gateway/core/num.h"
+#include "gateway/core/resolve.h"
+
+#define CTL_MSG_MAX ((size_t)64 << 20)
+#define CTL_LINE_MAX 65536
+#define CTL_DEFAULT_TIMEOUT_S 30
+#define CTL_SEND_TIMEOUT_S 900
+#define CTL_HOST_MAX 256
+#define CTL_PATH_MAX 512
+/* lws_write()'s close opcode, kept out of lws' public enum but in its ABI. */
+#define CTL_WRITE_CLOSE ((enum lws_write_protocol)4)
+
+struct ctl;
+
+struct ctl_verb {
+	const char *name;
+	/* hello-ok arrived: start the work. */
+	void (*ready)(struct ctl *c);
+	/* Every later frame (res and event); borrowed. */
+	void (*frame)(struct ctl *c, const json_t *f);
+	/* stdin lines (chat only); line NULL at EOF. */
+	void (*line)(struct ctl *c, const char *line);
+};
+
+struct ctl_msg {
+	struct ctl_msg *next;
+	size_t len;
+	unsigned char data[]; /* LWS_PRE, then len bytes */
+};
+
+struct ctl_opts {
+	bool json;
+	const char *url;
+	const char *token;
+	const char *config;
+	const char *agent;
+	const char *session;
+	int64_t timeout_s;
+	int64_t limit;
+};
+
+struct ctl {
+	struct ctl_opts o;
+	const struct ctl_verb *verb;
+	uv_loop_t loop;
+	struct lws_context *lws;
+	struct lws *wsi;
+	uv_timer_t deadline;
+	uv_timer_t reaper; /* destroys the lws context outside its callbacks */
+	bool reaper_started;
+	bool tls;
+	char host[CTL_HOST_MAX];
+	char addr[RESOLVE_ADDR_MAX];
+	int port;
+	char path[CTL_PATH_MAX];
+	char *token;
+	struct buf rx;
+	struct ctl_msg *q_head, *q_tail;
+	bool hello_done;
+	bool closing;
+	bool finished;
+	int rc;
+	int next_id;
+	/* verb state */
+	char req_id[32];
+	char req2_id[32];
+	char run_id[48];
+	char key[512];
+	const char *text; /* send: the message (argv) */
+	json_t *acc;      /* collected results */
+	bool streamed_any;
+	struct buf streamed;
+	int pending; /* chat: messages whose reply has not ended */
+	bool input_done;
+	/* chat input */
+	uv_pipe_t in_pipe;
+	uv_tty_t in_tty;
+	uv_stream_t *in;
+	struct buf line;
+};
+
+/* ---- output ---- */
+
+static const char *ctl_s(const char *s, const char *def)
+{
+	return s ? s : def;
+}
+
+static void ctl_err(const struct ctl *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void ctl_err(const struct ctl *c, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "switchboard %s: ", c->verb ? c->verb->name : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static void ctl_print_json(const json_t *j)
+{
+	char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+
+	if (text)
+		printf("%s\n", text);
+	free(text);
+	fflush(stdout);
+}
+
+static void ctl_print_error(struct ctl *c, const json_t *f)
+{
+	const json_t *e = json_object_get(f, "error");
+	const char *code = json_string_value(json_object_get(e, "code"));
+	const char *msg = json_string_value(json_object_get(e, "message"));
+
+	if (c->o.json) {
+		ctl_print_json(f);
+		return;
+	}
+	ctl_err(c, "%s: %s", code ? code : "ERROR", msg ? msg : "(no message)");
+}
+
+/* ---- the connection ---- */
+
+static void ctl_shutdown_timer(uv_timer_t *t)
+{
+	struct ctl *c = t->data;
+
+	uv_close((uv_handle_t *)&c->reaper, NULL);
+	if (c->lws)
+		lws_context_destroy(c->lws);
+}
+
+/* Destroys the lws context from a timer: never inside its callbacks. */
+static void ctl_reap(struct ctl *c)
+{
+	if (c->reaper_started)
+		return;
+	c->reaper_started = true;
+	uv_timer_start(&c->reaper, ctl_shutdown_timer, 0, 0);
+}
+
+/* Ends the run: exit code rc; the connection is closed politely. */
+static void ctl_finish(struct ctl *c, int rc)
+{
+	if (c->finished)
+		return;
+	c->finished = true;
+	c->rc = rc;
+	uv_timer_stop(&c->deadline);
+	if (!uv_is_closing((uv_handle_t *)&c->deadline))
+		uv_close((uv_handle_t *)&c->deadline, NULL);
+	if (c->in && !uv_is_closing((uv_handle_t *)c->in)) {
+		uv_read_stop(c->in);
+		uv_close((uv_handle_t *)c->in, NULL);
+	}
+	if (c->wsi) {
+		c->closing = true;
+		lws_callback_on_writable(c->wsi);
+		lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_SEND, 2);
+		return;
+	}
+	ctl_reap(c);
+}
+
+static void ctl_deadline(uv_timer_t *t)
+{
+	struct ctl *c = t->data;
+
+	ctl_err(c, "no answer from the gateway within %" PRId64 " s", c->o.timeout_s);
+	ctl_finish(c, 1);
+}
+
+static int ctl_send_frame(struct ctl *c, json_t *frame)
+{
+	char *text = json_dumps(frame, JSON_COMPACT);
+	size_t len = text ? strlen(text) : 0;
+	struct ctl_msg *m = text ? malloc(sizeof *m + LWS_PRE + len) : NULL;
+
+	json_decref(frame);
+	if (!m) {
+		free(text);
+		return SB_ERR_NOMEM;
+	}
+	m->next = NULL;
+	m->len = len;
+	memcpy(m->data + LWS_PRE, text, len);
+	free(text);
+	if (c->q_tail)
+		c->q_tail->next = m;
+	else
+		c->q_head = m;
+	c->q_tail = m;
+	if (c->wsi)
+		lws_callback_on_writable(c->wsi);
+	return SB_OK;
+}
+
+/* Sends a request (params taken); its id goes to id_out (32 bytes). */
+static void ctl_request(struct ctl *c, const char *method, json_t *params, char *id_out)
+{
+	char id[32];
+
+	snprintf(id, sizeof id, "cli-%d", ++c->next_id);
+	if (id_out)
+		snprintf(id_out, 32, "%s", id);
+	ctl_send_frame(c, json_pack("{ss ss ss so}", "type", "req", "id", id, "method", method,
+	                            "params", params ? params : json_object()));
+}
+
+static bool ctl_is_res(const json_t *f, const char *id)
+{
+	const char *type = json_string_value(json_object_get(f, "type"));
+	const char *fid = json_string_value(json_object_get(f, "id"));
+
+	return type && fid && strcmp(type, "res") == 0 && strcmp(fid, id) == 0;
+}
+
+static bool ctl_is_event(const json_t *f, const char *name)
+{
+	const char *type = json_string_value(json_object_get(f, "type"));
+	const char *ev = json_string_value(json_object_get(f, "event"));
+
+	return type && ev && strcmp(type, "event") == 0 && strcmp(ev, name) == 0;
+}
+
+static void ctl_connect_frame(struct ctl *c, const json_t *challenge)
+{
+	(void)challenge;
+	ctl_send_frame(c, json_pack("{ss ss ss s{si si s{ss ss ss ss} ss s[sss] s[] s{ss}}}",
+	                            "type", "req", "id", "connect", "method", "connect", "params",
+	                            "minProtocol", 3, "maxProtocol", 4, "client", "id",
+	                            "switchboard-cli", "version", SB_VERSION, "platform", "linux",
+	                            "mode", "cli", "role", "operator", "scopes", "operator.read",
+	                            "operator.write", "operator.admin", "caps", "auth", "token",
+	                            c->token ? c->token : ""));
+}
+
+static void ctl_on_frame(struct ctl *c, const json_t *f)
+{
+	if (c->finished)
+		return;
+	if (!c->hello_done) {
+		if (ctl_is_event(f, "connect.challenge")) {
+			ctl_connect_frame(c, f);
+			return;
+		}
+		if (!ctl_is_res(f, "connect"))
+			return;
+		if (!json_is_true(json_object_get(f, "ok"))) {
+			ctl_print_error(c, f);
+			ctl_finish(c, 1);
+			return;
+		}
+		c->hello_done = true;
+		c->verb->ready(c);
+		return;
+	}
+	c->verb->frame(c, f);
+}
+
+static void ctl_on_message(struct ctl *c)
+{
+	json_error_t err;
+	json_t *f = json_loadb(c->rx.data ? c->rx.data : "", c->rx.len, 0, &err);
+
+	buf_reset(&c->rx);
+	if (!f || !json_is_object(f)) {
+		json_decref(f);
+		ctl_err(c, "the gateway sent a frame that is not a JSON object");
+		ctl_finish(c, 1);
+		return;
+	}
+	ctl_on_frame(c, f);
+	json_decref(f);
+}
+
+static int ctl_writeable(struct ctl *c, struct lws *wsi)
+{
+	struct ctl_msg *m = c->q_head;
+	int n;
+
+	if (c->closing && !m) {
+		/* Written by hand: with the libuv loop lws 4.1 drops the close
+		 * frame lws_close_reason() prepares (see gateway/server_ws.c). */
+		unsigned char frame[LWS_PRE + 2] = {0};
+
+		frame[LWS_PRE] = LWS_CLOSE_STATUS_NORMAL >> 8;
+		frame[LWS_PRE + 1] = LWS_CLOSE_STATUS_NORMAL & 0xff;
+		lws_write(wsi, frame + LWS_PRE, 2, CTL_WRITE_CLOSE);
+		return -1;
+	}
+	if (!m)
+		return 0;
+	c->q_head = m->next;
+	if (!c->q_head)
+		c->q_tail = NULL;
+	n = lws_write(wsi, m->data + LWS_PRE, m->len, LWS_WRITE_TEXT);
+	free(m);
+	if (n < 0)
+		return -1;
+	if (c->q_head || c->closing)
+		lws_callback_on_writable(wsi);
+	return 0;
+}
+
+static int ctl_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
+                  size_t len)
+{
+	struct ctl *c = lws_context_user(lws_get_context(wsi));
+
+	(void)user;
+	switch (reason) {
+	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
+		ctl_err(c, "cannot connect to ws://%s:%d%s: %s", c->host, c->port, c->path,
+		        in ? (const char *)in : "connection failed");
+		c->wsi = NULL;
+		ctl_finish(c, 1);
+		ctl_reap(c);
+		return 0;
+	case LWS_CALLBACK_CLIENT_ESTABLISHED:
+		if (c->q_head)
+			lws_callback_on_writable(wsi);
+		return 0;
+	case LWS_CALLBACK_CLIENT_RECEIVE:
+		if (buf_append(&c->rx, in, len) != SB_OK) {
+			ctl_err(c, "a message from the gateway is too large");
+			ctl_finish(c, 1);
+			return -1;
+		}
+		if (lws_is_final_fragment(wsi))
+			ctl_on_message(c);
+		return 0;
+	case LWS_CALLBACK_CLIENT_WRITEABLE:
+		return ctl_writeable(c, wsi);
+	case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
+		if (!c->finished && len > 2)
+			ctl_err(c, "the gateway closed the connection: %.*s", (int)(len - 2),
+			        (const char *)in + 2);
+		return 0;
+	case LWS_CALLBACK_CLIENT_CLOSED:
+		c->wsi = NULL;
+		if (!c->finished)
+			ctl_err(c, "the connection closed");
+		ctl_finish(c, 1);
+		ctl_reap(c);
+		return 0;
+	default:
+		return 0;
+	}
+}
+
+static const struct lws_protocols ctl_protocols[] = {
+    {.name = "switchboard-cli", .callback = ctl_cb},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+static void ctl_resolved(void *ud, int rc, const char *addr)
+{
+	struct ctl *c = ud;
+	struct lws_client_connect_info i;
+
+	if (c->finished)
+		return;
+	if (rc) {
+		ctl_err(c, "cannot resolve %s: %s", c->host, sb_strerror(rc));
+		ctl_finish(c, 1);
+		return;
+	}
+	snprintf(c->addr, sizeof c->addr, "%s", addr);
+	memset(&i, 0, sizeof i);
+	i.context = c->lws;
+	i.address = c->addr;
+	i.port = c->port;
+	i.path = c->path;
+	i.host = c->host;
+	i.origin = c->host;
+	i.ssl_connection = c->tls ? LCCSCF_USE_SSL : 0;
+	i.local_protocol_name = ctl_protocols[0].name; /* no subprotocol is asked for */
+	i.ietf_version_or_minus_one = -1;
+	i.pwsi = &c->wsi;
+	if (!lws_client_connect_via_info(&i)) {
+		c->wsi = NULL;
+		if (!c->finished) {
+			ctl_err(c, "cannot connect to %s:%d", c->host, c->port);
+			ctl_finish(c, 1);
+		}
+	}
+}
+
+static void ctl_lws_log(int level, const char *line)
+{
+	(void)level;
+	(void)line; /* failures reach the user through the callbacks */
+}
+
+/* ---- where the gateway is, and the token ---- */
+
+static int ctl_parse_url(struct ctl *c, const char *url)
+{
+	const char *p = url, *host, *end;
+	int64_t port = 0;
+	char num[8];
+
+	if (strncmp(p, "ws://", 5) == 0) {
+		p += 5;
+	} else if (strncmp(p, "wss://", 6) == 0) {
+		p += 6;
+		c->tls = true;
+	} else {
+		return -1;
+	}
+	if (*p == '[') {
+		host = p + 1;
+		end = strchr(host, ']');
+		if (!end)
+			return -1;
+		p = end + 1;
+	} else {
+		host = p;
+		end = p + strcspn(p, ":/");
+		p = end;
+	}
+	if ((size_t)(end - host) >= sizeof c->host || end == host)
+		return -1;
+	memcpy(c->host, host, (size_t)(end - host));
+	c->host[end - host] = '\0';
+	c->port = c->tls ? 443 : 80;
+	if (*p == ':') {
+		size_t n = strcspn(p + 1, "/");
+
+		if (n == 0 || n >= sizeof num)
+			return -1;
+		memcpy(num, p + 1, n);
+		num[n] = '\0';
+		if (num_parse_i64(num, 1, 65535, &port))
+			return -1;
+		c->port = (int)port;
+		p += 1 + n;
+	}
+	snprintf(c->path, sizeof c->path, "%s", *p ? p : "/");
+	return 0;
+}
+
+/* Reads a small secret file, trimmed; NULL when absent. */
+static char *ctl_read_secret(const char *path)
+{
+	char buf[4097];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0)
+		return NULL;
+	n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
+		n--;
+	buf[n] = '\0';
+	return n ? strdup(buf) : NULL;
+}
+
+/* Fills url and token from the options, the environment and the home. */
+static int ctl_locate(struct ctl *c)
+{
+	char home[PATH_MAX], cfg_path[PATH_MAX], tpath[PATH_MAX + 32];
+	struct cfg_errors errs;
+	struct config *cfg = NULL;
+	const char *env = getenv("SWITCHBOARD_TOKEN");
+	int rc = -1;
+
+	cfg_errors_init(&errs);
+	if (cli_home(home, sizeof home))
+		goto out;
+	if (c->o.token)
+		c->token = strdup(c->o.token);
+	else if (env && *env)
+		c->token = strdup(env);
+	if (!c->token) {
+		snprintf(tpath, sizeof tpath, "%s/gateway.token", home);
+		c->token = ctl_read_secret(tpath);
+	}
+	if (!c->o.url || !c->token) {
+		if (cli_config_path(home, c->o.config, cfg_path, sizeof cfg_path) ||
+		    config_load(cfg_path, home, &cfg, &errs) != SB_OK) {
+			if (!c->o.url) {
+				cfg_errors_print(&errs, stderr);
+				ctl_err(c,
+				        "cannot find the gateway: no usable configuration at %s "
+				        "(pass --url ws://HOST:PORT)",
+				        cfg_path);
+				goto out;
+			}
+		}
+	}
+	if (!c->token && cfg && cfg->gateway.auth_token)
+		c->token = strdup(cfg->gateway.auth_token);
+	if (!c->token) {
+		ctl_err(c,
+		        "no token: pass --token, set SWITCHBOARD_TOKEN, or run `switchboard init`");
+		goto out;
+	}
+	if (c->o.url) {
+		if (ctl_parse_url(c, c->o.url)) {
+			ctl_err(c, "--url wants ws://HOST:PORT[/PATH], got \"%s\"", c->o.url);
+			goto out;
+		}
+	} else {
+		const char *bind = cfg->gateway.bind;
+
+		if (!cfg->gateway.control.enabled) {
+			ctl_err(c, "the control plane is off (gateway.control.enabled: false)");
+			goto out;
+		}
+		if (strcmp(bind, "0.0.0.0") == 0 || strcmp(bind, "localhost") == 0)
+			bind = "127.0.0.1";
+		else if (strcmp(bind, "::") == 0)
+			bind = "::1";
+		snprintf(c->host, sizeof c->host, "%s", bind);
+		c->port = (int)cfg->gateway.port;
+		snprintf(c->path, sizeof c->path, "%s",
+		         cfg->gateway.control.n_paths ? cfg->gateway.control.paths[0] : "/");
+	}
+	rc = 0;
+out:
+	config_unref(cfg);
+	cfg_errors_free(&errs);
+	return rc;
+}
+
+/* ---- running a verb ---- */
+
+static int ctl_run(struct ctl *c)
+{
+	struct lws_context_creation_info info;
+	void *loops[1];
+	struct ctl_msg *m;
+
+	c->rc = 1;
+	buf_init(&c->rx, CTL_MSG_MAX);
+	buf_init(&c->streamed, CTL_MSG_MAX);
+	buf_init(&c->line, CTL_LINE_MAX);
+	if (sodium_init() < 0 || ctl_locate(c))
+		goto out;
+	if (uv_loop_init(&c->loop) != 0)
+		goto out;
+	loops[0] = &c->loop;
+	lws_set_log_level(LLL_ERR, ctl_lws_log);
+	memset(&info, 0, sizeof info);
+	info.port = CONTEXT_PORT_NO_LISTEN;
+	info.protocols = ctl_protocols;
+	info.foreign_loops = loops;
+	info.user = c;
+	info.pcontext = &c->lws;
+	info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_VALIDATE_UTF8;
+	if (c->tls)
+		info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+	c->lws = lws_create_context(&info);
+	uv_timer_init(&c->loop, &c->deadline);
+	uv_timer_init(&c->loop, &c->reaper);
+	c->deadline.data = c->reaper.data = c;
+	if (!c->lws) {
+		ctl_err(c, "cannot start the WebSocket client");
+		ctl_finish(c, 1);
+	} else {
+		uv_timer_start(&c->deadline, ctl_deadline, (uint64_t)c->o.timeout_s * 1000, 0);
+		if (resolve_host(&c->loop, c->host, ctl_resolved, c) != SB_OK) {
+			ctl_err(c, "cannot resolve %s", c->host);
+			ctl_finish(c, 1);
+		}
+	}
+	uv_run(&c->loop, UV_RUN_DEFAULT);
+	/* With a foreign loop the first destroy only starts closing lws'
+	 * handles; this one frees what is left once they are closed. */
+	if (c->lws)
+		lws_context_destroy(c->lws);
+	uv_run(&c->loop, UV_RUN_DEFAULT);
+	if (uv_loop_close(&c->loop) != 0)
+		ctl_err(c, "handles left open");
+out:
+	while ((m = c->q_head)) {
+		c->q_head = m->next;
+		free(m);
+	}
+	if (c->token) {
+		sodium_memzero(c->token, strlen(c->token));
+		free(c->token);
+	}
+	json_decref(c->acc);
+	buf_free(&c->rx);
+	buf_free(&c->streamed);
+	buf_free(&c->line);
+	return c->rc;
+}
+
+/* ---- options ---- */
+
+enum ctl_opt_mask {
+	CTL_O_AGENT = 1u << 0,
+	CTL_O_SESSION = 1u << 1,
+	CTL_O_LIMIT = 1u << 2,
+};
+
+static int ctl_parse_opts(struct ctl *c, int argc, char **argv, unsigned allowed,
+                          void (*usage)(FILE *f), int *first_arg)
+{
+	static const struct option opts[] = {
+	    {"json", no_argument, NULL, 'j'},          {"url", required_argument, NULL, 'u'},
+	    {"token", required_argument, NULL, 't'},   {"config", required_argument, NULL, 'c'},
+	    {"agent", required_argument, NULL, 'a'},   {"session", required_argument, NULL, 's'},
+	    {"timeout", required_argument, NULL, 'T'}, {"limit", required_argument, NULL, 'n'},
+	    {"help", no_argument, NULL, 'h'},          {0},
+	};
+	int ch;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "ju:t:c:a:s:T:n:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'j':
+			c->o.json = true;
+			break;
+		case 'u':
+			c->o.url = optarg;
+			break;
+		case 't':
+			c->o.token = optarg;
+			break;
+		case 'c':
+			c->o.config = optarg;
+			break;
+		case 'a':
+		case 's':
+		case 'n':
+			if (!(allowed & (ch == 'a'   ? CTL_O_AGENT
+			                 : ch == 's' ? CTL_O_SESSION
+			                             : CTL_O_LIMIT))) {
+				usage(stderr);
+				return 2;
+			}
+			if (ch == 'a')
+				c->o.agent = optarg;
+			else if (ch == 's')
+				c->o.session = optarg;
+			else if (num_parse_i64(optarg, 1, 1000, &c->o.limit)) {
+				ctl_err(c, "--limit wants a number from 1 to 1000");
+				return 2;
+			}
+			break;
+		case 'T':
+			if (num_parse_i64(optarg, 1, 86400, &c->o.timeout_s)) {
+				ctl_err(c, "--timeout wants seconds from 1 to 86400");
+				return 2;
+			}
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	*first_arg = optind;
+	return -1;
+}
+
+#define CTL_COMMON_USAGE                                                                           \
+	"  --json            machine-readable output (the gateway's JSON)\n"                       \
+	"  --url URL         ws://HOST:PORT[/PATH] (default: from the home's switchboard.yaml)\n"  \
+	"  --token TOKEN     default: $SWITCHBOARD_TOKEN, then $SWITCHBOARD_HOME/gateway.token\n"  \
+	"  --config FILE     the configuration to find the gateway in\n"                           \
+	"  --timeout SECONDS how long to wait for the gateway\n"
+
+/* ---- status ---- */
+
+static void ctl_status_ready(struct ctl *c)
+{
+	ctl_request(c, "status", NULL, c->req_id);
+}
+
+static void ctl_status_frame(struct ctl *c, const json_t *f)
+{
+	const json_t *p = json_object_get(f, "payload"), *ids;
+	const json_t *v;
+	size_t i;
+	int64_t up;
+
+	if (!ctl_is_res(f, c->req_id))
+		return;
+	if (!json_is_true(json_object_get(f, "ok"))) {
+		ctl_print_error(c, f);
+		ctl_finish(c, 1);
+		return;
+	}
+	if (c->o.json) {
+		ctl_print_json(p);
+		ctl_finish(c, 0);
+		return;
+	}
+	up = json_integer_value(json_object_get(p, "uptimeMs")) / 1000;
+	printf("switchboard %s at ws://%s:%d%s: %s, up %" PRId64 "h%02" PRId64 "m%02" PRId64
+	       "s, pid %" PRId64 "\n",
+	       json_string_value(json_object_get(p, "version")), c->host, c->port, c->path,
+	       json_string_value(json_object_get(p, "state")), up / 3600, up / 60 % 60, up % 60,
+	       (int64_t)json_integer_value(json_object_get(p, "pid")));
+	printf("  agents:      ");
+	ids = json_object_get(json_object_get(p, "agents"), "ids");
+	json_array_foreach(ids, i, v) printf("%s%s", i ? ", " : "", json_string_value(v));
+	printf(" (default: %s)\n",
+	       ctl_s(json_string_value(json_object_get(json_object_get(p, "agents"), "defaultId")),
+	             "none"));
+	printf("  clients:     %" PRId64 " connected\n",
+	       (int64_t)json_integer_value(
+	           json_object_get(json_object_get(p, "connections"), "control")));
+	printf("  runs:        %" PRId64 " active, %" PRId64 " messages in the pipeline\n",
+	       (int64_t)json_integer_value(json_object_get(json_object_get(p, "runs"), "active")),
+	       (int64_t)json_integer_value(json_object_get(json_object_get(p, "runs"), "waiting")));
+	printf("  inbox:       %" PRId64 " pending\n",
+	       (int64_t)json_integer_value(json_object_get(json_object_get(p, "queues"), "inbox")));
+	printf("  config:      %s\n",
+	       json_string_value(json_object_get(json_object_get(p, "config"), "path")));
+	fflush(stdout);
+	ctl_finish(c, 0);
+}
+
+static const struct ctl_verb ctl_status_verb = {
+    .name = "status", .ready = ctl_status_ready, .frame = ctl_status_frame};
+
+static void ctl_status_usage(FILE *f)
+{
+	fprintf(f, "usage: switchboard status [--json] [--url URL] [--token TOKEN]\n\n"
+	           "Asks the running gateway how it is: version, uptime, agents, clients, "
+	           "runs.\n" CTL_COMMON_USAGE);
+}
+
+int cli_status(int argc, char **argv)
+{
+	struct ctl c;
+	int first, rc;
+
+	memset(&c, 0, sizeof c);
+	c.verb = &ctl_status_verb;
+	c.o.timeout_s = CTL_DEFAULT_TIMEOUT_S;
+	rc = ctl_parse_opts(&c, argc, argv, 0, ctl_status_usage, &first);
+	if (rc >= 0)
+		return rc;
+	if (first != argc) {
+		ctl_status_usage(stderr);
+		return 2;
+	}
+	return ctl_run(&c);
+}
+
+/* ---- send ---- */
+
+static void ctl_new_idempotency_key(char *out, size_t size)
+{
+	unsigned char raw[12];
+	char hex[25];
+
+	randombytes_buf(raw, sizeof raw);
+	sodium_bin2hex(hex, sizeof hex, raw, sizeof raw);
+	snprintf(out, size, "cli-%s", hex);
+}
+
+/* The session params of chat and send: sessionKey and agentId. */
+static void ctl_session_params(struct ctl *c, json_t *params)
+{
+	if (c->o.session)
+		json_object_set_new(params, "sessionKey", json_string(c->o.session));
+	if (c->o.agent)
+		json_object_set_new(params, "agentId", json_string(c->o.agent));
+}
+
+static void ctl_send_ready(struct ctl *c)
+{
+	json_t *params =
+	    json_pack("{ss ss sb}", "message", c->text, "idempotencyKey", c->run_id, "deliver", 0);
+
+	ctl_session_params(c, params);
+	ctl_request(c, "agent", params, c->req_id);
+}
+
+static void ctl_send_on_frame(struct ctl *c, const json_t *f)
+{
+	const json_t *p = json_object_get(f, "payload");
+	const char *status, *text;
+
+	if (ctl_is_event(f, "agent")) {
+		const char *run = json_string_value(json_object_get(p, "runId"));
+		const char *stream = json_string_value(json_object_get(p, "stream"));
+		const char *delta =
+		    json_string_value(json_object_get(json_object_get(p, "data"), "delta"));
+
+		if (!c->o.json && run && stream && delta && strcmp(run, c->run_id) == 0 &&
+		    strcmp(stream, "assistant") == 0 && isatty(STDOUT_FILENO)) {
+			fputs(delta, stdout);
+			fflush(stdout);
+			buf_puts(&c->streamed, delta);
+			c->streamed_any = true;
+		}
+		return;
+	}
+	if (!ctl_is_res(f, c->req_id))
+		return;
+	if (!json_is_true(json_object_get(f, "ok"))) {
+		if (c->streamed_any)
+			putchar('\n');
+		ctl_print_error(c, f);
+		ctl_finish(c, 1);
+		return;
+	}
+	status = json_string_value(json_object_get(p, "status"));
+	if (status && strcmp(status, "accepted") == 0)
+		return; /* the second answer carries the reply */
+	if (status && strcmp(status, "in_flight") == 0) {
+		ctl_err(c, "a message with this idempotency key was sent already");
+		ctl_finish(c, 1);
+		return;
+	}
+	text = json_string_value(json_object_get(p, "text"));
+	if (c->o.json) {
+		ctl_print_json(p);
+	} else if (c->streamed_any) {
+		/* The final text may carry a note after what streamed. */
+		size_t n = c->streamed.len;
+
+		if (text && strncmp(text, c->streamed.data, n) == 0)
+			printf("%s\n", text + n);
+		else
+			printf("\n%s\n", text ? text : "");
+	} else {
+		printf("%s\n", text ? text : "");
+	}
+	fflush(stdout);
+	ctl_finish(c, status && strcmp(status, "ok") == 0 ? 0 : 1);
+}
+
+static const struct ctl_verb ctl_send_verb = {
+    .name = "send", .ready = ctl_send_ready, .frame = ctl_send_on_frame};
+
+static void ctl_send_usage(FILE *f)
+{
+	fprintf(f, "usage: switchboard send [--agent ID] [--session KEY] [--json] \"text\"\n\n"
+	           "Sends one message to an agent through the running gateway (as the web chat)\n"
+	           "and prints the reply. KEY is a session key (agent:ID:REST, or a short key\n"
+	           "such as main for the agent's own session); by default the agent's main\n"
+	           "session. Exit code 0 when the run ended normally.\n"
+	           "  --agent ID        the agent (default: the default agent)\n"
+	           "  --session KEY     the session\n" CTL_COMMON_USAGE);
+}
+
+int cli_send(int argc, char **argv)
+{
+	struct ctl c;
+	int first, rc;
+
+	memset(&c, 0, sizeof c);
+	c.verb = &ctl_send_verb;
+	c.o.timeout_s = CTL_SEND_TIMEOUT_S;
+	rc = ctl_parse_opts(&c, argc, argv, CTL_O_AGENT | CTL_O_SESSION, ctl_send_usage, &first);
+	if (rc >= 0)
+		return rc;
+	if (first != argc - 1 || !*argv[first]) {
+		ctl_send_usage(stderr);
+		return 2;
+	}
+	c.text = argv[first];
+	if (sodium_init() < 0)
+		return 1;
+	ctl_new_idempotency_key(c.run_id, sizeof c.run_id);
+	return ctl_run(&c);
+}
+
+/* ---- chat ---- */
+
+static void ctl_chat_prompt(struct ctl *c)
+{
+	if (!c->o.json && isatty(STDIN_FILENO) && isatty(STDOUT_FILENO)) {
+		fputs("> ", stdout);
+		fflush(stdout);
+	}
+}
+
+static void ctl_chat_maybe_done(struct ctl *c)
+{
+	if (c->input_done && c->pending <= 0)
+		ctl_finish(c, 0);
+}
+
+static void ctl_chat_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+	static char chunk[4096];
+
+	(void)h;
+	(void)suggested;
+	*b = uv_buf_init(chunk, sizeof chunk);
+}
+
+static void ctl_chat_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+	struct ctl *c = s->data;
+
+	if (n < 0) {
+		if (c->line.len)
+			c->verb->line(c, c->line.data);
+		buf_reset(&c->line);
+		c->verb->line(c, NULL);
+		return;
+	}
+	for (ssize_t i = 0; i < n && !c->finished; i++) {
+		if (b->base[i] != '\n') {
+			if (buf_append(&c->line, &b->base[i], 1) != SB_OK) {
+				ctl_err(c, "a line longer than %d bytes", CTL_LINE_MAX);
+				buf_reset(&c->line);
+			}
+			continue;
+		}
+		c->verb->line(c, c->line.data ? c->line.data : "");
+		buf_reset(&c->line);
+	}
+}
+
+static void ctl_chat_ready(struct ctl *c)
+{
+	const char *s = c->o.session ? c->o.session : "main";
+
+	/* The session, named as the gateway would resolve it; and followed,
+	 * so that replies to anyone's messages in it show up too. */
+	if (c->o.agent && strncmp(s, "agent:", 6) != 0)
+		snprintf(c->key, sizeof c->key, "agent:%s:%s", c->o.agent, s);
+	else
+		snprintf(c->key, sizeof c->key, "%s", s);
+	ctl_request(c, "sessions.subscribe", json_pack("{ss}", "sessionKey", c->key), c->req_id);
+	if (uv_guess_handle(STDIN_FILENO) == UV_TTY) {
+		uv_tty_init(&c->loop, &c->in_tty, STDIN_FILENO, 1);
+		c->in = (uv_stream_t *)&c->in_tty;
+	} else if (uv_pipe_init(&c->loop, &c->in_pipe, 0) == 0 &&
+	           uv_pipe_open(&c->in_pipe, STDIN_FILENO) == 0) {
+		c->in = (uv_stream_t *)&c->in_pipe;
+	} else {
+		ctl_err(c, "stdin must be a terminal or a pipe");
+		ctl_finish(c, 2);
+		return;
+	}
+	c->in->data = c;
+	uv_timer_stop(&c->deadline); /* interactive: no overall limit */
+	if (!c->o.json && isatty(STDOUT_FILENO))
+		fprintf(stderr, "connected to ws://%s:%d%s; type a message, /quit to leave\n",
+		        c->host, c->port, c->path);
+	ctl_chat_prompt(c);
+	uv_read_start(c->in, ctl_chat_alloc, ctl_chat_read);
+}
+
+static void ctl_chat_line(struct ctl *c, const char *line)
+{
+	json_t *params;
+	char idem[48], id[32];
+
+	if (!line || strcmp(line, "/quit") == 0 || strcmp(line, "/exit") == 0) {
+		c->input_done = true;
+		if (c->in && !uv_is_closing((uv_handle_t *)c->in)) {
+			uv_read_stop(c->in);
+			uv_close((uv_handle_t *)c->in, NULL);
+		}
+		c->in = NULL;
+		ctl_chat_maybe_done(c);
+		return;
+	}
+	if (!*line) {
+		ctl_chat_prompt(c);
+		return;
+	}
+	ctl_new_idempotency_key(idem, sizeof idem);
+	params =
+	    json_pack("{ss ss ss}", "message", line, "idempotencyKey", idem, "sessionKey", c->key);
+	if (!params)
+		return;
+	c->pending++;
+	c->streamed_any = false;
+	ctl_request(c, "chat.send", params, id);
+}
+
+static void ctl_chat_frame(struct ctl *c, const json_t *f)
+{
+	const json_t *p = json_object_get(f, "payload");
+	const char *type = json_string_value(json_object_get(f, "type"));
+
+	if (c->o.json && (ctl_is_event(f, "chat") || ctl_is_event(f, "agent") ||
+	                  (type && strcmp(type, "res") == 0))) {
+		char *text = json_dumps(f, JSON_COMPACT);
+
+		if (text)
+			printf("%s\n", text);
+		free(text);
+		fflush(stdout);
+	}
+	if (type && strcmp(type, "res") == 0) {
+		const char *status = json_string_value(json_object_get(p, "status"));
+		bool subscribe = ctl_is_res(f, c->req_id);
+
+		if (!json_is_true(json_object_get(f, "ok"))) {
+			if (!c->o.json)
+				ctl_print_error(c, f);
+			if (subscribe) {
+				ctl_finish(c, 1);
+				return;
+			}
+			if (c->pending > 0)
+				c->pending--;
+			ctl_chat_maybe_done(c);
+			return;
+		}
+		if (status && strcmp(status, "in_flight") == 0 && c->pending > 0)
+			c->pending--;
+		return;
+	}
+	if (c->o.json) {
+		if (ctl_is_event(f, "chat")) {
+			const char *state = json_string_value(json_object_get(p, "state"));
+
+			if (state && strcmp(state, "delta") != 0 && c->pending > 0)
+				c->pending--;
+			ctl_chat_maybe_done(c);
+		}
+		return;
+	}
+	if (ctl_is_event(f, "agent")) {
+		const char *stream = json_string_value(json_object_get(p, "stream"));
+		const json_t *data = json_object_get(p, "data");
+
+		if (stream && strcmp(stream, "assistant") == 0) {
+			fputs(ctl_s(json_string_value(json_object_get(data, "delta")), ""), stdout);
+			c->streamed_any = true;
+		} else if (stream && strcmp(stream, "tool") == 0 &&
+		           strcmp(ctl_s(json_string_value(json_object_get(data, "phase")), ""),
+		                  "start") == 0) {
+			printf("[tool %s]\n",
+			       ctl_s(json_string_value(json_object_get(data, "name")), ""));
+		}
+		fflush(stdout);
+		return;
+	}
+	if (ctl_is_event(f, "chat")) {
+		const char *state = json_string_value(json_object_get(p, "state"));
+
+		if (!state || strcmp(state, "delta") == 0)
+			return;
+		if (!c->streamed_any) {
+			const json_t *content =
+			    json_object_get(json_object_get(p, "message"), "content");
+
+			fputs(ctl_s(json_string_value(
+			                json_object_get(json_array_get(content, 0), "text")),
+			            ""),
+			      stdout);
+		}
+		if (strcmp(state, "final") != 0)
+			printf("\n[%s%s%s]", state, json_object_get(p, "errorMessage") ? ": " : "",
+			       ctl_s(json_string_value(json_object_get(p, "errorMessage")), ""));
+		putchar('\n');
+		c->streamed_any = false;
+		if (c->pending > 0)
+			c->pending--;
+		fflush(stdout);
+		if (c->input_done)
+			ctl_chat_maybe_done(c);
+		else
+			ctl_chat_prompt(c);
+	}
+}
+
+static const struct ctl_verb ctl_chat_verb = {
+    .name = "chat", .ready = ctl_chat_ready, .frame = ctl_chat_frame, .line = ctl_chat_line};
+
+static void ctl_chat_usage(FILE *f)
+{
+	fprintf(f, "usage: switchboard chat [--agent ID] [--session KEY] [--json]\n\n"
+	           "Chats with an agent through the running gateway: each line typed is a\n"
+	           "message (the web chat channel), the reply streams back. Replies to other\n"
+	           "clients' messages in the same session show up too. /quit or end of input\n"
+	           "leaves once the replies have arrived. --json prints every frame.\n"
+	           "  --agent ID        the agent (default: the default agent)\n"
+	           "  --session KEY     the session (default: the agent's main "
+	           "session)\n" CTL_COMMON_USAGE);
+}
+
+int cli_chat(int argc, char **argv)
+{
+	struct ctl c;
+	int first, rc;
+
+	memset(&c, 0, sizeof c);
+	c.verb = &ctl_chat_verb;
+	c.o.timeout_s = CTL_DEFAULT_TIMEOUT_S;
+	rc = ctl_parse_opts(&c, argc, argv, CTL_O_AGENT | CTL_O_SESSION, ctl_chat_usage, &first);
+	if (rc >= 0)
+		return rc;
+	if (first != argc) {
+		ctl_chat_usage(stderr);
+		return 2;
+	}
+	return ctl_run(&c);
+}
+
+/* ---- sessions ---- */
+
+static void ctl_sessions_print(const json_t *p)
+{
+	const json_t *list = json_object_get(p, "sessions"), *s;
+	size_t i;
+
+	if (!json_array_size(list)) {
+		printf("no sessions yet\n");
+		return;
+	}
+	printf("%-40s %-12s %-20s %s\n", "KEY", "AGENT", "UPDATED (UTC)", "SESSION ID");
+	json_array_foreach(list, i, s)
+	{
+		time_t t = (time_t)(json_integer_value(json_object_get(s, "updatedAt")) / 1000);
+		struct tm tm;
+		char when[32] = "";
+
+		if (gmtime_r(&t, &tm))
+			strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
+		printf("%-40s %-12s %-20s %s\n", json_string_value(json_object_get(s, "key")),
+		       json_string_value(json_object_get(s, "agentId")), when,
+		       json_string_value(json_object_get(s, "sessionId")));
+	}
+}
+
+static void ctl_history_print(const json_t *p)
+{
+	const json_t *msgs = json_object_get(p, "messages"), *m, *b;
+	size_t i, j;
+
+	json_array_foreach(msgs, i, m)
+	{
+		const char *role = json_string_value(json_object_get(m, "role"));
+
+		json_array_foreach(json_object_get(m, "content"), j, b)
+		{
+			const char *type = json_string_value(json_object_get(b, "type"));
+
+			if (type && strcmp(type, "text") == 0)
+				printf("%s: %s\n", role ? role : "?",
+				       json_string_value(json_object_get(b, "text")));
+			else if (type && strcmp(type, "tool_use") == 0)
+				printf("%s: [tool %s]\n", role ? role : "?",
+				       json_string_value(json_object_get(b, "name")));
+		}
+	}
+}
+
+static void ctl_sessions_ready(struct ctl *c)
+{
+	if (*c->key) {
+		ctl_request(c, "sessions.get", json_pack("{ss}", "sessionKey", c->key), c->req_id);
+		return;
+	}
+	ctl_request(c, "sessions.list",
+	            c->o.agent
+	                ? json_pack("{ss sI}", "agentId", c->o.agent, "limit",
+	                            (json_int_t)(c->o.limit ? c->o.limit : 200))
+	                : json_pack("{sI}", "limit", (json_int_t)(c->o.limit ? c->o.limit : 200)),
+	            c->req_id);
+}
+
+static void ctl_sessions_frame(struct ctl *c, const json_t *f)
+{
+	const json_t *p = json_object_get(f, "payload");
+
+	if (ctl_is_res(f, c->req_id)) {
+		if (!json_is_true(json_object_get(f, "ok"))) {
+			ctl_print_error(c, f);
+			ctl_finish(c, 1);
+			return;
+		}
+		if (!*c->key) {
+			if (c->o.json)
+				ctl_print_json(p);
+			else
+				ctl_sessions_print(p);
+			fflush(stdout);
+			ctl_finish(c, 0);
+			return;
+		}
+		/* show: the session, then its history. */
+		c->acc = json_pack("{sO}", "session", p);
+		ctl_request(c, "chat.history",
+		            json_pack("{ss sI}", "sessionKey", c->key, "limit",
+		                      (json_int_t)(c->o.limit ? c->o.limit : 20)),
+		            c->req2_id);
+		return;
+	}
+	if (!ctl_is_res(f, c->req2_id))
+		return;
+	if (!json_is_true(json_object_get(f, "ok"))) {
+		ctl_print_error(c, f);
+		ctl_finish(c, 1);
+		return;
+	}
+	if (c->o.json) {
+		json_object_set(c->acc, "history", (json_t *)p);
+		ctl_print_json(c->acc);
+	} else {
+		const json_t *s = json_object_get(c->acc, "session");
+
+		printf("session %s (agent %s, id %s)\n",
+		       json_string_value(json_object_get(s, "key")),
+		       json_string_value(json_object_get(s, "agentId")),
+		       json_string_value(json_object_get(s, "sessionId")));
+		ctl_history_print(p);
+	}
+	fflush(stdout);
+	ctl_finish(c, 0);
+}
+
+static const struct ctl_verb ctl_sessions_verb = {
+    .name = "sessions", .ready = ctl_sessions_ready, .frame = ctl_sessions_frame};
+
+static void ctl_sessions_usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: switchboard sessions [list] [--agent ID] [--limit N] [--json]\n"
+	    "       switchboard sessions show KEY [--limit N] [--json]\n\n"
+	    "Lists the sessions of the running gateway, most recent first, or shows one\n"
+	    "with its last N messages (default 20). KEY may be short (main).\n" CTL_COMMON_USAGE);
+}
+
+int cli_sessions(int argc, char **argv)
+{
+	struct ctl c;
+	int first, rc;
+
+	memset(&c, 0, sizeof c);
+	c.verb = &ctl_sessions_verb;
+	c.o.timeout_s = CTL_DEFAULT_TIMEOUT_S;
+	rc = ctl_parse_opts(&c, argc, argv, CTL_O_AGENT | CTL_O_LIMIT, ctl_sessions_usage, &first);
+	if (rc >= 0)
+		return rc;
+	if (first < argc && strcmp(argv[first], "list") == 0 && first + 1 == argc) {
+		/* list */
+	} else if (first + 2 == argc && strcmp(argv[first], "show") == 0) {
+		if (snprintf(c.key, sizeof c.key, "%s", argv[first + 1]) >= (int)sizeof c.key) {
+			ctl_err(&c, "the session key is too long");
+			return 2;
+		}
+	} else if (first != argc) {
+		ctl_sessions_usage(stderr);
+		return 2;
+	}
+	return ctl_run(&c);
+}
+
+/* ---- devices ---- */
+
+static void ctl_devices_print(const json_t *p)
+{
+	static const char *const groups[] = {"pending", "paired"};
+
+	for (size_t g = 0; g < 2; g++) {
+		const json_t *list = json_object_get(p, groups[g]), *d, *s;
+		size_t i, j;
+
+		printf("%s (%zu):\n", g ? "approved" : "waiting for approval",
+		       json_array_size(list));
+		json_array_foreach(list, i, d)
+		{
+			printf("  %s  %s from %s, scopes ",
+			       json_string_value(json_object_get(d, "deviceId")),
+			       ctl_s(json_string_value(json_object_get(d, "clientId")), "?"),
+			       ctl_s(json_string_value(json_object_get(d, "remoteAddr")), "?"));
+			json_array_foreach(json_object_get(d, "scopes"), j, s)
+			    printf("%s%s", j ? "," : "", json_string_value(s));
+			printf("\n");
+		}
+	}
+	printf("approve with: switchboard devices approve DEVICE_ID\n");
+}
+
+static void ctl_devices_ready(struct ctl *c)
+{
+	if (!*c->key)
+		ctl_request(c, "devices.list", NULL, c->req_id);
+	else
+		ctl_request(c, c->run_id, json_pack("{ss}", "deviceId", c->key), c->req_id);
+}
+
+static void ctl_devices_frame(struct ctl *c, const json_t *f)
+{
+	const json_t *p = json_object_get(f, "payload");
+
+	if (!ctl_is_res(f, c->req_id))
+		return;
+	if (!json_is_true(json_object_get(f, "ok"))) {
+		ctl_print_error(c, f);
+		ctl_finish(c, 1);
+		return;
+	}
+	if (c->o.json)
+		ctl_print_json(p);
+	else if (!*c->key)
+		ctl_devices_print(p);
+	else if (strcmp(c->run_id, "devices.approve") == 0)
+		printf("approved %s%s\n", c->key,
+		       json_is_true(json_object_get(p, "alreadyApproved")) ? " (already)" : "");
+	else
+		printf("revoked %s\n", c->key);
+	fflush(stdout);
+	ctl_finish(c, 0);
+}
+
+static const struct ctl_verb ctl_devices_verb = {
+    .name = "devices", .ready = ctl_devices_ready, .frame = ctl_devices_frame};
+
+static void ctl_devices_usage(FILE *f)
+{
+	fprintf(f, "usage: switchboard devices [list] [--json]\n"
+	           "       switchboard devices approve DEVICE_ID\n"
+	           "       switchboard devices revoke DEVICE_ID\n\n"
+	           "Devices are control-plane clients with their own Ed25519 key. A new one\n"
+	           "waits until approved here; it then receives its own token. Revoking\n"
+	           "disconnects it and makes its token worthless.\n" CTL_COMMON_USAGE);
+}
+
+int cli_devices(int argc, char **argv)
+{
+	struct ctl c;
+	int first, rc;
+
+	memset(&c, 0, sizeof c);
+	c.verb = &ctl_devices_verb;
+	c.o.timeout_s = CTL_DEFAULT_TIMEOUT_S;
+	rc = ctl_parse_opts(&c, argc, argv, 0, ctl_devices_usage, &first);
+	if (rc >= 0)
+		return rc;
+	if (first == argc || (first + 1 == argc && strcmp(argv[first], "list") == 0)) {
+		/* list */
+	} else if (first + 2 == argc &&
+	           (strcmp(argv[first], "approve") == 0 || strcmp(argv[first], "revoke") == 0)) {
+		snprintf(c.run_id, sizeof c.run_id, "devices.%s", argv[first]);
+		if (snprintf(c.key, sizeof c.key, "%s", argv[first + 1]) >= (int)sizeof c.key) {
+			ctl_err(&c, "the device id is too long");
+			return 2;
+		}
+	} else {
+		ctl_devices_usage(stderr);
+		return 2;
+	}
+	return ctl_run(&c);
+}

@@ -1,0 +1,190 @@
+/*
+ * control_internal.h - what gateway/control.c (connections, handshake,
+ * events) and gateway/control_methods.c (the methods) share. Nothing else
+ * includes it.
+ *
+ * Loop thread only.
+ */
+#ifndef SB_GATEWAY_CONTROL_INTERNAL_H
+#define SB_GATEWAY_CONTROL_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "gateway/config.h"
+#include "gateway/core/buf.h"
+#include "gateway/events.h"
+#include "gateway/module.h"
+#include "gateway/server_ws.h"
+#include "gateway/store.h"
+
+#define CONTROL_PROTOCOL_MIN 3
+#define CONTROL_PROTOCOL_MAX 4
+#define CONTROL_PREAUTH_MAX ((size_t)64 << 10)
+#define CONTROL_SUBS_MAX 64
+#define CONTROL_KEY_MAX 512 /* session keys a client may name */
+#define CONTROL_IDEMPOTENCY_MAX 200
+#define CONTROL_LOCKOUT_ENTRIES 1024
+#define CONTROL_RUN_TEXT_MAX ((size_t)1 << 20)
+#define CONTROL_INFLIGHT_MAX 64 /* requests of one connection waiting for an answer */
+
+/* Scopes, each implying the ones below it. */
+enum control_scope {
+	CONTROL_SCOPE_READ = 1u << 0,
+	CONTROL_SCOPE_WRITE = 1u << 1,
+	CONTROL_SCOPE_ADMIN = 1u << 2,
+};
+
+/* Error codes of error frames (docs/protocol.md). */
+#define CONTROL_E_INVALID "INVALID_REQUEST"
+#define CONTROL_E_UNAUTHORIZED "UNAUTHORIZED"
+#define CONTROL_E_FORBIDDEN "FORBIDDEN"
+#define CONTROL_E_NOT_PAIRED "NOT_PAIRED"
+#define CONTROL_E_RATE_LIMITED "RATE_LIMITED"
+#define CONTROL_E_NOT_FOUND "NOT_FOUND"
+#define CONTROL_E_UNAVAILABLE "UNAVAILABLE"
+#define CONTROL_E_TIMEOUT "AGENT_TIMEOUT"
+#define CONTROL_E_INTERNAL "INTERNAL"
+
+struct control_op;
+
+/* One failed-auth record per peer address. */
+struct control_lock {
+	char addr[64];
+	int64_t window_start; /* uv_now ms */
+	int64_t failures;
+	int64_t locked_until; /* uv_now ms; 0 = not locked */
+};
+
+/* A run somebody may be watching: its streamed text so far. */
+struct control_run {
+	char *run_id;
+	char *session_key;
+	struct buf text;
+	int64_t chat_seq;  /* chat events of this run */
+	int64_t agent_seq; /* agent events of this run */
+	bool dirty;        /* text grew since the last chat delta */
+	uint64_t sent_at;  /* uv_now of the last chat delta; 0 = none yet */
+};
+
+struct control {
+	struct gateway_ctx ctx;
+	struct server_ws_endpoint *eps[4];
+	size_t n_eps;
+	struct events_sub *sub;
+	struct control_conn *conns;
+	size_t n_conns;
+	struct control_op *ops; /* waiting for a callback */
+	struct strmap *runs;    /* run id -> struct control_run */
+	uv_timer_t *tick;
+	uv_timer_t *flush; /* throttled chat deltas */
+	bool flush_armed;
+	char *file_token; /* $HOME/gateway.token, or NULL */
+	int64_t tick_ms;  /* the settings read at start (restart-only keys) */
+	int64_t max_buffered;
+	uint64_t started_ms;
+	uint64_t next_conn;
+	bool draining;
+	struct control_lock locks[CONTROL_LOCKOUT_ENTRIES];
+	size_t n_locks;
+};
+
+struct control_conn {
+	struct control *ctl;
+	struct server_ws *ws; /* NULL once the connection is gone */
+	int refs;             /* the connection itself, and each op for it */
+	int in_flight;        /* ops for it */
+	char conn_id[32];
+	char peer[64];
+	char nonce[65];
+	int64_t challenge_ts; /* unix ms */
+	uv_timer_t *handshake;
+	bool connecting; /* a connect is being decided */
+	bool authed;
+	bool closing;
+	int protocol;
+	unsigned scopes;
+	char client_id[64];
+	char client_mode[32];
+	char device_id[65]; /* "" unless authenticated as a device */
+	int64_t seq;        /* events sent */
+	char *subs[CONTROL_SUBS_MAX];
+	size_t n_subs;
+	struct control_conn *prev, *next;
+};
+
+/* An asynchronous step of a request (a store operation, an ingest, a wait
+ * for a reply, thread-pool work). It outlives the module when the module
+ * stops first: ctl and conn are then NULL and the callback only frees it. */
+struct control_op {
+	struct control *ctl;
+	struct control_conn *conn; /* a reference */
+	json_t *id;                /* the request id */
+	void (*release)(struct control_op *op);
+	struct control_op *prev, *next;
+};
+
+/* ---- control.c ---- */
+
+int64_t control_now_ms(void);
+uint64_t control_uptime_ms(const struct control *ctl);
+
+void control_conn_ref(struct control_conn *c);
+void control_conn_unref(struct control_conn *c);
+
+/* Registers op (allocated by the caller with op->release set) for request
+ * id of c; takes a reference on c and on id. */
+void control_op_start(struct control_op *op, struct control_conn *c, const json_t *id);
+/* Whether the module and the connection are still there. */
+bool control_op_live(const struct control_op *op);
+/* Unregisters and frees op (release, references). */
+void control_op_free(struct control_op *op);
+
+/* Answers request id: ok with payload (taken; NULL = {}), or an error with
+ * code, message, details (taken; may be NULL) and retry hints. */
+void control_reply_ok(struct control_conn *c, const json_t *id, json_t *payload);
+void control_reply_raw(struct control_conn *c, const json_t *id, const char *payload_json);
+void control_reply_error(struct control_conn *c, const json_t *id, const char *code,
+                         const char *message, json_t *details, bool retryable,
+                         int64_t retry_after_ms);
+
+/* Sends an event (payload taken) to one connection. */
+void control_send_event(struct control_conn *c, const char *event, json_t *payload);
+
+/* Subscribes c to a session key ("*" = every session). */
+int control_subscribe(struct control_conn *c, const char *key);
+void control_unsubscribe(struct control_conn *c, const char *key);
+
+/* Closes every connection authenticated as device_id. */
+void control_drop_device(struct control *ctl, const char *device_id);
+
+/* ---- control_methods.c ---- */
+
+struct control_method {
+	const char *name;
+	unsigned scope; /* enum control_scope needed */
+	void (*fn)(struct control_conn *c, const json_t *id, json_t *params);
+};
+
+/* The methods, NULL-terminated by name. */
+extern const struct control_method control_methods[];
+
+const struct control_method *control_method_find(const char *name);
+
+/* The canonical session key of what a client named ("main",
+ * "agent:ops:main"): agent id and key. SB_ERR_INVAL (malformed),
+ * SB_ERR_NOTFOUND (no such agent, or no default agent for a short key). */
+int control_session_key(const struct config *cfg, const char *name, char *key, size_t key_size,
+                        char *agent, size_t agent_size);
+
+/* The configuration as JSON with every secret replaced (new reference). */
+json_t *control_config_json(const struct cfg_section *section, const void *obj);
+
+/* Scope names ("operator.read,operator.write") and back. */
+unsigned control_scopes_parse(const char *csv);
+json_t *control_scopes_json(unsigned scopes);
+
+#endif
