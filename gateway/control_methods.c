@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "agents/transcript.h"
+#include "bindings/bindings.h"
 #include "channels/channel.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
@@ -1032,12 +1033,97 @@ static void control_devices_revoke(struct control_conn *c, const json_t *id, jso
 	control_devices_change(c, id, params, false);
 }
 
+/* ---- routing ---- */
+
+/* "kind:id" into the envelope's peer fields; false when malformed. */
+static bool control_peer(const char *s, enum envelope_peer_kind *kind, const char **id)
+{
+	const char *colon = s ? strchr(s, ':') : NULL;
+	char k[16];
+
+	if (!colon || colon == s || (size_t)(colon - s) >= sizeof k || !colon[1])
+		return false;
+	memcpy(k, s, (size_t)(colon - s));
+	k[colon - s] = '\0';
+	*id = colon + 1;
+	return envelope_peer_kind_parse(k, kind) == SB_OK;
+}
+
+/* bindings.explain {channel, account?, peer "kind:id", parent? "kind:id",
+ * thread?, guild?, team?, sender?, mention?, text?}: the routing decision
+ * for such a message, as `switchboard route --json` prints it. */
+static void control_bindings_explain(struct control_conn *c, const json_t *id, json_t *params)
+{
+	struct config *cfg = control_config(c);
+	struct bindings_table *t = NULL;
+	struct bindings_input in;
+	struct envelope e;
+	const char *parent_id = NULL;
+	json_t *out = NULL;
+
+	memset(&e, 0, sizeof e);
+	memset(&in, 0, sizeof in);
+	e.channel = json_string_value(json_object_get(params, "channel"));
+	e.account = json_string_value(json_object_get(params, "account"));
+	e.thread_id = json_string_value(json_object_get(params, "thread"));
+	e.guild_id = json_string_value(json_object_get(params, "guild"));
+	e.team_id = json_string_value(json_object_get(params, "team"));
+	e.sender_id = json_string_value(json_object_get(params, "sender"));
+	e.text = json_string_value(json_object_get(params, "text"));
+	e.mentioned = json_is_true(json_object_get(params, "mention"));
+	e.event_id = "explain";
+	if (!e.channel ||
+	    !control_peer(json_string_value(json_object_get(params, "peer")), &e.peer_kind,
+	                  &e.peer_id) ||
+	    (json_object_get(params, "parent") &&
+	     !control_peer(json_string_value(json_object_get(params, "parent")), &in.parent_kind,
+	                   &parent_id))) {
+		control_reply_error(c, id, CONTROL_E_INVALID,
+		                    "params: channel and peer (\"kind:id\") are required; parent "
+		                    "is \"kind:id\"",
+		                    NULL, false, -1);
+		goto out;
+	}
+	e.parent_id = parent_id;
+	in.parent_kind_set = parent_id != NULL;
+	in.env = &e;
+	if (config_bindings_table(cfg, &t) != SB_OK ||
+	    bindings_explain_json(t, &in, &out) != SB_OK) {
+		control_reply_error(c, id, CONTROL_E_INVALID, "the message cannot be routed", NULL,
+		                    false, -1);
+		goto out;
+	}
+	control_reply_ok(c, id, out);
+out:
+	bindings_table_free(t);
+	config_unref(cfg);
+}
+
+/* bindings.list: the compiled table in precedence order. */
+static void control_bindings_list(struct control_conn *c, const json_t *id, json_t *params)
+{
+	struct config *cfg = control_config(c);
+	struct bindings_table *t = NULL;
+	json_t *out = NULL;
+
+	(void)params;
+	if (config_bindings_table(cfg, &t) != SB_OK || bindings_list_json(t, &out) != SB_OK)
+		control_reply_error(c, id, CONTROL_E_INVALID, "the routing table does not compile",
+		                    NULL, false, -1);
+	else
+		control_reply_ok(c, id, out);
+	bindings_table_free(t);
+	config_unref(cfg);
+}
+
 /* ---- the table ---- */
 
 const struct control_method control_methods[] = {
     {"health", CONTROL_SCOPE_READ, control_health},
     {"status", CONTROL_SCOPE_READ, control_status},
     {"agents.list", CONTROL_SCOPE_READ, control_agents_list},
+    {"bindings.explain", CONTROL_SCOPE_READ, control_bindings_explain},
+    {"bindings.list", CONTROL_SCOPE_READ, control_bindings_list},
     {"channels.status", CONTROL_SCOPE_READ, control_channels_status},
     {"sessions.list", CONTROL_SCOPE_READ, control_sessions_list},
     {"sessions.get", CONTROL_SCOPE_READ, control_sessions_get},

@@ -34,6 +34,7 @@ struct pending {
 	bool redelivered; /* claimed before: its run may have been cut short */
 	const char *text; /* what the agent sees (inside env.text, or marked) */
 	char *marked;     /* the text wrapped as untrusted content, when it is */
+	struct session_reset_config reset_policy; /* the session type's reset policy */
 	struct pending *next;
 };
 
@@ -582,6 +583,7 @@ static void lane_start(struct lane *l)
 	req.main_session = dispatch_is_main_session(l->key, a->items->agent_id) &&
 	                   e->peer_kind == ENVELOPE_PEER_DIRECT;
 	req.new_session = a->items->reset;
+	req.reset = a->items->reset_policy;
 	req.redelivered = a->items->redelivered && !collected;
 	req.ev = &a->ev;
 	active_publish(a, EVENT_RUN_START, NULL, NULL);
@@ -699,6 +701,8 @@ static void dispatch_accept(struct dispatcher *d, struct pending *p,
 
 	p->agent_id = strdup(dec->agent_id);
 	p->text = p->env.text ? p->env.text : "";
+	if (dec->reset)
+		p->reset_policy = *dec->reset;
 	if (dec->reset_trigger && bindings_reset_trigger(d->opt.table(d->opt.ud), p->text, &rest)) {
 		p->reset = true;
 		p->text = rest;

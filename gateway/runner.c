@@ -13,8 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "agents/message.h"
+#include "bindings/bindings.h"
 #include "agents/transcript.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
@@ -44,6 +46,7 @@ struct run_job {
 	bool main_session;
 	bool redelivered;
 	bool new_session;
+	struct session_reset_config reset;
 	const struct turn_events *ev;
 	run_done_cb done;
 	void *ud;
@@ -131,6 +134,43 @@ static void run_finish(struct run_job *j, int rc, const char *error)
 	run_job_free(j);
 }
 
+/* Whether the session's reset policy says it has run its course. */
+static bool run_expired(const struct run_job *j, const struct store_session *s)
+{
+	struct timespec ts;
+	struct tm tm;
+	time_t now;
+
+	if (j->reset.mode == SESSION_RESET_NONE || s->updated_at <= 0)
+		return false;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	now = ts.tv_sec;
+	localtime_r(&now, &tm);
+	return bindings_session_should_reset(&j->reset, s->updated_at,
+	                                     (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000,
+	                                     (int32_t)tm.tm_gmtoff);
+}
+
+static void run_session_touched(void *ud, int rc)
+{
+	(void)ud;
+	if (rc)
+		log_warn("agent", "cannot record the session's last activity",
+		         LOG_S("error", sb_strerror(rc)));
+}
+
+/* Records the session's last activity (reset policies and listings). */
+static void run_touch_session(struct run_job *j)
+{
+	struct store_session ns;
+
+	memset(&ns, 0, sizeof ns);
+	ns.key = j->session_key;
+	ns.agent_id = j->agent_id;
+	ns.session_id = j->session_id;
+	j->r->opt.store->ops->session_put(j->r->opt.store, &ns, run_session_touched, NULL);
+}
+
 /* ---- flush ---- */
 
 static void run_flushed(void *ud, int rc)
@@ -142,6 +182,7 @@ static void run_flushed(void *ud, int rc)
 		         LOG_S("error", sb_strerror(rc)));
 	transcript_close(j->transcript);
 	j->transcript = NULL;
+	run_touch_session(j);
 	run_finish(j, SB_OK, NULL);
 }
 
@@ -376,6 +417,12 @@ static void run_session_found(void *ud, int rc, const struct store_session *s)
 	struct store_session ns;
 	int prc;
 
+	if (rc == SB_OK && s && s->session_id && !j->new_session && run_expired(j, s)) {
+		log_info("agent", "session expired by its reset policy; starting a new one",
+		         LOG_S("session", j->session_key),
+		         LOG_S("mode", j->reset.mode == SESSION_RESET_DAILY ? "daily" : "idle"));
+		j->new_session = true;
+	}
 	if (rc == SB_OK && s && s->session_id && !j->new_session) {
 		snprintf(j->session_id, sizeof j->session_id, "%s", s->session_id);
 		run_prepare(j);
@@ -431,6 +478,7 @@ int runner_run(struct runner *r, const struct run_request *req, run_done_cb done
 	j->main_session = req->main_session;
 	j->redelivered = req->redelivered;
 	j->new_session = req->new_session;
+	j->reset = req->reset;
 	j->ev = req->ev;
 	j->done = done;
 	j->ud = ud;

@@ -14,6 +14,7 @@
 
 #include "agents/models.h"
 #include "agents/turn.h"
+#include "bindings/bindings_config.h"
 #include "gateway/config.h"
 #include "gateway/core/host.h"
 #include "gateway/store.h"
@@ -41,9 +42,12 @@ struct run_request {
 	const char *channel; /* where the message came from (for the message tool); may be NULL */
 	const char *account;
 	const char *target;
-	bool main_session;            /* the agent's private main session (MEMORY.md) */
-	bool new_session;             /* start a fresh session under the key first (/new);
-	                               * with an empty text, only that */
+	bool main_session; /* the agent's private main session (MEMORY.md) */
+	bool new_session;  /* start a fresh session under the key first (/new);
+	                    * with an empty text, only that */
+	/* The session type's reset policy (session.reset / reset_by_type):
+	 * when it says the session has expired, a fresh one starts. */
+	struct session_reset_config reset;
 	const struct turn_events *ev; /* may be NULL */
 	/* Claimed before (a crash or a stop cut its run short): when the
 	 * session's history ends with this text, unanswered, the turn resumes

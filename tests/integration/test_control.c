@@ -440,6 +440,20 @@ static void test_refusals(void **state)
 	assert_string_equal(jstr(r, "reply.payload.config.agents.0.id"), "main");
 	json_decref(r);
 
+	/* The routing decision for a message, as the route CLI explains it. */
+	r = ws_client(json_pack("{ss ss s{ss ss ss}}", "scenario", "call", "method",
+	                        "bindings.explain", "params", "channel", "webhook", "peer",
+	                        "direct:alice", "sender", "alice"));
+	assert_true(json_is_true(jget(r, "reply.ok")));
+	assert_string_equal(jstr(r, "reply.payload.agent"), "main");
+	assert_string_equal(jstr(r, "reply.payload.session_key"), "agent:main:main");
+	assert_string_equal(jstr(r, "reply.payload.tier"), "default");
+	json_decref(r);
+	r = ws_client(json_pack("{ss ss s{}}", "scenario", "call", "method", "bindings.explain",
+	                        "params"));
+	assert_string_equal(jstr(r, "reply.error.code"), "INVALID_REQUEST");
+	json_decref(r);
+
 	/* Anything before connect. */
 	r = ws_client(json_pack("{ss}", "scenario", "before-connect"));
 	assert_string_equal(jstr(r, "reply.error.code"), "INVALID_REQUEST");
