@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <sqlite3.h>
+#include <time.h>
 
 #include "agents/transcript.h"
 #include "harness.h"
@@ -51,6 +53,8 @@ static int setup(void **state)
 	    "agents:\n"
 	    "  - {id: main, default: true, model: pm/x}\n"
 	    "  - {id: ops, model: po/x, workspace: workspaces/ops}\n"
+	    "session:\n"
+	    "  reset: {mode: idle, idle_minutes: 60}\n"
 	    "bindings:\n"
 	    "  - agent: ops\n"
 	    "    match: {channel: webhook, account: \"*\", peer: {kind: channel, id: ops-room}}\n"
@@ -266,11 +270,65 @@ static void test_stranger_pairs_then_talks(void **state)
 	}
 }
 
+/* How many transcripts of agent carry session key. */
+static int sessions_with_key(const char *agent, const char *key)
+{
+	struct buf keys;
+	int n = 0;
+
+	buf_init(&keys, 1 << 16);
+	session_keys(agent, &keys);
+	for (const char *p = keys.data; p && (p = strstr(p, key)); p += strlen(key))
+		if ((p == keys.data || p[-1] == '\n') && p[strlen(key)] == '\n')
+			n++;
+	buf_free(&keys);
+	return n;
+}
+
+/* An idle session (last activity over idle_minutes ago) starts afresh under
+ * the same key; a recent one continues. */
+static void test_idle_session_resets(void **state)
+{
+	char db[700], sql[256];
+	sqlite3 *h;
+	long st;
+	char *r;
+	int before;
+
+	(void)state;
+	r = post("alice", "reset-room", "first", &st);
+	assert_int_equal(st, 200);
+	free(r);
+	r = post("alice", "reset-room", "second", &st);
+	assert_int_equal(st, 200);
+	free(r);
+	before = sessions_with_key("main", "agent:main:webhook:channel:reset-room");
+	assert_int_equal(before, 1);
+
+	/* two hours without a message */
+	snprintf(db, sizeof db, "%s/state.db", home);
+	assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+	sqlite3_busy_timeout(h, 5000);
+	snprintf(sql, sizeof sql,
+	         "UPDATE sessions SET updated_at = %lld WHERE key = "
+	         "'agent:main:webhook:channel:reset-room'",
+	         (long long)time(NULL) * 1000 - 2LL * 3600 * 1000);
+	assert_int_equal(sqlite3_exec(h, sql, NULL, NULL, NULL), SQLITE_OK);
+	assert_int_equal(sqlite3_changes(h), 1);
+	sqlite3_close(h);
+
+	r = post("alice", "reset-room", "after a long pause", &st);
+	assert_int_equal(st, 200);
+	free(r);
+	assert_int_equal(sessions_with_key("main", "agent:main:webhook:channel:reset-room"), 2);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_bindings_pick_agent_and_session),
 	    cmocka_unit_test(test_stranger_pairs_then_talks),
+	    cmocka_unit_test(test_idle_session_resets),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
