@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "gateway/core/err.h"
+#include "gateway/core/secret.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
 
@@ -496,23 +497,11 @@ static void control_auth_failed(struct control *ctl, const char *addr)
 
 /* ---- authentication ---- */
 
-/* Constant-time equality of two secrets of any length. */
-static bool control_secret_equal(const char *a, const char *b)
-{
-	unsigned char ha[32], hb[32];
-
-	if (!a || !b || !*a || !*b)
-		return false;
-	crypto_generichash(ha, sizeof ha, (const unsigned char *)a, strlen(a), NULL, 0);
-	crypto_generichash(hb, sizeof hb, (const unsigned char *)b, strlen(b), NULL, 0);
-	return sodium_memcmp(ha, hb, sizeof ha) == 0;
-}
-
 static bool control_gateway_token(struct control *ctl, const char *token)
 {
 	struct config *cfg = ctl->ctx.host->config(ctl->ctx.host->ctx);
-	bool ok = control_secret_equal(token, cfg->gateway.auth_token) ||
-	          control_secret_equal(token, ctl->file_token);
+	bool ok =
+	    secret_equal(token, cfg->gateway.auth_token) || secret_equal(token, ctl->file_token);
 
 	config_unref(cfg);
 	return ok;
@@ -1435,29 +1424,11 @@ static void control_tick(uv_timer_t *t)
 /* Reads $HOME/gateway.token (written by init, 0600); NULL when absent. */
 static char *control_read_token(const char *home)
 {
-	char path[4096], buf[CONTROL_TOKEN_FILE_MAX + 1];
-	ssize_t n;
-	size_t len;
-	int fd;
+	char path[4096];
 
 	if (snprintf(path, sizeof path, "%s/gateway.token", home) >= (int)sizeof path)
 		return NULL;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		if (errno != ENOENT)
-			log_warn("control", "cannot read the gateway token", LOG_S("path", path),
-			         LOG_S("error", strerror(errno)));
-		return NULL;
-	}
-	n = read(fd, buf, CONTROL_TOKEN_FILE_MAX);
-	close(fd);
-	if (n <= 0)
-		return NULL;
-	len = (size_t)n;
-	while (len && (buf[len - 1] == '\n' || buf[len - 1] == '\r' || buf[len - 1] == ' '))
-		len--;
-	buf[len] = '\0';
-	return len ? strdup(buf) : NULL;
+	return secret_read_file(path, CONTROL_TOKEN_FILE_MAX);
 }
 
 static void control_free_run_cb(void *ud, const char *key, void *value)

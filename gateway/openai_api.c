@@ -39,7 +39,7 @@
 #include "gateway/core/buf.h"
 #include "gateway/core/envelope.h"
 #include "gateway/core/err.h"
-#include "gateway/core/fsutil.h"
+#include "gateway/core/secret.h"
 #include "gateway/core/log.h"
 #include "gateway/events.h"
 #include "gateway/server.h"
@@ -206,20 +206,9 @@ static bool oai_authorized(const struct oai *o, const struct config *cfg, struct
 	                       ? cfg->gateway.auth_token
 	                       : o->file_token;
 	char got[OAI_TOKEN_MAX + 32];
-	unsigned char h_got[crypto_generichash_BYTES], h_want[crypto_generichash_BYTES];
-	const char *tok;
-	bool ok = false;
-	int n = server_req_header(sr, "authorization", got, sizeof got);
+	bool ok = server_req_header(sr, "authorization", got, sizeof got) > 0 &&
+	          secret_equal(secret_bearer(got), want);
 
-	if (!want || n < 8 || strncasecmp(got, "Bearer ", 7) != 0)
-		goto out;
-	for (tok = got + 7; *tok == ' '; tok++)
-		;
-	crypto_generichash(h_got, sizeof h_got, (const unsigned char *)tok, strlen(tok), NULL, 0);
-	crypto_generichash(h_want, sizeof h_want, (const unsigned char *)want, strlen(want), NULL,
-	                   0);
-	ok = sodium_memcmp(h_got, h_want, sizeof h_got) == 0;
-out:
 	sodium_memzero(got, sizeof got);
 	return ok;
 }
@@ -900,8 +889,6 @@ static int oai_start(const struct gateway_ctx *ctx, void **state)
 	struct config *cfg = ctx->host->config(ctx->host->ctx);
 	const char *prefix = cfg->openai_api.path_prefix;
 	char path[4096];
-	char *token = NULL;
-	size_t len = 0;
 	int rc = SB_ERR_NOMEM;
 
 	if (!o)
@@ -920,15 +907,7 @@ static int oai_start(const struct gateway_ctx *ctx, void **state)
 		goto out;
 	/* The home's token; gateway.auth_token, when set, wins per request. */
 	snprintf(path, sizeof path, "%s/gateway.token", ctx->home);
-	if (fs_read_all(path, OAI_TOKEN_MAX, &token, &len) == SB_OK) {
-		while (len && (token[len - 1] == '\n' || token[len - 1] == '\r' ||
-		               token[len - 1] == ' ' || token[len - 1] == '\t'))
-			token[--len] = '\0';
-		if (len)
-			o->file_token = token;
-		else
-			free(token);
-	}
+	o->file_token = secret_read_file(path, OAI_TOKEN_MAX);
 	if (cfg->openai_api.enabled && !o->file_token &&
 	    !(cfg->gateway.auth_token && *cfg->gateway.auth_token))
 		log_warn("openai_api", "no token: every request will be refused",

@@ -18,7 +18,9 @@
 #include "gateway/core/log.h"
 #include "gateway/core/num.h"
 #include "gateway/core/resolve.h"
+#include "gateway/core/secret.h"
 #include "gateway/metrics.h"
+#include "tests/integration/harness.h"
 
 static void test_buf_bounds(void **state)
 {
@@ -331,14 +333,50 @@ static void test_resolve(void **state)
 	assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+static void test_secrets(void **state)
+{
+	char dir[512], path[700];
+
+	(void)state;
+	assert_true(secret_equal("token-abc", "token-abc"));
+	assert_false(secret_equal("token-abc", "token-abd"));
+	assert_false(secret_equal("token-abc", "token-ab"));
+	assert_false(secret_equal("", ""));
+	assert_false(secret_equal(NULL, "x"));
+	assert_string_equal(secret_bearer("Bearer  abc"), "abc");
+	assert_string_equal(secret_bearer("bearer xyz"), "xyz");
+	assert_null(secret_bearer("Basic abc"));
+	assert_null(secret_bearer(NULL));
+	assert_int_equal(harness_tmpdir(dir, sizeof dir), 0);
+	snprintf(path, sizeof path, "%s/token", dir);
+	assert_int_equal(harness_write_file(path, "s3cret-value \r\n"), 0);
+	{
+		char *t = secret_read_file(path, 100);
+
+		assert_string_equal(t, "s3cret-value");
+		free(t);
+	}
+	assert_int_equal(harness_write_file(path, "\n"), 0);
+	assert_null(secret_read_file(path, 100));
+	snprintf(path, sizeof path, "%s/absent", dir);
+	assert_null(secret_read_file(path, 100));
+	harness_rmrf(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_buf_bounds),          cmocka_unit_test(test_buf_grows),
-	    cmocka_unit_test(test_num_parse),           cmocka_unit_test(test_log_logfmt),
-	    cmocka_unit_test(test_log_redacts_secrets), cmocka_unit_test(test_log_json),
-	    cmocka_unit_test(test_log_parse),           cmocka_unit_test(test_envelope_roundtrip),
-	    cmocka_unit_test(test_metrics_render),      cmocka_unit_test(test_resolve),
+	    cmocka_unit_test(test_buf_bounds),
+	    cmocka_unit_test(test_buf_grows),
+	    cmocka_unit_test(test_num_parse),
+	    cmocka_unit_test(test_log_logfmt),
+	    cmocka_unit_test(test_log_redacts_secrets),
+	    cmocka_unit_test(test_log_json),
+	    cmocka_unit_test(test_log_parse),
+	    cmocka_unit_test(test_envelope_roundtrip),
+	    cmocka_unit_test(test_metrics_render),
+	    cmocka_unit_test(test_resolve),
+	    cmocka_unit_test(test_secrets),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
