@@ -151,59 +151,108 @@ static void daemon_reconfigure_channels(struct daemon *d)
 	}
 }
 
-static void daemon_reload(struct daemon *d, const char *why)
-{
+/* A reload reads and validates the file and compiles the routing table on
+ * the thread pool; only the swap happens on the loop. */
+struct daemon_reload {
+	uv_work_t work;
+	struct daemon *d;
+	const char *why; /* a static string */
+	struct config *next;
+	struct bindings_table *table;
 	struct cfg_errors errs;
-	struct config *next = NULL, *old;
 	int rc;
+};
 
-	cfg_errors_init(&errs);
-	rc = config_load(d->opt->config_path, d->opt->home, &next, &errs);
-	if (rc) {
+static void daemon_reload_work(uv_work_t *w)
+{
+	struct daemon_reload *r = w->data;
+
+	r->rc = config_load(r->d->opt->config_path, r->d->opt->home, &r->next, &r->errs);
+	if (r->rc == SB_OK && config_bindings_table(r->next, &r->table) != SB_OK)
+		r->rc = SB_ERR_CONFIG;
+}
+
+static void daemon_reload(struct daemon *d, const char *why);
+
+static void daemon_reload_done(uv_work_t *w, int status)
+{
+	struct daemon_reload *r = w->data;
+	struct daemon *d = r->d;
+	struct config *old;
+	struct models_gen *gen;
+
+	d->reloading = false;
+	if (status != 0 || d->state >= DAEMON_STOPPING)
+		goto out;
+	if (r->rc) {
 		d->metrics.config_reloads_failed++;
-		daemon_log_config_errors(&errs,
-		                         "reload rejected; keeping the running configuration");
-		goto out;
-	}
-	if (memcmp(next->digest, d->cfg->digest, sizeof next->digest) == 0) {
-		log_debug("config", "unchanged", LOG_S("trigger", why));
-		goto out;
-	}
-	config_restart_changes(d->cfg, next, daemon_restart_key, d);
-	{
-		struct bindings_table *table = NULL;
-		struct models_gen *gen;
-
-		if (config_bindings_table(next, &table) != SB_OK) {
-			d->metrics.config_reloads_failed++;
+		if (r->errs.n)
+			daemon_log_config_errors(
+			    &r->errs, "reload rejected; keeping the running configuration");
+		else
 			log_error("config", "reload rejected: the routing table does not compile");
-			goto out;
-		}
-		gen = daemon_gen_new(d, next);
-		if (!gen) {
-			bindings_table_free(table);
-			d->metrics.config_reloads_failed++;
-			log_error("config",
-			          "reload rejected: the model providers cannot be set up");
-			goto out;
-		}
-		/* Runs in flight keep the router they started with. */
-		daemon_gen_unref(d->gen);
-		d->gen = gen;
-		bindings_table_free(d->table);
-		d->table = table;
+		goto out;
 	}
+	if (memcmp(r->next->digest, d->cfg->digest, sizeof r->next->digest) == 0) {
+		log_debug("config", "unchanged", LOG_S("trigger", r->why));
+		goto out;
+	}
+	config_restart_changes(d->cfg, r->next, daemon_restart_key, d);
+	gen = daemon_gen_new(d, r->next);
+	if (!gen) {
+		d->metrics.config_reloads_failed++;
+		log_error("config", "reload rejected: the model providers cannot be set up");
+		goto out;
+	}
+	/* Runs in flight keep the router they started with. */
+	daemon_gen_unref(d->gen);
+	d->gen = gen;
+	bindings_table_free(d->table);
+	d->table = r->table;
+	r->table = NULL;
 	old = d->cfg;
-	d->cfg = next;
-	next = NULL;
+	d->cfg = r->next;
+	r->next = NULL;
 	config_unref(old);
 	daemon_reconfigure_channels(d);
 	daemon_apply_logging(d->cfg);
 	d->metrics.config_reloads_ok++;
-	log_info("config", "reloaded", LOG_S("trigger", why), LOG_S("path", d->opt->config_path));
+	log_info("config", "reloaded", LOG_S("trigger", r->why),
+	         LOG_S("path", d->opt->config_path));
 out:
-	config_unref(next);
-	cfg_errors_free(&errs);
+	bindings_table_free(r->table);
+	config_unref(r->next);
+	cfg_errors_free(&r->errs);
+	free(r);
+	/* A change that came while this reload ran is read now. */
+	if (d->reload_again && d->state < DAEMON_STOPPING) {
+		const char *again = d->reload_again;
+
+		d->reload_again = NULL;
+		daemon_reload(d, again);
+	}
+}
+
+static void daemon_reload(struct daemon *d, const char *why)
+{
+	struct daemon_reload *r;
+
+	if (d->reloading) {
+		d->reload_again = why;
+		return;
+	}
+	r = calloc(1, sizeof *r);
+	if (!r)
+		return;
+	r->d = d;
+	r->why = why;
+	r->work.data = r;
+	cfg_errors_init(&r->errs);
+	if (uv_queue_work(&d->loop, &r->work, daemon_reload_work, daemon_reload_done) != 0) {
+		free(r);
+		return;
+	}
+	d->reloading = true;
 }
 
 static void daemon_reload_timer(uv_timer_t *t)

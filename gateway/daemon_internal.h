@@ -81,6 +81,8 @@ struct daemon {
 	uv_fs_event_t cfg_watch;
 	bool watching;
 	bool stats_busy;
+	bool reloading;           /* a reload is being read on the thread pool */
+	const char *reload_again; /* why another reload was asked for meanwhile */
 	uint64_t drain_deadline;
 	uint64_t started_ns;
 	char cfg_dir[PATH_MAX];
