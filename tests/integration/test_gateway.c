@@ -244,6 +244,17 @@ static void test_gateway_serves_and_stops_cleanly(void **state)
 	harness_rmrf(home);
 }
 
+/* The value of an unlabelled metric in a /metrics body; -1 if absent. */
+static long metric_value(const char *body, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = body; p && (p = strstr(p, name)); p += n)
+		if ((p == body || p[-1] == '\n') && p[n] == ' ')
+			return strtol(p + n + 1, NULL, 10);
+	return -1;
+}
+
 static void test_reload(void **state)
 {
 	struct harness_daemon d;
@@ -280,8 +291,10 @@ static void test_reload(void **state)
 
 	buf_init(&log, 1 << 20);
 	assert_int_equal(harness_http(d.port, "GET", "/metrics", NULL, NULL, &log), 200);
-	assert_non_null(strstr(log.data, "switchboard_config_reloads_total 1\n"));
-	assert_non_null(strstr(log.data, "switchboard_config_reload_failures_total 1\n"));
+	/* Saving a file and sending SIGHUP may each trigger a reload (and a
+	 * watcher may see a file half-written), so count at least one of each. */
+	assert_true(metric_value(log.data, "switchboard_config_reloads_total") >= 1);
+	assert_true(metric_value(log.data, "switchboard_config_reload_failures_total") >= 1);
 	buf_free(&log);
 	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
 	harness_rmrf(home);
