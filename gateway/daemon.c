@@ -599,6 +599,7 @@ static void daemon_announce(struct daemon *d)
 	         LOG_D("startup_ms", ms), LOG_I("pid", getpid()));
 	printf("switchboard %s is listening on %s\n"
 	       "  health:  %s/healthz   readiness: %s/readyz   metrics: %s/metrics\n"
+	       "  talk:    switchboard chat   (or: switchboard send --agent main \"hello\")\n"
 	       "  home:    %s\n"
 	       "  stop:    Ctrl-C (or SIGTERM); reload the config: SIGHUP or just save the file\n",
 	       SB_VERSION, url, url, url, url, d->opt->home);
