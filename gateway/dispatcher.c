@@ -477,6 +477,8 @@ static void run_done(void *ud, const struct run_outcome *o)
 	buf_free(&text);
 	l->active = NULL;
 	d->running--;
+	if (d->opt.metrics)
+		d->opt.metrics->runs_active = (int64_t)d->running;
 	uv_close((uv_handle_t *)&a->watchdog, active_free_cb);
 	lane_schedule(l);
 	/* A slot is free: the next ready lane may go. */
@@ -573,6 +575,8 @@ static void lane_start(struct lane *l)
 	a->watchdog.data = a;
 	l->active = a;
 	d->running++;
+	if (d->opt.metrics)
+		d->opt.metrics->runs_active = (int64_t)d->running;
 	memset(&req, 0, sizeof req);
 	req.agent_id = a->items->agent_id;
 	req.session_key = l->key;

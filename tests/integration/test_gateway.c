@@ -219,6 +219,8 @@ static void test_gateway_serves_and_stops_cleanly(void **state)
 	assert_non_null(strstr(body.data, "# TYPE switchboard_store_commit_seconds histogram\n"));
 	assert_non_null(strstr(body.data, "switchboard_inbox_depth 0\n"));
 	assert_non_null(strstr(body.data, "switchboard_outbox_depth 0\n"));
+	assert_non_null(strstr(body.data, "# TYPE switchboard_runs_active gauge\n"
+	                                  "switchboard_runs_active 0\n"));
 
 	/* one gateway per home */
 	{
