@@ -447,3 +447,20 @@ void harness_peer_stop(struct harness_peer *p)
 	}
 	p->pid = 0;
 }
+
+/* How many user messages in a transcript's text end with needle (the
+ * user's words after the untrusted-content note, JSON-escaped). */
+int harness_count_user_texts(const char *data, const char *needle)
+{
+	static const char start[] = "\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"";
+	size_t nl = strlen(needle);
+	int n = 0;
+
+	for (const char *p = data; p && (p = strstr(p, start)); p += sizeof start - 1) {
+		const char *end = strstr(p + sizeof start - 1, "\"}");
+
+		if (end && (size_t)(end + 2 - p) >= nl && strncmp(end + 2 - nl, needle, nl) == 0)
+			n++;
+	}
+	return n;
+}

@@ -87,6 +87,10 @@ struct harness_peer {
 int harness_peer_start(struct harness_peer *p, const char *name, const char *const *args);
 void harness_peer_stop(struct harness_peer *p);
 
+/* How many user messages in a transcript file's text end with needle (the
+ * JSON-escaped end of the message's first text block). */
+int harness_count_user_texts(const char *data, const char *needle);
+
 /* Writes text to path (creating or replacing it). */
 int harness_write_file(const char *path, const char *text);
 

@@ -192,23 +192,6 @@ static struct ingest_counts ingest_counts(void)
 
 /* How many agent runs started with a user message of exactly text (plain
  * ASCII without quotes), over every transcript of the main agent. */
-/* How many user messages in a transcript's text end with needle (the
- * user's words after the untrusted-content note, JSON-escaped). */
-static int count_user_texts(const char *data, const char *needle)
-{
-	static const char start[] = "\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"";
-	size_t nl = strlen(needle);
-	int n = 0;
-
-	for (const char *p = data; p && (p = strstr(p, start)); p += sizeof start - 1) {
-		const char *end = strstr(p + sizeof start - 1, "\"}");
-
-		if (end && (size_t)(end + 2 - p) >= nl && strncmp(end + 2 - nl, needle, nl) == 0)
-			n++;
-	}
-	return n;
-}
-
 static int runs_for(const char *text)
 {
 	char dir[1024], path[2048], needle[512];
@@ -231,7 +214,7 @@ static int runs_for(const char *text)
 		snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
 		buf_init(&b, 64 << 20);
 		if (harness_read_file(path, &b) == 0)
-			n += count_user_texts(b.data, needle);
+			n += harness_count_user_texts(b.data, needle);
 		buf_free(&b);
 	}
 	closedir(d);

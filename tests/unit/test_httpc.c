@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tests/integration/harness.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -27,7 +29,6 @@
 #include "gateway/core/httpc.h"
 #include "gateway/core/num.h"
 
-#define FAKE_JS SB_SOURCE_DIR "/tests/fakes/http_fake.js"
 #define WATCHDOG_MS 15000
 
 /* cmocka's asserts longjmp; from inside a libuv or curl callback that would
@@ -47,72 +48,19 @@ static void assert_no_check_failure(void)
 	if (check_failure[0])
 		fail_msg("in a callback: %s", check_failure);
 }
-/* The fake peer process, shared by every test of the group. */
-struct fake {
-	pid_t pid;
-	int stdin_fd;
-	int stdout_fd;
-	int port;
-};
-
-static struct fake fake = {.pid = -1, .stdin_fd = -1, .stdout_fd = -1};
-
-static int fake_read_port(int fd)
-{
-	char line[64];
-	size_t n = 0;
-	int64_t port;
-	struct pollfd pfd = {.fd = fd, .events = POLLIN};
-
-	while (n + 1 < sizeof(line)) {
-		if (poll(&pfd, 1, 10000) != 1)
-			return -1;
-		if (read(fd, &line[n], 1) != 1)
-			return -1;
-		if (line[n] == '\n')
-			break;
-		n++;
-	}
-	line[n] = '\0';
-	if (strncmp(line, "PORT ", 5) != 0 || num_parse_i64(line + 5, 1, 65535, &port) != SB_OK)
-		return -1;
-	return (int)port;
-}
+/* The fake peer process (tests/fakes/http_fake.js), shared by the group. */
+static struct harness_peer fake;
 
 static int fake_start(void **state)
 {
-	int in[2] = {-1, -1}, out[2] = {-1, -1};
-
-	if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0)
-		return -1;
-	fake.pid = fork();
-	if (fake.pid < 0)
-		return -1;
-	if (fake.pid == 0) {
-		/* dup2 clears O_CLOEXEC on the copies. */
-		if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0)
-			_exit(126);
-		execlp("node", "node", FAKE_JS, "0", (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	fake.stdin_fd = in[1];
-	fake.stdout_fd = out[0];
-	fake.port = fake_read_port(fake.stdout_fd);
-	return fake.port > 0 ? 0 : -1;
+	(void)state;
+	return harness_peer_start(&fake, "http_fake.js", NULL);
 }
 
 static int fake_stop(void **state)
 {
-	if (fake.stdin_fd >= 0)
-		close(fake.stdin_fd);
-	if (fake.pid > 0) {
-		kill(fake.pid, SIGTERM);
-		waitpid(fake.pid, NULL, 0);
-	}
-	if (fake.stdout_fd >= 0)
-		close(fake.stdout_fd);
+	(void)state;
+	harness_peer_stop(&fake);
 	httpc_global_cleanup();
 	return 0;
 }

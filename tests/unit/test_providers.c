@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "tests/integration/harness.h"
+
 #include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
@@ -28,7 +30,6 @@
 #include "gateway/core/httpc.h"
 #include "gateway/core/num.h"
 
-#define FAKE_JS SB_SOURCE_DIR "/tests/fakes/fake_llm.js"
 #define WATCHDOG_MS 20000
 
 enum { OAI = 0, ANT = 1, N_API = 2 };
@@ -57,80 +58,31 @@ static void assert_no_check_failure(void)
 
 /* ---- the fake server, shared by the group ----------------------------- */
 
-struct fake {
-	pid_t pid;
-	int stdin_fd;
-	int stdout_fd;
-	int port;
-	char script[64];
-};
-
-static struct fake fake = {.pid = -1, .stdin_fd = -1, .stdout_fd = -1};
-
-static int fake_read_port(int fd)
-{
-	char line[64];
-	size_t n = 0;
-	int64_t port;
-	struct pollfd pfd = {.fd = fd, .events = POLLIN};
-
-	while (n + 1 < sizeof(line)) {
-		if (poll(&pfd, 1, 10000) != 1)
-			return -1;
-		if (read(fd, &line[n], 1) != 1)
-			return -1;
-		if (line[n] == '\n')
-			break;
-		n++;
-	}
-	line[n] = '\0';
-	if (strncmp(line, "PORT ", 5) != 0 || num_parse_i64(line + 5, 1, 65535, &port) != SB_OK)
-		return -1;
-	return (int)port;
-}
+/* The fake model server (tests/fakes/fake_llm.js), shared by the group. */
+static struct harness_peer fake;
+static char fake_script[64];
 
 static int fake_start(void **state)
 {
 	static const char script[] = "[{\"text\": \"from the script file\"}]";
-	int in[2] = {-1, -1}, out[2] = {-1, -1};
+	const char *args[] = {"--script", fake_script, NULL};
 	int fd;
 
-	snprintf(fake.script, sizeof(fake.script), "/tmp/sb-fake-llm-XXXXXX");
-	fd = mkstemp(fake.script);
+	(void)state;
+	snprintf(fake_script, sizeof fake_script, "/tmp/sb-fake-llm-XXXXXX");
+	fd = mkstemp(fake_script);
 	if (fd < 0 || write(fd, script, sizeof(script) - 1) != (ssize_t)(sizeof(script) - 1))
 		return -1;
 	close(fd);
-	if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0)
-		return -1;
-	fake.pid = fork();
-	if (fake.pid < 0)
-		return -1;
-	if (fake.pid == 0) {
-		if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0)
-			_exit(126);
-		execlp("node", "node", FAKE_JS, "0", "--script", fake.script, (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(out[1]);
-	fake.stdin_fd = in[1];
-	fake.stdout_fd = out[0];
-	fake.port = fake_read_port(fake.stdout_fd);
-	return fake.port > 0 ? 0 : -1;
+	return harness_peer_start(&fake, "fake_llm.js", args);
 }
 
 static int fake_stop(void **state)
 {
-	if (fake.stdin_fd >= 0)
-		close(fake.stdin_fd);
-	if (fake.pid > 0) {
-		kill(fake.pid, SIGTERM);
-		waitpid(fake.pid, NULL, 0);
-	}
-	if (fake.stdout_fd >= 0)
-		close(fake.stdout_fd);
-	if (fake.script[0])
-		unlink(fake.script);
+	(void)state;
+	harness_peer_stop(&fake);
+	if (fake_script[0])
+		unlink(fake_script);
 	httpc_global_cleanup();
 	return 0;
 }
