@@ -19,11 +19,17 @@ struct outbox {
 	struct outbox_options opt;
 	uv_timer_t poll;
 	size_t in_flight;
+	struct outbox_send *sends; /* in flight, so that free can orphan them */
 	bool claiming, kicked, draining, started;
 };
 
+/* One delivery in flight. When the outbox is freed first (a forced stop),
+ * o becomes NULL and the late outcome is dropped: the entry stays
+ * unconfirmed and is sent again, with the same idempotency key, at the next
+ * start. */
 struct outbox_send {
 	struct outbox *o;
+	struct outbox_send *prev, *next;
 	int64_t id;
 	int attempts;
 	char *channel;
@@ -56,6 +62,30 @@ static int64_t outbox_now_ms(void)
 
 static void outbox_claim(struct outbox *o);
 
+static void outbox_send_unlink(struct outbox_send *s)
+{
+	struct outbox *o = s->o;
+
+	if (!o)
+		return;
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		o->sends = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	s->prev = s->next = NULL;
+	o->in_flight--;
+	s->o = NULL;
+}
+
+static void outbox_send_free(struct outbox_send *s)
+{
+	outbox_send_unlink(s);
+	free(s->channel);
+	free(s);
+}
+
 static void outbox_recorded(void *ud, int rc)
 {
 	struct outbox_send *s = ud;
@@ -64,10 +94,8 @@ static void outbox_recorded(void *ud, int rc)
 	if (rc)
 		log_error("outbox", "cannot record a delivery's outcome", LOG_I("outbox_id", s->id),
 		          LOG_S("error", sb_strerror(rc)));
-	o->in_flight--;
-	free(s->channel);
-	free(s);
-	if (!o->draining)
+	outbox_send_free(s);
+	if (o && !o->draining)
 		outbox_claim(o);
 }
 
@@ -75,8 +103,18 @@ static void outbox_sent(void *ud, const struct channel_send_result *res)
 {
 	struct outbox_send *s = ud;
 	struct outbox *o = s->o;
-	int max = o->opt.max_attempts > 0 ? o->opt.max_attempts : 10;
+	int max;
 	int rc;
+
+	if (!o) {
+		log_warn("outbox",
+		         "delivery outcome arrived after the outbox closed; "
+		         "it will be sent again at the next start",
+		         LOG_I("outbox_id", s->id), LOG_I("accepted", res->rc == SB_OK));
+		outbox_send_free(s);
+		return;
+	}
+	max = o->opt.max_attempts > 0 ? o->opt.max_attempts : 10;
 
 	if (res->rc == SB_OK) {
 		if (o->opt.metrics)
@@ -121,6 +159,10 @@ static void outbox_send_one(struct outbox *o, const struct store_outbox_item *it
 	s->id = it->id;
 	s->attempts = it->attempts + 1;
 	s->channel = strdup(it->channel);
+	s->next = o->sends;
+	if (o->sends)
+		o->sends->prev = s;
+	o->sends = s;
 	o->in_flight++;
 	if (!ch) {
 		fail.error = "no such channel is configured";
@@ -234,5 +276,7 @@ void outbox_free(struct outbox *o)
 {
 	if (!o)
 		return;
+	while (o->sends)
+		outbox_send_unlink(o->sends);
 	uv_close((uv_handle_t *)&o->poll, outbox_closed);
 }

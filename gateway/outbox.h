@@ -45,7 +45,9 @@ void outbox_kick(struct outbox *o);
 /* Stops claiming; sends in flight finish. */
 void outbox_drain(struct outbox *o);
 size_t outbox_in_flight(const struct outbox *o);
-/* Nothing may be in flight. The loop must run afterwards (timer close). */
+/* Sends still in flight (a forced stop) are orphaned: their late outcomes
+ * are dropped and the entries, still claimed, are sent again with the same
+ * idempotency key at the next start. The loop must run afterwards. */
 void outbox_free(struct outbox *o);
 
 /* The delay before attempt n+1 (n >= 1 failed attempts), honouring a

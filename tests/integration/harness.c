@@ -301,6 +301,23 @@ int harness_wait_ready(const struct harness_daemon *d, int timeout_ms)
 	return -1;
 }
 
+/* A failed stop shows the end of the daemon's log in the test output, so a
+ * failure on a CI machine can be read without the machine. */
+static void harness_dump_log_tail(const struct harness_daemon *d, int code)
+{
+	struct buf log;
+	size_t from = 0;
+
+	buf_init(&log, 1 << 16);
+	if (harness_read_file(d->log_path, &log) == 0 && log.len > 0) {
+		if (log.len > 12000)
+			from = log.len - 12000;
+		fprintf(stderr, "--- gateway stopped with status %d; last of %s ---\n%.*s\n---\n",
+		        code, d->log_path, (int)(log.len - from), log.data + from);
+	}
+	buf_free(&log);
+}
+
 int harness_daemon_stop(struct harness_daemon *d, int sig, int timeout_ms)
 {
 	long deadline = harness_now_ms() + timeout_ms;
@@ -313,11 +330,16 @@ int harness_daemon_stop(struct harness_daemon *d, int sig, int timeout_ms)
 		pid_t r = waitpid(d->pid, &st, WNOHANG);
 
 		if (r == d->pid) {
+			int code = harness_status(st);
+
 			d->pid = 0;
-			return harness_status(st);
+			if (code != 0)
+				harness_dump_log_tail(d, code);
+			return code;
 		}
 		usleep(10000);
 	}
+	harness_dump_log_tail(d, -1);
 	kill(d->pid, SIGKILL);
 	waitpid(d->pid, &st, 0);
 	d->pid = 0;
