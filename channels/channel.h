@@ -23,6 +23,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
+#include "gateway/core/envelope.h"
 #include "gateway/core/host.h"
 
 struct channel;
@@ -34,15 +37,15 @@ struct channel_outbound {
 	const char *account;
 	const char *target;  /* the channel's destination (chat id, URL, ...) */
 	const char *payload; /* JSON: {"text": ..., "reply_to": ..., ...} */
-	int attempt;	     /* 1 for the first try */
+	int attempt;         /* 1 for the first try */
 };
 
 struct channel_send_result {
-	int rc;			/* SB_OK: the channel accepted it */
-	bool retryable;		/* when rc != SB_OK: worth trying again later */
-	int64_t retry_after_ms; /* the channel's hint, -1 when none */
+	int rc;                     /* SB_OK: the channel accepted it */
+	bool retryable;             /* when rc != SB_OK: worth trying again later */
+	int64_t retry_after_ms;     /* the channel's hint, -1 when none */
 	const char *channel_msg_id; /* the channel's id for the sent message, or NULL */
-	const char *error;	/* why, when rc != SB_OK */
+	const char *error;          /* why, when rc != SB_OK */
 };
 
 typedef void (*channel_send_cb)(void *ud, const struct channel_send_result *res);
@@ -53,7 +56,7 @@ struct channel_ops {
 	 * own section of the configuration (the daemon keeps it alive until
 	 * destroy or the next reconfigure). Mandatory. */
 	int (*create)(struct channel **out, const struct host *host, const char *account,
-		      const void *config);
+	              const void *config);
 	/* A new configuration was loaded: config is the channel's new section.
 	 * Optional; without it the instance keeps its settings. */
 	int (*reconfigure)(struct channel *c, const void *config);
@@ -66,7 +69,21 @@ struct channel_ops {
 	void (*destroy)(struct channel *c);
 	/* Delivers one outbox entry; cb runs once, later. Mandatory. */
 	int (*send)(struct channel *c, const struct channel_outbound *msg, channel_send_cb cb,
-		    void *ud);
+	            void *ud);
+	/* The accounts the channel's config section declares (two bots, two
+	 * Slack workspaces): fills names (borrowed from config) and returns
+	 * how many, at most max. The daemon creates one instance per account.
+	 * Optional; without it, or when it returns 0, there is one instance
+	 * called "default". Any thread. */
+	size_t (*accounts)(const void *config, const char **names, size_t max);
+	/* Adds this instance's state to obj (an object the caller owns):
+	 * "running", "mode" ("polling", "webhook", "socket", ...),
+	 * "connected", "lastEventAt" / "lastErrorAt" (unix ms), "lastError".
+	 * Optional. */
+	void (*status)(struct channel *c, json_t *obj);
+	/* A run started (running true) or ended for a message this instance
+	 * ingested; env is that message. For typing indicators. Optional. */
+	void (*activity)(struct channel *c, const struct envelope *env, bool running);
 };
 
 /* Every adapter's struct begins with this. */

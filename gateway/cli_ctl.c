@@ -713,6 +713,39 @@ static void ctl_status_ready(struct ctl *c)
 	ctl_request(c, "status", NULL, c->req_id);
 }
 
+/* One line per channel account that reports more than being there. */
+static void ctl_status_channels(const json_t *channels)
+{
+	const char *name;
+	const json_t *ch, *a;
+	size_t i;
+	int64_t now = (int64_t)time(NULL) * 1000;
+
+	json_object_foreach((json_t *)channels, name, ch)
+	{
+		json_array_foreach(json_object_get(ch, "accounts"), i, a)
+		{
+			const char *mode = json_string_value(json_object_get(a, "mode"));
+			const json_t *conn = json_object_get(a, "connected");
+			int64_t ev = json_integer_value(json_object_get(a, "lastEventAt"));
+			const char *err = json_string_value(json_object_get(a, "lastError"));
+
+			if (!mode && !conn && !ev && !err)
+				continue;
+			printf("  channel:     %s/%s: %s", name,
+			       json_string_value(json_object_get(a, "accountId")),
+			       mode ? mode : "running");
+			if (conn)
+				printf(", %s", json_is_true(conn) ? "connected" : "not connected");
+			if (ev)
+				printf(", last event %" PRId64 "s ago", (now - ev) / 1000);
+			if (err)
+				printf(", last error: %s", err);
+			printf("\n");
+		}
+	}
+}
+
 static void ctl_status_frame(struct ctl *c, const json_t *f)
 {
 	const json_t *p = json_object_get(f, "payload"), *ids;
@@ -754,6 +787,7 @@ static void ctl_status_frame(struct ctl *c, const json_t *f)
 	       (int64_t)json_integer_value(json_object_get(json_object_get(p, "queues"), "inbox")));
 	printf("  config:      %s\n",
 	       json_string_value(json_object_get(json_object_get(p, "config"), "path")));
+	ctl_status_channels(json_object_get(p, "channels"));
 	fflush(stdout);
 	ctl_finish(c, 0);
 }

@@ -571,8 +571,8 @@ static int config_check_providers(const struct config *c, struct cfg_error_ctx *
 				continue;
 			snprintf(key, sizeof key, "providers[%zu].id", i);
 			cfg_error_add(ctx, key, "give each provider its own id",
-			              "duplicate provider id \"%s\" (also providers[%zu].id)", p->id,
-			              j);
+			              "duplicate provider id \"%s\" (also providers[%zu].id)",
+			              p->id, j);
 			added++;
 			break;
 		}

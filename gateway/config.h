@@ -37,14 +37,14 @@ struct config_control {
 };
 
 struct config_gateway {
-	char *bind;               /* listen address, default 127.0.0.1 */
-	int64_t port;             /* default 8790 */
-	int64_t drain_timeout_ms; /* SIGTERM: finish in-flight work for this long */
-	int64_t max_body_bytes;   /* request body cap */
-	int64_t max_connections;  /* concurrent HTTP/WS connections */
+	char *bind;                  /* listen address, default 127.0.0.1 */
+	int64_t port;                /* default 8790 */
+	int64_t drain_timeout_ms;    /* SIGTERM: finish in-flight work for this long */
+	int64_t max_body_bytes;      /* request body cap */
+	int64_t max_connections;     /* concurrent HTTP/WS connections */
 	int64_t max_concurrent_runs; /* agent runs at once, over all sessions */
-	char *auth_token;         /* secret; required for a non-loopback bind */
-	bool watch_config;        /* reload when the file changes */
+	char *auth_token;            /* secret; required for a non-loopback bind */
+	bool watch_config;           /* reload when the file changes */
 	struct config_control control;
 };
 

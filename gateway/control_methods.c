@@ -162,14 +162,16 @@ static void control_status(struct control_conn *c, const json_t *id, json_t *par
 	struct config *cfg = control_config(c);
 	const struct agent_config *def = config_default_agent(cfg);
 	const struct metrics *m = c->ctl->ctx.metrics;
+	const struct gateway_ctx *g = &c->ctl->ctx;
 	json_t *agents = json_array();
+	json_t *channels = g->channels_status ? g->channels_status(g->ud) : json_object();
 
 	(void)params;
 	for (size_t i = 0; agents && i < cfg->n_agents; i++)
 		json_array_append_new(agents, json_string(cfg->agents[i].id));
 	control_reply_ok(
 	    c, id,
-	    json_pack("{ss ss sI sI sI s{so ss?} s{sI sI} s{sI sI} s{sI} s{sI sI sI} s{ss}}",
+	    json_pack("{ss ss sI sI sI s{so ss?} s{sI sI} s{sI sI} s{sI} s{sI sI sI} s{ss} so}",
 	              "version", SB_VERSION, "state", c->ctl->draining ? "draining" : "ready", "ts",
 	              (json_int_t)control_now_ms(), "uptimeMs",
 	              (json_int_t)control_uptime_ms(c->ctl), "pid", (json_int_t)getpid(), "agents",
@@ -181,7 +183,8 @@ static void control_status(struct control_conn *c, const json_t *id, json_t *par
 	              (json_int_t)(m ? m->inbox_depth : 0), "ingest", "accepted",
 	              (json_int_t)(m ? m->ingest_accepted : 0), "duplicates",
 	              (json_int_t)(m ? m->ingest_duplicates : 0), "rejected",
-	              (json_int_t)(m ? m->ingest_rejected : 0), "config", "path", cfg->path));
+	              (json_int_t)(m ? m->ingest_rejected : 0), "config", "path", cfg->path,
+	              "channels", channels ? channels : json_object()));
 	config_unref(cfg);
 }
 
@@ -209,21 +212,21 @@ static void control_agents_list(struct control_conn *c, const json_t *id, json_t
 
 static void control_channels_status(struct control_conn *c, const json_t *id, json_t *params)
 {
-	json_t *order = json_array(), *map = json_object();
+	const struct gateway_ctx *g = &c->ctl->ctx;
+	json_t *order = json_array();
+	json_t *map = g && g->channels_status ? g->channels_status(g->ud) : json_object();
+	const char *name;
+	json_t *v;
 
 	(void)params;
-	for (size_t i = 0; order && map && channel_registry[i]; i++) {
-		const char *name = channel_registry[i]->name;
-
+	json_object_foreach(map, name, v)
+	{
+		(void)v;
 		json_array_append_new(order, json_string(name));
-		json_object_set_new(map, name,
-		                    json_pack("{sb sb s[{ss sb}]}", "available", 1, "running", 1,
-		                              "accounts", "accountId", "default", "running", 1));
 	}
 	/* Channels the configuration knows whose adapter is not built in. */
 	for (size_t i = 0; order && map && i < CHANNELS_CONFIG_COUNT; i++) {
-		const char *name = channels_config_names[i];
-
+		name = channels_config_names[i];
 		if (json_object_get(map, name))
 			continue;
 		json_array_append_new(order, json_string(name));

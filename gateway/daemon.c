@@ -522,6 +522,7 @@ static int daemon_start_pipeline(struct daemon *d)
 	dopt.config = daemon_config_get;
 	dopt.table = daemon_table_get;
 	dopt.outbox_kick = daemon_outbox_kick;
+	dopt.activity = daemon_channel_activity;
 	dopt.max_concurrent = (size_t)d->cfg->gateway.max_concurrent_runs;
 	if ((rc = dispatcher_new(&d->dispatcher, &dopt)))
 		return rc;
@@ -539,24 +540,44 @@ static int daemon_start_parts(struct daemon *d)
 {
 	int rc;
 
-	for (size_t i = 0; channel_registry[i] && d->n_channels < DAEMON_CHANNELS_MAX; i++) {
+	for (size_t i = 0; channel_registry[i]; i++) {
 		const struct channel_ops *ops = channel_registry[i];
-		struct channel *c = NULL;
+		const void *section = channels_config_access(&d->cfg->channels, ops->name);
+		const char *accounts[DAEMON_CHANNELS_MAX];
+		size_t n =
+		    ops->accounts ? ops->accounts(section, accounts, DAEMON_CHANNELS_MAX) : 0;
 
-		rc = ops->create(&c, &d->host, "default",
-		                 channels_config_access(&d->cfg->channels, ops->name));
-		if (rc) {
-			log_error("gateway", "a channel failed to start",
-			          LOG_S("channel", ops->name), LOG_S("error", sb_strerror(rc)));
-			return rc;
+		if (n == 0) {
+			accounts[0] = "default";
+			n = 1;
 		}
-		c->ops = ops;
-		c->host = &d->host;
-		d->channels[d->n_channels++] = c;
-		if (ops->start && (rc = ops->start(c))) {
-			log_error("gateway", "a channel failed to start",
-			          LOG_S("channel", ops->name), LOG_S("error", sb_strerror(rc)));
-			return rc;
+		for (size_t k = 0; k < n; k++) {
+			struct channel *c = NULL;
+
+			if (d->n_channels >= DAEMON_CHANNELS_MAX) {
+				log_error("gateway", "too many channel accounts",
+				          LOG_I("max", DAEMON_CHANNELS_MAX));
+				return SB_ERR_TOOBIG;
+			}
+			rc = ops->create(&c, &d->host, accounts[k], section);
+			if (rc) {
+				log_error("gateway", "a channel failed to start",
+				          LOG_S("channel", ops->name),
+				          LOG_S("account", accounts[k]),
+				          LOG_S("error", sb_strerror(rc)));
+				return rc;
+			}
+			c->ops = ops;
+			c->host = &d->host;
+			snprintf(c->account, sizeof c->account, "%s", accounts[k]);
+			d->channels[d->n_channels++] = c;
+			if (ops->start && (rc = ops->start(c))) {
+				log_error("gateway", "a channel failed to start",
+				          LOG_S("channel", ops->name),
+				          LOG_S("account", accounts[k]),
+				          LOG_S("error", sb_strerror(rc)));
+				return rc;
+			}
 		}
 	}
 	d->gctx = (struct gateway_ctx){
@@ -568,6 +589,8 @@ static int daemon_start_parts(struct daemon *d)
 	    .store = d->store,
 	    .metrics = &d->metrics,
 	    .home = d->opt->home,
+	    .channels_status = daemon_channels_status,
+	    .ud = d,
 	};
 	for (size_t i = 0; gateway_modules[i] && d->n_modules < DAEMON_MODULES_MAX; i++) {
 		rc = gateway_modules[i]->start(&d->gctx, &d->module_state[d->n_modules]);

@@ -252,6 +252,25 @@ static int daemon_await_reply(void *ctx, int64_t inbox_id, int64_t timeout_ms, h
 	return dispatcher_await_reply(d->dispatcher, inbox_id, timeout_ms, cb, ud);
 }
 
+static int daemon_kv_get(void *ctx, const char *ns, const char *key, host_kv_get_cb cb, void *ud)
+{
+	struct daemon *d = ctx;
+
+	if (!d->store)
+		return SB_ERR_CLOSED;
+	return d->store->ops->kv_get(d->store, ns, key, cb, ud);
+}
+
+static int daemon_kv_put(void *ctx, const char *ns, const char *key, const char *value,
+                         host_kv_put_cb cb, void *ud)
+{
+	struct daemon *d = ctx;
+
+	if (!d->store)
+		return SB_ERR_CLOSED;
+	return d->store->ops->kv_put(d->store, ns, key, value, cb, ud);
+}
+
 void daemon_host_init(struct daemon *d)
 {
 	d->host = (struct host){
@@ -264,6 +283,8 @@ void daemon_host_init(struct daemon *d)
 	    .http_route = daemon_http_route,
 	    .http_ops = &daemon_http_ops,
 	    .await_reply = daemon_await_reply,
+	    .kv_get = daemon_kv_get,
+	    .kv_put = daemon_kv_put,
 	};
 }
 
@@ -320,6 +341,7 @@ struct channel *daemon_channel(void *ud, const char *name, const char *account)
 {
 	struct daemon *d = ud;
 	struct channel *any = NULL;
+	size_t n = 0;
 
 	for (size_t i = 0; i < d->n_channels; i++) {
 		if (strcmp(d->channels[i]->ops->name, name) != 0)
@@ -328,6 +350,48 @@ struct channel *daemon_channel(void *ud, const char *name, const char *account)
 			return d->channels[i];
 		if (!any)
 			any = d->channels[i];
+		n++;
 	}
-	return any;
+	/* Several accounts (two bots): never send with another one's token. */
+	return n == 1 ? any : NULL;
+}
+
+void daemon_channel_activity(void *ud, const struct envelope *env, bool running)
+{
+	struct channel *c = daemon_channel(ud, env->channel ? env->channel : "", env->account);
+
+	if (c && c->ops->activity)
+		c->ops->activity(c, env, running);
+}
+
+/* channels.status: every built-in adapter, with one entry per account
+ * instance and what the instance reports about itself. */
+json_t *daemon_channels_status(void *ud)
+{
+	struct daemon *d = ud;
+	json_t *map = json_object();
+
+	for (size_t i = 0; map && channel_registry[i]; i++) {
+		const struct channel_ops *ops = channel_registry[i];
+		json_t *accounts = json_array();
+		bool any = false;
+
+		for (size_t k = 0; accounts && k < d->n_channels; k++) {
+			struct channel *c = d->channels[k];
+			json_t *a;
+
+			if (c->ops != ops)
+				continue;
+			a = json_pack("{ss sb}", "accountId", c->account, "running",
+			              d->state == DAEMON_READY);
+			if (a && ops->status)
+				ops->status(c, a);
+			json_array_append_new(accounts, a);
+			any = true;
+		}
+		json_object_set_new(map, ops->name,
+		                    json_pack("{sb sb so}", "available", 1, "running", any,
+		                              "accounts", accounts ? accounts : json_array()));
+	}
+	return map;
 }

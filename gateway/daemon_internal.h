@@ -97,6 +97,10 @@ void daemon_gen_unref(struct models_gen *g);
 struct models *daemon_models_acquire(void *ud, struct config **cfg, void **token);
 void daemon_models_release(void *ud, struct config *cfg, void *token);
 struct channel *daemon_channel(void *ud, const char *name, const char *account);
+/* The dispatcher's activity hook: tells the message's channel instance. */
+void daemon_channel_activity(void *ud, const struct envelope *env, bool running);
+/* Per channel: {"available", "running", "accounts": [{accountId, ...}]}. */
+json_t *daemon_channels_status(void *ud);
 struct config *daemon_config_get(void *ud);
 const struct bindings_table *daemon_table_get(void *ud);
 void daemon_outbox_kick(void *ud);

@@ -420,6 +420,8 @@ static void run_done(void *ud, const struct run_outcome *o)
 	if (a->watchdog_fired)
 		status = "timeout";
 	active_publish(a, EVENT_RUN_END, text.data ? text.data : "", status);
+	if (l->d->opt.activity)
+		l->d->opt.activity(l->d->opt.ud, &a->items->env, false);
 
 	if (a->shutdown) {
 		/* Released, not done: the message runs again after a restart. */
@@ -591,6 +593,8 @@ static void lane_start(struct lane *l)
 	req.redelivered = a->items->redelivered && !collected;
 	req.ev = &a->ev;
 	active_publish(a, EVENT_RUN_START, NULL, NULL);
+	if (d->opt.activity)
+		d->opt.activity(d->opt.ud, e, true);
 	rc = runner_run(d->opt.runner, &req, run_done, a, &a->job);
 	free(collected);
 	config_unref(cfg);

@@ -45,6 +45,9 @@ struct dispatcher_options {
 	const struct bindings_table *(*table)(void *ud);
 	/* New replies are in the outbox. */
 	void (*outbox_kick)(void *ud);
+	/* A run started (running true) or ended for the message env; for
+	 * the channel's typing indicator. Optional. */
+	void (*activity)(void *ud, const struct envelope *env, bool running);
 	size_t max_concurrent; /* runs at once over all sessions; 0 = 8 */
 	size_t max_pending;    /* messages held in memory before claiming pauses; 0 = 10000 */
 };

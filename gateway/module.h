@@ -9,6 +9,7 @@
 #define SB_GATEWAY_MODULE_H
 
 #include <stddef.h>
+#include <jansson.h>
 #include <uv.h>
 
 #include "gateway/core/host.h"
@@ -23,12 +24,16 @@ struct metrics;
 struct gateway_ctx {
 	uv_loop_t *loop;
 	const struct host *host; /* ingest, http routes, config, await_reply, ... */
-	struct server *server;	 /* for WebSocket endpoints */
+	struct server *server;   /* for WebSocket endpoints */
 	struct events *events;
 	struct dispatcher *dispatcher;
 	struct store *store;
 	struct metrics *metrics;
 	const char *home;
+	/* The channel instances' state, keyed by channel name (a new
+	 * reference): {"available", "running", "accounts": [...]}. */
+	json_t *(*channels_status)(void *ud);
+	void *ud;
 };
 
 struct gateway_module_ops {

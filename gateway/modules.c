@@ -6,7 +6,7 @@
 #include "gateway/openai_api.h"
 
 const struct gateway_module_ops *const gateway_modules[] = {
-	&control_module,
-	&openai_api_module,
-	NULL,
+    &control_module,
+    &openai_api_module,
+    NULL,
 };

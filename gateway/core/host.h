@@ -52,7 +52,7 @@ struct host_http_ops {
 	const char *(*peer)(const struct host_http_req *r);
 	/* headers: NULL-terminated "Name: value" list, or NULL. */
 	int (*respond)(struct host_http_req *r, int status, const char *content_type,
-		       const void *body, size_t len, const char *const *headers);
+	               const void *body, size_t len, const char *const *headers);
 };
 
 typedef void (*host_http_handler)(void *ud, struct host_http_req *req);
@@ -61,12 +61,17 @@ typedef void (*host_http_handler)(void *ud, struct host_http_req *req);
  * text (what was put in the outbox), or why there is none. */
 struct host_reply {
 	int64_t inbox_id;
-	int rc;		    /* SB_OK, SB_ERR_TIMEOUT (waited too long), other errors */
+	int rc;             /* SB_OK, SB_ERR_TIMEOUT (waited too long), other errors */
 	const char *text;   /* the reply ("" when the agent gave none) */
 	const char *status; /* "end_turn", "aborted", "denied", "pairing", ... */
 };
 
 typedef void (*host_reply_cb)(void *ud, const struct host_reply *reply);
+
+/* value NULL with rc SB_ERR_NOTFOUND when the key has none. value is lent
+ * for the call. */
+typedef void (*host_kv_get_cb)(void *ud, int rc, const char *value);
+typedef void (*host_kv_put_cb)(void *ud, int rc);
 
 struct host {
 	void *ctx;
@@ -84,12 +89,18 @@ struct host {
 	 * name labels the route in metrics. Methods: "POST", "GET", ... as a
 	 * comma-separated list. Requests use http_ops. */
 	int (*http_route)(void *ctx, const char *name, const char *path, bool prefix,
-			  const char *methods, host_http_handler handler, void *ud);
+	                  const char *methods, host_http_handler handler, void *ud);
 	const struct host_http_ops *http_ops;
 	/* Calls cb once the message inbox_id has been answered (or after
 	 * timeout_ms with rc SB_ERR_TIMEOUT). For synchronous webhooks. */
 	int (*await_reply)(void *ctx, int64_t inbox_id, int64_t timeout_ms, host_reply_cb cb,
-			   void *ud);
+	                   void *ud);
+	/* Small durable values (a poll offset, a cursor) in the store's kv
+	 * table; ns names the owner ("telegram:<account>"). A put is durable
+	 * when its callback reports SB_OK. */
+	int (*kv_get)(void *ctx, const char *ns, const char *key, host_kv_get_cb cb, void *ud);
+	int (*kv_put)(void *ctx, const char *ns, const char *key, const char *value,
+	              host_kv_put_cb cb, void *ud);
 };
 
 #endif
