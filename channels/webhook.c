@@ -55,6 +55,16 @@
 #define WEBHOOK_SEEN_TTL_MS (15LL * 60 * 1000)
 #define WEBHOOK_LOG_BURST 20
 #define WEBHOOK_LOG_WINDOW_MS 60000
+/* Failed verifications are counted per (address, hook) in a fixed table: a
+ * flood from many addresses evicts old slots instead of growing memory. */
+#define WEBHOOK_FAIL_SLOTS 512
+#define WEBHOOK_FAIL_WINDOW_MS 60000
+
+struct webhook_fail_slot {
+	uint64_t key; /* hash of address and hook; 0 = free */
+	int64_t window_ms;
+	int64_t count;
+};
 #define WEBHOOK_RETRY_AFTER_BUSY "Retry-After: 1"
 #define WEBHOOK_RETRY_AFTER_FAIL "Retry-After: 5"
 
@@ -84,6 +94,7 @@ struct webhook {
 	int64_t log_window_ms;
 	int log_count;
 	int64_t log_suppressed;
+	struct webhook_fail_slot fails[WEBHOOK_FAIL_SLOTS];
 };
 
 struct webhook_req {
@@ -184,6 +195,57 @@ static void webhook_log_reject(struct webhook *w, const char *hook, const char *
 	         LOG_S("peer", peer ? peer : ""), LOG_I("status", status), LOG_S("why", why),
 	         LOG_I("suppressed_before", w->log_suppressed));
 	w->log_suppressed = 0;
+}
+
+/* ---- failed verifications ---- */
+
+static uint64_t webhook_fail_key(const char *peer, const char *hook)
+{
+	uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+
+	for (const char *p = peer ? peer : ""; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	h = (h ^ 0xff) * 1099511628211ULL;
+	for (const char *p = hook ? hook : ""; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ULL;
+	return h ? h : 1;
+}
+
+/* The slot of (peer, hook), its window restarted when it is over. */
+static struct webhook_fail_slot *webhook_fail_slot(struct webhook *w, const char *peer,
+                                                   const char *hook, int64_t now)
+{
+	uint64_t key = webhook_fail_key(peer, hook);
+	struct webhook_fail_slot *s = &w->fails[key % WEBHOOK_FAIL_SLOTS];
+
+	if (s->key != key || now - s->window_ms >= WEBHOOK_FAIL_WINDOW_MS) {
+		s->key = key;
+		s->window_ms = now;
+		s->count = 0;
+	}
+	return s;
+}
+
+/* Seconds until (peer, hook) may try again, or 0 when it may now. */
+static int64_t webhook_fail_blocked(struct webhook *w, const struct webhook_hook_config *h,
+                                    const char *peer)
+{
+	int64_t now = webhook_now_ms();
+	struct webhook_fail_slot *s;
+
+	if (h->max_auth_failures <= 0)
+		return 0;
+	s = webhook_fail_slot(w, peer, h->name, now);
+	if (s->count < h->max_auth_failures)
+		return 0;
+	return (s->window_ms + WEBHOOK_FAIL_WINDOW_MS - now + 999) / 1000;
+}
+
+static void webhook_fail_count(struct webhook *w, const struct webhook_hook_config *h,
+                               const char *peer)
+{
+	if (h->max_auth_failures > 0)
+		webhook_fail_slot(w, peer, h->name, webhook_now_ms())->count++;
 }
 
 /* ---- the reply cache ---- */
@@ -640,6 +702,7 @@ static void webhook_on_request(void *ud, struct host_http_req *r)
 	char header_id[WEBHOOK_EVENT_ID_MAX + 1];
 	const char *body, *why = NULL;
 	size_t len = 0;
+	int64_t wait_s;
 	int status;
 
 	if (!h) {
@@ -664,7 +727,18 @@ static void webhook_on_request(void *ud, struct host_http_req *r)
 		return;
 	}
 	header_id[0] = '\0';
+	if ((wait_s = webhook_fail_blocked(w, h, ops->peer(r))) > 0) {
+		char retry[64];
+		const char *hdrs[] = {retry, NULL};
+
+		snprintf(retry, sizeof retry, "Retry-After: %lld", (long long)wait_s);
+		webhook_log_reject(w, h->name, ops->peer(r), 429, "too many failed verifications");
+		webhook_respond_error(host, r, 429,
+		                      "too many deliveries failed verification; retry later", hdrs);
+		return;
+	}
 	if (webhook_verify(host, h, r, body, len, header_id, sizeof header_id, &v) != SB_OK) {
+		webhook_fail_count(w, h, ops->peer(r));
 		webhook_log_reject(w, h->name, ops->peer(r), 401, v.why ? v.why : "unverified");
 		webhook_respond_error(host, r, 401, v.why ? v.why : "unverified", NULL);
 		return;

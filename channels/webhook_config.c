@@ -298,6 +298,17 @@ static const struct cfg_key webhook_hook_keys[] = {
                "request first.",
     },
     {
+        .name = "max_auth_failures",
+        .type = CFG_INT,
+        .offset = offsetof(struct webhook_hook_config, max_auth_failures),
+        .def = "30",
+        .min = 0,
+        .max = 1000000,
+        .doc = "How many deliveries from one address may fail verification in a minute; past "
+               "that the address gets 429 with `Retry-After` without its signature being "
+               "checked, until the minute is over. 0: no limit.",
+    },
+    {
         .name = "mapping",
         .type = CFG_SECTION,
         .offset = offsetof(struct webhook_hook_config, mapping),

@@ -66,6 +66,7 @@ struct webhook_hook_config {
 	char *secret;
 	int64_t tolerance_ms;
 	int64_t max_body;
+	int64_t max_auth_failures; /* per peer per minute; 0 = unlimited */
 	struct webhook_mapping_config mapping;
 	int peer_kind; /* enum webhook_peer_mode */
 	int mode;      /* enum webhook_reply_mode */

@@ -297,9 +297,11 @@ static void write_config(const char *extra_hooks)
 	         "        callback_secret: \"%s\"\n"
 	         "      - {name: fire, verify: bearer, secret: %s, mode: none}\n"
 	         "      - {name: slowsync, secret: \"%s\", sync_timeout: 20s}\n"
+	         "      - {name: guarded, secret: \"%s\", max_auth_failures: 3}\n"
 	         "%s",
 	         HOOK_SECRET, GH_SECRET, TOKEN, HOOK_SECRET, HOOK_SECRET, HOOK_SECRET,
-	         fx.receiver.port, CB_SECRET, TOKEN, HOOK_SECRET, extra_hooks ? extra_hooks : "");
+	         fx.receiver.port, CB_SECRET, TOKEN, HOOK_SECRET, HOOK_SECRET,
+	         extra_hooks ? extra_hooks : "");
 	write_home_file("switchboard.yaml", fx.config);
 }
 
@@ -975,6 +977,41 @@ static void test_reload_adds_hook(void **state)
 	json_decref(body);
 }
 
+/* An address that keeps failing verification on a hook is told to wait,
+ * without its signature being checked, for the rest of the minute; other
+ * hooks still answer it normally. */
+static void test_failed_auth_is_limited(void **state)
+{
+	json_t *o, *r, *body = NULL;
+	char url[512];
+	long st;
+
+	(void)state;
+	for (int i = 0; i < 3; i++) {
+		o = std_opts("{\"text\":\"forged\"}", NULL);
+		json_object_set_new(o, "secret", json_string(OTHER_SECRET));
+		assert_int_equal(deliver("guarded", o, NULL), 401);
+	}
+	/* Now even a good signature waits: the check is not even made. */
+	snprintf(url, sizeof url, "http://127.0.0.1:%d/hooks/guarded", fx.d.port);
+	o = std_opts("{\"text\":\"genuine\"}", NULL);
+	json_object_set_new(o, "url", json_string(url));
+	r = http_json(fx.sender.port, "POST", "/send", o);
+	assert_int_equal(json_integer_value(json_object_get(r, "status")), 429);
+	{
+		const char *ra = json_string_value(
+		    json_object_get(json_object_get(r, "headers"), "retry-after"));
+
+		assert_non_null(ra);
+		assert_true(strtol(ra, NULL, 10) >= 1 && strtol(ra, NULL, 10) <= 60);
+	}
+	json_decref(r);
+	/* The same address is still welcome on another hook. */
+	st = deliver("std", std_opts("{\"text\":\"still welcome\"}", NULL), &body);
+	expect_reply(st, body, "reply to: still welcome");
+	json_decref(body);
+}
+
 /* SIGTERM while a sync delivery waits for its run: the drain lets the run
  * finish and the reply still goes out in the response; then a clean exit. */
 static void test_stop_while_waiting(void **state)
@@ -1034,6 +1071,7 @@ int main(void)
 	    cmocka_unit_test(test_callback_retries_same_id),
 	    cmocka_unit_test(test_callback_retry_after_and_final),
 	    cmocka_unit_test(test_reload_adds_hook),
+	    cmocka_unit_test(test_failed_auth_is_limited),
 	    cmocka_unit_test(test_stop_while_waiting),
 	};
 
