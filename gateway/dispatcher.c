@@ -157,14 +157,16 @@ static void waiter_timeout(uv_timer_t *t)
 	w->cb(w->ud, &r);
 }
 
-static void dispatch_notify(struct dispatcher *d, int64_t inbox_id, int rc, const char *text,
-                            const char *status)
+static void dispatch_notify_usage(struct dispatcher *d, int64_t inbox_id, int rc, const char *text,
+                                  const char *status, const struct model_usage *u)
 {
 	struct waiter *w = d->waiters, *next;
 	struct host_reply r = {.inbox_id = inbox_id,
 	                       .rc = rc,
 	                       .text = text ? text : "",
-	                       .status = status ? status : ""};
+	                       .status = status ? status : "",
+	                       .input_tokens = u ? u->input_tokens : 0,
+	                       .output_tokens = u ? u->output_tokens : 0};
 
 	for (; w; w = next) {
 		next = w->next;
@@ -173,6 +175,12 @@ static void dispatch_notify(struct dispatcher *d, int64_t inbox_id, int rc, cons
 		waiter_remove(w);
 		w->cb(w->ud, &r);
 	}
+}
+
+static void dispatch_notify(struct dispatcher *d, int64_t inbox_id, int rc, const char *text,
+                            const char *status)
+{
+	dispatch_notify_usage(d, inbox_id, rc, text, status, NULL);
 }
 
 int dispatcher_await_reply(struct dispatcher *d, int64_t inbox_id, int64_t timeout_ms,
@@ -368,6 +376,7 @@ struct reply_commit {
 	int64_t inbox_id;
 	char *text;
 	char *status;
+	struct model_usage usage;
 };
 
 static void reply_committed(void *ud, int rc)
@@ -380,7 +389,7 @@ static void reply_committed(void *ud, int rc)
 	} else if (c->d->opt.outbox_kick) {
 		c->d->opt.outbox_kick(c->d->opt.ud);
 	}
-	dispatch_notify(c->d, c->inbox_id, rc, c->text, c->status);
+	dispatch_notify_usage(c->d, c->inbox_id, rc, c->text, c->status, &c->usage);
 	free(c->text);
 	free(c->status);
 	free(c);
@@ -453,6 +462,8 @@ static void run_done(void *ud, const struct run_outcome *o)
 			c->inbox_id = a->items->inbox_id;
 			c->text = strdup(text.data ? text.data : "");
 			c->status = strdup(status);
+			if (o->rc == SB_OK && o->result)
+				c->usage = o->result->usage;
 		}
 		if (!c || !payload || !c->text || !c->status ||
 		    d->opt.store->ops->inbox_done(d->opt.store, a->items->inbox_id,

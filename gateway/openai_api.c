@@ -458,8 +458,9 @@ static void oai_stream_open(struct oai_req *q)
 
 /* The rest of a stream once the run answered: what the deltas did not
  * carry, the final chunk, usage when asked, [DONE]. */
-static void oai_stream_finish(struct oai_req *q, const char *text)
+static void oai_stream_finish(struct oai_req *q, const struct host_reply *r)
 {
+	const char *text = r->text ? r->text : "";
 	size_t tlen = strlen(text);
 
 	oai_stream_flush(q);
@@ -475,11 +476,12 @@ static void oai_stream_finish(struct oai_req *q, const char *text)
 	}
 	oai_chunk(q, json_object(), "stop");
 	if (q->include_usage) {
-		json_t *u =
-		    json_pack("{sssssIsss[]s{sIsIsI}}", "id", q->id, "object",
-		              "chat.completion.chunk", "created", (json_int_t)q->created, "model",
-		              q->model, "choices", "usage", "prompt_tokens", (json_int_t)0,
-		              "completion_tokens", (json_int_t)0, "total_tokens", (json_int_t)0);
+		json_t *u = json_pack("{sssssIsss[]s{sIsIsI}}", "id", q->id, "object",
+		                      "chat.completion.chunk", "created", (json_int_t)q->created,
+		                      "model", q->model, "choices", "usage", "prompt_tokens",
+		                      (json_int_t)r->input_tokens, "completion_tokens",
+		                      (json_int_t)r->output_tokens, "total_tokens",
+		                      (json_int_t)(r->input_tokens + r->output_tokens));
 
 		oai_sse(q, u);
 		json_decref(u);
@@ -493,9 +495,10 @@ static json_t *oai_completion_json(const struct oai_req *q, const struct host_re
 	                 "chat.completion", "created", (json_int_t)q->created, "model", q->model,
 	                 "choices", "index", (json_int_t)0, "message", "role", "assistant",
 	                 "content", r->text ? r->text : "", "finish_reason", "stop", "usage",
-	                 "prompt_tokens", (json_int_t)0, "completion_tokens", (json_int_t)0,
-	                 "total_tokens", (json_int_t)0, "switchboard", "session_key",
-	                 q->session_key, "run_id", q->event_id, "status",
+	                 "prompt_tokens", (json_int_t)r->input_tokens, "completion_tokens",
+	                 (json_int_t)r->output_tokens, "total_tokens",
+	                 (json_int_t)(r->input_tokens + r->output_tokens), "switchboard",
+	                 "session_key", q->session_key, "run_id", q->event_id, "status",
 	                 r->status ? r->status : "");
 }
 
@@ -521,7 +524,7 @@ static void oai_respond(struct oai_req *q, const struct host_reply *r)
 			oai_sse(q, e);
 			json_decref(e);
 		} else {
-			oai_stream_finish(q, r->text ? r->text : "");
+			oai_stream_finish(q, r);
 		}
 		server_stream_end(q->sr);
 	} else if (oc.status != 200) {

@@ -61,9 +61,11 @@ typedef void (*host_http_handler)(void *ud, struct host_http_req *req);
  * text (what was put in the outbox), or why there is none. */
 struct host_reply {
 	int64_t inbox_id;
-	int rc;             /* SB_OK, SB_ERR_TIMEOUT (waited too long), other errors */
-	const char *text;   /* the reply ("" when the agent gave none) */
-	const char *status; /* "end_turn", "aborted", "denied", "pairing", ... */
+	int rc;               /* SB_OK, SB_ERR_TIMEOUT (waited too long), other errors */
+	const char *text;     /* the reply ("" when the agent gave none) */
+	const char *status;   /* "end_turn", "aborted", "denied", "pairing", ... */
+	int64_t input_tokens; /* the run's model usage, summed; 0 when unknown */
+	int64_t output_tokens;
 };
 
 typedef void (*host_reply_cb)(void *ud, const struct host_reply *reply);
