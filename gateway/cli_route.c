@@ -468,13 +468,19 @@ static void cr_pairing_usage(FILE *f)
 {
 	fprintf(f, "usage: switchboard pairing list [CHANNEL] [--json] [--config FILE]\n"
 	           "       switchboard pairing approve CHANNEL CODE [--config FILE]\n"
-	           "       switchboard pairing deny CHANNEL CODE [--config FILE]\n\n"
+	           "       switchboard pairing deny CHANNEL CODE [--config FILE]\n"
+	           "       switchboard pairing approved [CHANNEL] [--json] [--config FILE]\n"
+	           "       switchboard pairing revoke CHANNEL SENDER [--account ACCOUNT] [--config "
+	           "FILE]\n\n"
 	           "An unknown sender who writes to the bot in a direct message (dm_policy\n"
 	           "pairing) gets a one-time code of 8 characters, valid for an hour; at most 3\n"
 	           "are pending per channel account.\n"
 	           "  list     the pending requests (all channels, or one)\n"
 	           "  approve  lets the sender with that code talk to the bot from now on\n"
 	           "  deny     drops the request; the sender may ask again\n"
+	           "  approved the senders approved so far\n"
+	           "  revoke   takes an approved sender off the list (on every account of the\n"
+	           "           channel, or one); their next message asks for a new code\n"
 	           "CHANNEL is telegram, slack, webhook or webchat.\n");
 }
 
@@ -548,6 +554,54 @@ static void cr_list_cb(void *ud, int rc, const struct store_pairing *v, size_t n
 	}
 }
 
+static void cr_approved_cb(void *ud, int rc, const struct store_allow_entry *v, size_t n)
+{
+	struct cr_list_res *r = ud;
+	json_t *a = NULL;
+
+	r->done = true;
+	r->rc = rc;
+	if (rc)
+		return;
+	if (r->json) {
+		a = json_array();
+		for (size_t i = 0; a && i < n; i++) {
+			json_t *o = json_pack("{s:s, s:s, s:s, s:I}", "channel", v[i].channel,
+			                      "account", v[i].account, "sender_id", v[i].sender_id,
+			                      "approved_at", (json_int_t)v[i].approved_at);
+
+			if (!o || json_array_append_new(a, o)) {
+				json_decref(a);
+				a = NULL;
+			}
+		}
+		if (!a || cr_print_json(a))
+			r->rc = SB_ERR_NOMEM;
+		json_decref(a);
+		return;
+	}
+	if (!n) {
+		printf("no approved senders%s%s\n", r->channel ? " on " : "",
+		       r->channel ? r->channel : "");
+		return;
+	}
+	printf("%-10s %-12s %-20s %s\n", "CHANNEL", "ACCOUNT", "SENDER", "APPROVED");
+	for (size_t i = 0; i < n; i++) {
+		int64_t ago = (r->now - v[i].approved_at) / 3600000;
+
+		printf("%-10s %-12s %-20s %lldh ago\n", v[i].channel, v[i].account, v[i].sender_id,
+		       (long long)(ago > 0 ? ago : 0));
+	}
+}
+
+static void cr_revoke_cb(void *ud, int rc)
+{
+	struct cr_pairing_res *r = ud;
+
+	r->done = true;
+	r->rc = rc;
+}
+
 static int64_t cr_now_ms(void)
 {
 	struct timespec ts;
@@ -560,15 +614,16 @@ int cli_pairing(int argc, char **argv)
 {
 	static const struct option opts[] = {{"json", no_argument, NULL, 'j'},
 	                                     {"config", required_argument, NULL, 'c'},
+	                                     {"account", required_argument, NULL, 'a'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {0}};
-	const char *verb, *explicit_cfg = NULL, *channel = NULL, *code = NULL;
+	const char *verb, *explicit_cfg = NULL, *channel = NULL, *code = NULL, *account = NULL;
 	char code_upper[64];
 	struct cr_pairing_res pr = {0};
 	struct cr_list_res lr = {0};
 	struct config *cfg = NULL;
 	struct cr_store s;
-	bool json = false, list;
+	bool json = false, list, approved, revoke;
 	int c, rc = 1, qrc;
 
 	memset(&s, 0, sizeof s);
@@ -581,8 +636,10 @@ int cli_pairing(int argc, char **argv)
 		cr_pairing_usage(stdout);
 		return 0;
 	}
-	list = strcmp(verb, "list") == 0;
-	if (!list && strcmp(verb, "approve") != 0 && strcmp(verb, "deny") != 0) {
+	approved = strcmp(verb, "approved") == 0;
+	revoke = strcmp(verb, "revoke") == 0;
+	list = strcmp(verb, "list") == 0 || approved;
+	if (!list && !revoke && strcmp(verb, "approve") != 0 && strcmp(verb, "deny") != 0) {
 		fprintf(stderr, "switchboard pairing: unknown subcommand \"%s\"\n\n", verb);
 		cr_pairing_usage(stderr);
 		return 2;
@@ -592,6 +649,9 @@ int cli_pairing(int argc, char **argv)
 		switch (c) {
 		case 'j':
 			json = true;
+			break;
+		case 'a':
+			account = optarg;
 			break;
 		case 'c':
 			explicit_cfg = optarg;
@@ -606,13 +666,13 @@ int cli_pairing(int argc, char **argv)
 	}
 	argc -= 1 + optind;
 	argv += 1 + optind;
-	if ((list && argc > 1) || (!list && argc != 2) || (!list && json)) {
+	if ((list && argc > 1) || (!list && argc != 2) || (!list && json) || (account && !revoke)) {
 		cr_pairing_usage(stderr);
 		return 2;
 	}
 	channel = argc > 0 ? argv[0] : NULL;
 	code = argc > 1 ? argv[1] : NULL;
-	if (code && strlen(code) < sizeof code_upper) {
+	if (code && !revoke && strlen(code) < sizeof code_upper) {
 		/* Codes are upper case; accept them typed either way. */
 		for (size_t i = 0; i <= strlen(code); i++)
 			code_upper[i] = (char)toupper((unsigned char)code[i]);
@@ -632,10 +692,24 @@ int cli_pairing(int argc, char **argv)
 		lr.json = json;
 		lr.now = cr_now_ms();
 		lr.channel = channel;
-		qrc = s.ops->pairing_list(s.st, channel, cr_list_cb, &lr);
+		qrc = approved ? s.ops->allow_list(s.st, channel, cr_approved_cb, &lr)
+		               : s.ops->pairing_list(s.st, channel, cr_list_cb, &lr);
 		if (qrc == SB_OK)
 			cr_store_wait(&s, &lr.done);
 		qrc = qrc ? qrc : lr.rc;
+	} else if (revoke) {
+		qrc = s.ops->allow_remove(s.st, channel, account, code, cr_revoke_cb, &pr);
+		if (qrc == SB_OK)
+			cr_store_wait(&s, &pr.done);
+		qrc = qrc ? qrc : pr.rc;
+		if (qrc == SB_ERR_NOTFOUND) {
+			fprintf(stderr,
+			        "switchboard pairing: %s sender %s is not approved%s%s (see "
+			        "`switchboard pairing approved`)\n",
+			        channel, code, account ? " on account " : "",
+			        account ? account : "");
+			goto out;
+		}
 	} else {
 		qrc = strcmp(verb, "approve") == 0
 		          ? s.ops->pairing_approve(s.st, channel, code, cr_pairing_cb, &pr)
@@ -655,7 +729,10 @@ int cli_pairing(int argc, char **argv)
 		fprintf(stderr, "switchboard pairing: %s failed: %s\n", verb, sb_strerror(qrc));
 		goto out;
 	}
-	if (!list && strcmp(verb, "approve") == 0)
+	if (revoke)
+		printf("revoked: %s sender %s%s%s must ask for a new code to talk to the bot\n",
+		       channel, code, account ? " on account " : "", account ? account : "");
+	else if (!list && strcmp(verb, "approve") == 0)
 		printf("approved: %s sender %s (account %s) may now talk to the bot\n", pr.channel,
 		       pr.sender, pr.account);
 	else if (!list)

@@ -298,6 +298,11 @@ struct store_ops {
 	 * time; at most STORE_LIST_MAX entries. For the routing table's
 	 * in-memory copy. */
 	int (*allow_list)(struct store *s, const char *channel, store_allow_list_cb cb, void *ud);
+	/* Takes a sender off the allow list (account NULL: on every account
+	 * of the channel); from the next message on they are a stranger
+	 * again. SB_ERR_NOTFOUND when they were not on it. */
+	int (*allow_remove)(struct store *s, const char *channel, const char *account,
+	                    const char *sender_id, store_done_cb cb, void *ud);
 
 	/* ---- sessions, devices ---- */
 

@@ -170,6 +170,7 @@ enum sq_stmt {
 	SQ_ST_ALLOW_FIND,
 	SQ_ST_ALLOW_INSERT,
 	SQ_ST_ALLOW_LIST,
+	SQ_ST_ALLOW_DELETE,
 	SQ_ST_SESSION_LIST,
 	SQ_ST_DEV_EXPIRE,
 	SQ_ST_DEV_FIND,
@@ -274,6 +275,8 @@ static const char *const sq_sql[SQ_ST__COUNT] = {
     [SQ_ST_ALLOW_LIST] = "SELECT channel, account, sender_id, approved_at FROM allow_entries"
                          " WHERE (?1 IS NULL OR channel = ?1)"
                          " ORDER BY approved_at, channel, account, sender_id LIMIT ?2",
+    [SQ_ST_ALLOW_DELETE] = "DELETE FROM allow_entries WHERE channel = ?1"
+                           " AND (?2 IS NULL OR account = ?2) AND sender_id = ?3",
     [SQ_ST_SESSION_LIST] = "SELECT key, agent_id, session_id, meta, updated_at FROM sessions"
                            " WHERE (?1 IS NULL OR agent_id = ?1)"
                            " ORDER BY updated_at DESC, key LIMIT ?2",
@@ -323,6 +326,7 @@ enum sq_op_type {
 	SQ_OP_PAIRING_DENY,
 	SQ_OP_ALLOW_CHECK,
 	SQ_OP_ALLOW_LIST,
+	SQ_OP_ALLOW_REMOVE,
 	SQ_OP_SESSION_LIST,
 	SQ_OP_DEVICE_REQUEST,
 	SQ_OP_DEVICE_GET,
@@ -1206,6 +1210,25 @@ out:
 	return rc;
 }
 
+static int sq_run_allow_remove(struct sq_store *s, struct sq_op *op)
+{
+	sqlite3_stmt *st = NULL;
+	int changes = 0;
+	int rc = sq_stmt(s, SQ_ST_ALLOW_DELETE, &st);
+
+	if (rc != SB_OK)
+		goto out;
+	sq_bind_text(st, 1, op->pairing.channel);
+	sq_bind_text(st, 2, op->pairing.account);
+	sq_bind_text(st, 3, op->pairing.sender_id);
+	rc = sq_step_update(s, st, "allow_remove", &changes);
+	if (rc == SB_OK && changes == 0)
+		rc = SB_ERR_NOTFOUND;
+out:
+	sq_finish(st);
+	return rc;
+}
+
 static int sq_run_allow_check(struct sq_store *s, struct sq_op *op)
 {
 	return sq_allow_find(s, &op->pairing, &op->allowed);
@@ -1568,6 +1591,8 @@ static int sq_run_op(struct sq_store *s, struct sq_op *op)
 		return sq_run_allow_check(s, op);
 	case SQ_OP_ALLOW_LIST:
 		return sq_run_allow_list(s, op);
+	case SQ_OP_ALLOW_REMOVE:
+		return sq_run_allow_remove(s, op);
 	case SQ_OP_SESSION_LIST:
 		return sq_run_session_list(s, op);
 	case SQ_OP_DEVICE_REQUEST:
@@ -1787,6 +1812,7 @@ static void sq_op_callback(struct sq_op *op)
 	case SQ_OP_SESSION_PUT:
 	case SQ_OP_DEVICE_SET_TOKEN:
 	case SQ_OP_DEVICE_REVOKE:
+	case SQ_OP_ALLOW_REMOVE:
 		if (op->cb.done)
 			op->cb.done(op->ud, op->rc);
 		break;
@@ -2330,6 +2356,23 @@ static int sq_allow_check(struct store *base, const char *channel, const char *a
 	return sq_submit(s, op);
 }
 
+static int sq_allow_remove(struct store *base, const char *channel, const char *account,
+                           const char *sender_id, store_done_cb cb, void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct sq_op *op = NULL;
+	int rc;
+
+	if (!channel || !sender_id)
+		return SB_ERR_INVAL;
+	rc = sq_pairing_op(s, SQ_OP_ALLOW_REMOVE, channel, account, sender_id, NULL, &op);
+	if (rc != SB_OK)
+		return rc;
+	op->cb.done = cb;
+	op->ud = ud;
+	return sq_submit(s, op);
+}
+
 static int sq_allow_list(struct store *base, const char *channel, store_allow_list_cb cb, void *ud)
 {
 	struct sq_store *s = (struct sq_store *)base;
@@ -2772,6 +2815,7 @@ const struct store_ops store_sqlite_ops = {
     .pairing_deny = sq_pairing_deny,
     .allow_check = sq_allow_check,
     .allow_list = sq_allow_list,
+    .allow_remove = sq_allow_remove,
     .session_list = sq_session_list,
     .device_request = sq_device_request,
     .device_get = sq_device_get,

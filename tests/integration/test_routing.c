@@ -268,6 +268,31 @@ static void test_stranger_pairs_then_talks(void **state)
 		assert_null(strstr(all.data, "let me in"));
 		buf_free(&all);
 	}
+
+	/* Revoked: listed before, gone after, and a stranger again. */
+	{
+		const char *approved[] = {"pairing", "approved", "webhook", NULL};
+		const char *revoke[] = {"pairing", "revoke", "webhook", "mallory", NULL};
+
+		buf_init(&out, 1 << 16);
+		assert_int_equal(harness_cli(home, &out, approved), 0);
+		assert_non_null(strstr(out.data, "mallory"));
+		buf_reset(&out);
+		assert_int_equal(harness_cli(home, &out, revoke), 0);
+		assert_non_null(strstr(out.data, "revoked: webhook sender mallory"));
+		buf_reset(&out);
+		assert_int_equal(harness_cli(home, &out, approved), 0);
+		assert_null(strstr(out.data, "mallory"));
+		buf_reset(&out);
+		/* Revoking twice says so and fails. */
+		assert_int_not_equal(harness_cli(home, &out, revoke), 0);
+		buf_free(&out);
+		r = post("mallory", NULL, "still there?", &st);
+		assert_int_equal(st, 200);
+		assert_non_null(r);
+		assert_non_null(strstr(r, "pairing code is "));
+		free(r);
+	}
 }
 
 /* How many transcripts of agent carry session key. */
