@@ -117,6 +117,7 @@ struct turn {
 	int64_t cp_before;
 	struct compact_plan plans[2];
 	struct models_call *sum_call;
+	json_t *sum_msgs; /* the summary request's messages, held for the call */
 	size_t sum_cut;
 	int compact_failures;
 	struct model_usage session_spent;
@@ -238,6 +239,7 @@ static void turn_free_cb(uv_handle_t *h)
 	json_decref(t->tools_json);
 	json_decref(t->steer);
 	json_decref(t->pending_results);
+	json_decref(t->sum_msgs);
 	budget_plan_free(&t->bplan);
 	compact_plan_free(&t->plans[0]);
 	compact_plan_free(&t->plans[1]);
@@ -940,6 +942,8 @@ static void turn_on_summary(void *ud, int rc, const struct model_response *resp,
 	int64_t before;
 
 	t->sum_call = NULL;
+	json_decref(t->sum_msgs);
+	t->sum_msgs = NULL;
 	if (t->finished)
 		return;
 	if (err && err->kind == MODEL_ERR_ABORTED) {
@@ -1028,9 +1032,11 @@ static void turn_summary_step(struct turn *t)
 		json_decref(msgs);
 		return;
 	}
+	/* The request is borrowed until the call is over (retries). */
+	json_decref(t->sum_msgs);
+	t->sum_msgs = msgs;
 	rc = models_call(t->opt.models, t->opt.chain, t->opt.n_chain, &req, NULL, NULL,
 	                 turn_on_summary, t, &t->sum_call);
-	json_decref(msgs);
 	if (rc != SB_OK) {
 		struct model_error e;
 
