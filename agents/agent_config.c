@@ -26,14 +26,127 @@ static const char *agent_config_check_id(const void *field)
 	return NULL;
 }
 
-static const char *const agent_queue_modes[] = {"steer", "followup", "collect", "interrupt",
-                                                NULL};
+static const char *const agent_queue_modes[] = {"steer", "followup", "collect", "interrupt", NULL};
 static const char *const agent_queue_drops[] = {"oldest", "newest", NULL};
 
 const char *agent_queue_mode_name(int mode)
 {
 	return mode >= 0 && mode < 4 ? agent_queue_modes[mode] : "unknown";
 }
+
+static const struct cfg_key agent_context_keys[] = {
+    {
+        .name = "window",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_context_config, window),
+        .min = 256,
+        .max = 10000000,
+        .def = "200000",
+        .doc = "The model's context window in tokens; the levels below are "
+               "percentages of it.",
+    },
+    {
+        .name = "trim_at",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_context_config, trim_at),
+        .min = 1,
+        .max = 1000,
+        .def = "50",
+        .doc = "Level 1: from this percentage of the window, old tool results "
+               "(all but `keep_results`) are replaced by a note naming the file "
+               "that holds them. Above 100 turns the level off.",
+    },
+    {
+        .name = "archive_at",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_context_config, archive_at),
+        .min = 1,
+        .max = 1000,
+        .def = "75",
+        .doc = "Level 2: from this percentage, the middle of the history is "
+               "archived to a JSONL file next to the transcript, with a marker. "
+               "Above 100 turns the level off.",
+    },
+    {
+        .name = "summarize_at",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_context_config, summarize_at),
+        .min = 1,
+        .max = 1000,
+        .def = "90",
+        .doc = "Level 3: from this percentage, the older history is summarised "
+               "by the model; the last `keep_messages` stay. Above 100 turns the "
+               "level off (a \"prompt too long\" answer still compacts).",
+    },
+    {
+        .name = "block_at",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_context_config, block_at),
+        .min = 1,
+        .max = 1000,
+        .def = "97",
+        .doc = "Above this percentage no model call is made until compaction "
+               "succeeds; after 3 failed summaries in a row the run ends with an "
+               "error instead.",
+    },
+    {
+        .name = "keep_results",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_context_config, keep_results),
+        .min = 0,
+        .max = 1000,
+        .def = "3",
+        .doc = "The most recent tool results that level 1 leaves as they are.",
+    },
+    {
+        .name = "keep_head",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_context_config, keep_head),
+        .min = 1,
+        .max = 1000,
+        .def = "2",
+        .doc = "The first messages that level 2 leaves in place.",
+    },
+    {
+        .name = "keep_messages",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_context_config, keep_messages),
+        .min = 1,
+        .max = 1000,
+        .def = "8",
+        .doc = "The most recent messages that levels 2 and 3 leave intact.",
+    },
+    {
+        .name = "tool_result_max",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_context_config, tool_result_max),
+        .min = 1000,
+        .max = 10000000,
+        .def = "50000",
+        .doc = "The default maximum of one tool result in the context, in "
+               "characters (a tool may declare its own); a longer result is saved "
+               "to the session's result store and replaced by a 2,000-character "
+               "preview. `read` pages instead.",
+    },
+    {
+        .name = "batch_result_max",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_context_config, batch_result_max),
+        .min = 1000,
+        .max = 100000000,
+        .def = "200000",
+        .doc = "The most characters the results of one batch of tool calls may put "
+               "into the context together; past it the largest are saved first.",
+    },
+};
+
+static const struct cfg_section agent_context_section = {
+    .name = "context",
+    .size = sizeof(struct agent_context_config),
+    .keys = agent_context_keys,
+    .nkeys = sizeof agent_context_keys / sizeof agent_context_keys[0],
+    .doc = "Output budgets and context compaction (docs/context.md).",
+};
 
 static const struct cfg_key agent_config_keys[] = {
     {
@@ -166,6 +279,13 @@ static const struct cfg_key agent_config_keys[] = {
         .def = "oldest",
         .doc = "Which waiting message is dropped when the queue is full: `oldest` "
                "or `newest`.",
+    },
+    {
+        .name = "context",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct agent_config, context),
+        .section = &agent_context_section,
+        .doc = "Output budgets and context compaction (docs/context.md).",
     },
 };
 

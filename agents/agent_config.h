@@ -10,6 +10,21 @@
 
 #include "gateway/core/cfg.h"
 
+/* Output budgets and context levels (docs/context.md): the YAML mapping
+ * `context` of an agent. Percentages are of the window. */
+struct agent_context_config {
+	int64_t window;           /* the model's context window, tokens */
+	int64_t trim_at;          /* level 1 (old tool results) from this percent */
+	int64_t archive_at;       /* level 2 (archive the middle) */
+	int64_t summarize_at;     /* level 3 (summary by the model) */
+	int64_t block_at;         /* no model call above this until compaction succeeds */
+	int64_t keep_results;     /* level 1 keeps this many recent tool results */
+	int64_t keep_head;        /* level 2 keeps this many first messages */
+	int64_t keep_messages;    /* levels 2 and 3 keep this many recent messages */
+	int64_t tool_result_max;  /* a tool result's default maximum, characters */
+	int64_t batch_result_max; /* one batch's results together, characters */
+};
+
 struct agent_config {
 	char *id;         /* [a-z0-9][a-z0-9_-]{0,63} */
 	char *workspace;  /* directory; relative to the home; default workspaces/<id> */
@@ -26,6 +41,7 @@ struct agent_config {
 	int queue_mode;          /* enum agent_queue_mode: messages arriving during a run */
 	int64_t queue_cap;       /* messages waiting per session */
 	int queue_drop;          /* enum agent_queue_drop: which to drop past the cap */
+	struct agent_context_config context;
 };
 
 enum agent_queue_mode {

@@ -245,7 +245,9 @@ static void exec_complete(struct exec_call *c, char *content, bool is_error)
 	}
 	if (content)
 		content = exec_utf8_take(content);
-	if (content)
+	if (content && ex->opt.finalise)
+		content = ex->opt.finalise(ex->opt.finalise_ud, c->def, c->id, content);
+	else if (content)
 		content = exec_fit_take(content, max);
 	free(c->content);
 	c->content = content;

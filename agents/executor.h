@@ -45,6 +45,12 @@ struct executor_options {
 	size_t n_allowed;
 	size_t max_parallel;              /* 0 = EXECUTOR_MAX_PARALLEL */
 	const struct executor_events *ev; /* may be NULL */
+	/* Finalises each result before it enters the context (the output
+	 * budget, budget.h's budget_finalise): takes content (valid UTF-8),
+	 * returns what is kept, NULL when out of memory. NULL hook: results are
+	 * cut to the tool's max_result_chars. */
+	char *(*finalise)(void *ud, const struct tool_def *def, const char *id, char *content);
+	void *finalise_ud;
 };
 
 /* results: a new user message holding one tool_result per tool_use of the

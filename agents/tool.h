@@ -39,6 +39,12 @@ struct tool_ctx {
 	const char *channel;   /* where the run's message came from, or NULL */
 	const char *account;
 	const char *target; /* the conversation to answer, or NULL */
+	/* Output budgets (budget.h): the session's store of persisted results
+	 * ("@tool-results/..."), the directory of its transcript and archives
+	 * ("@archive/...") and its id. NULL when the run has none. */
+	const char *results_dir;
+	const char *sessions_dir;
+	const char *session_id;
 };
 
 /* The call's outcome, exactly once. content is handed over (the callee frees
@@ -60,6 +66,9 @@ struct tool_def {
 	bool (*read_only)(const json_t *input);
 	bool (*concurrency_safe)(const json_t *input);
 	size_t max_result_chars; /* 0 = TOOL_RESULT_MAX_DEFAULT */
+	/* The tool reads a file: a result over max_result_chars is cut with a
+	 * note to read on (offset/limit), never persisted (budget.h). */
+	bool result_pages;
 	/* Starts the call. input is valid per input_schema and borrowed for
 	 * the call's duration. On SB_OK, done runs later (never from inside
 	 * call) and *run (if out not NULL) may be used to cancel until then.

@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agents/compact.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fsutil.h"
 #include "gateway/core/log.h"
@@ -582,6 +583,14 @@ void transcript_close(struct transcript *t)
 
 /* ---- load ---- */
 
+static void transcript_add_usage(struct transcript_loaded *out, const json_t *u)
+{
+	out->spent_input += json_integer_value(json_object_get(u, "input_tokens"));
+	out->spent_output += json_integer_value(json_object_get(u, "output_tokens"));
+	out->spent_cache_read += json_integer_value(json_object_get(u, "cache_read_tokens"));
+	out->spent_cache_write += json_integer_value(json_object_get(u, "cache_write_tokens"));
+}
+
 void transcript_loaded_free(struct transcript_loaded *l)
 {
 	if (!l)
@@ -707,6 +716,24 @@ int transcript_load(const char *path, struct transcript_loaded *out)
 			rc = SB_ERR_NOMEM;
 			if (json_array_append(out->messages, m) != 0)
 				goto out;
+			transcript_add_usage(out, json_object_get(j, "usage"));
+		} else if (strcmp(type, "compaction") == 0) {
+			/* The history from here on is the compacted one. */
+			rc = compact_apply(out->messages, json_object_get(j, "edits"));
+			if (rc != SB_OK)
+				goto out;
+			transcript_add_usage(out, json_object_get(j, "usage"));
+			if (json_integer_value(json_object_get(j, "level")) == 3)
+				out->compact_failures = 0;
+		} else if (strcmp(type, "event") == 0) {
+			const char *ev = json_string_value(json_object_get(j, "event"));
+
+			if (ev && strcmp(ev, "compaction_failed") == 0)
+				out->compact_failures++;
+			else if (ev && strcmp(ev, "cache_break") == 0)
+				out->cache_breaks++;
+			else if (ev && strcmp(ev, "prompt") == 0)
+				out->last_prompt = j; /* entries holds it */
 		}
 		rc = SB_ERR_NOMEM;
 		if (json_array_append(out->entries, j) != 0)

@@ -18,7 +18,12 @@
  * starts on a fresh line and carries "follows_torn": true, which tells
  * loading to skip the line before it (and invalid lines right before that).
  * Loading rebuilds the exact message history that was sent to the provider:
- * the "message" entries in order.
+ * the "message" entries in order, with the edits of each "compaction" entry
+ * applied where it stands (compact.h):
+ *
+ *   {"type":"compaction","level":1|2|3,"reason":"...","edits":[...],
+ *    "tokens_before":N,"tokens_after":N,"removed":...,"where":"...",
+ *    "usage":{...}}      (usage: the summary call's, level 3)
  */
 #ifndef SB_AGENTS_TRANSCRIPT_H
 #define SB_AGENTS_TRANSCRIPT_H
@@ -74,6 +79,15 @@ struct transcript_loaded {
 	json_t *entries;  /* every entry, in order */
 	char last_id[40]; /* id of the last entry ("" when none) */
 	size_t torn;      /* ignored torn lines: the last one, and isolated ones */
+	/* Context bookkeeping (compact.h, docs/context.md): tokens the session
+	 * has spent (the "usage" of every message entry and compaction entry,
+	 * also of messages a compaction removed since), consecutive failed
+	 * summaries since the last successful one, prompt-cache breaks, and
+	 * the last "prompt" event (borrowed from entries; NULL when none). */
+	int64_t spent_input, spent_output, spent_cache_read, spent_cache_write;
+	int compact_failures;
+	int64_t cache_breaks;
+	const json_t *last_prompt;
 };
 
 /* Reads a transcript (blocking: CLI, or the thread pool). Line 1 must be a

@@ -11,14 +11,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agents/budget.h"
+#include "agents/compact.h"
 #include "agents/executor.h"
 #include "agents/message.h"
+#include "agents/tokens.h"
+#include "agents/transcript.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 
 #define TURN_MAX_CONTINUATIONS 3
 #define TURN_TEXT_MAX (16u << 20)
+#define TURN_TOOLS_MAX 64
+#define TURN_REASON_MAX 1024
 
 static const char *const turn_state_names[] = {"starting", "calling_model", "running_tools",
                                                "compacting", "done"};
@@ -33,6 +39,14 @@ const char *turn_state_name(enum turn_state s)
 const char *turn_end_name(enum turn_end e)
 {
 	return (unsigned)e <= TURN_END_ERROR ? turn_end_names[e] : "unknown";
+}
+
+static const char *const turn_cache_break_names[] = {"system_prompt_changed", "tools_changed",
+                                                     "compaction", "history_changed"};
+
+const char *turn_cache_break_name(enum turn_cache_break r)
+{
+	return (unsigned)r < TURN_CACHE_BREAK_COUNT ? turn_cache_break_names[r] : "unknown";
 }
 
 void turn_budget_init(struct turn_budget *b, int64_t limit, struct turn_budget *parent)
@@ -83,6 +97,46 @@ struct turn {
 	size_t text_mark; /* text.len when the current model call started */
 	char *detail;
 	struct executor_events exec_ev;
+
+	/* output budgets */
+	const struct tool_def *tools_tab[TURN_TOOLS_MAX];
+	size_t n_tools_tab;
+	struct tool_def read_def; /* read, able to read the result store */
+	struct budget_plan bplan;
+	json_t *pending_results; /* tool results waiting for their files */
+
+	/* context levels */
+	struct compact_limits limits;
+	struct tokens_ledger ledger;
+	size_t sent_n; /* messages in the last request */
+	char send_reason[TURN_REASON_MAX];
+	bool reactive_used; /* level 4 for the current step */
+	bool cp_forced;
+	bool cp_summary_failed;
+	bool cp_changed; /* a compaction changed the history since the last send */
+	int64_t cp_before;
+	struct compact_plan plans[2];
+	struct models_call *sum_call;
+	json_t *sum_msgs; /* the summary request's messages, held for the call */
+	size_t sum_cut;
+	int compact_failures;
+	struct model_usage session_spent;
+
+	/* blocking writes on the thread pool, one at a time */
+	uv_work_t io;
+	bool io_busy;
+	bool free_after_io;
+	int io_rc;
+	void (*io_after)(struct turn *t, int rc);
+
+	/* the prompt cache: the previous request's prefix */
+	bool have_prev;
+	uint64_t prev_system, prev_tools, prev_prefix;
+	size_t prev_n;
+	uint64_t tools_hash;
+	int64_t session_breaks;
+
+	struct turn_result counts; /* the context fields of the result */
 };
 
 static const char *turn_str(const json_t *v)
@@ -100,6 +154,14 @@ static json_t *turn_usage_json(const struct model_usage *u)
 	                 (json_int_t)u->output_tokens, "cache_read_tokens",
 	                 (json_int_t)u->cache_read_tokens, "cache_write_tokens",
 	                 (json_int_t)u->cache_write_tokens);
+}
+
+static void turn_usage_add(struct model_usage *to, const struct model_usage *u)
+{
+	to->input_tokens += u->input_tokens;
+	to->output_tokens += u->output_tokens;
+	to->cache_read_tokens += u->cache_read_tokens;
+	to->cache_write_tokens += u->cache_write_tokens;
 }
 
 static void turn_record(struct turn *t, const char *type, json_t *fields_take)
@@ -176,6 +238,12 @@ static void turn_free_cb(uv_handle_t *h)
 	json_decref(t->added);
 	json_decref(t->tools_json);
 	json_decref(t->steer);
+	json_decref(t->pending_results);
+	json_decref(t->sum_msgs);
+	budget_plan_free(&t->bplan);
+	compact_plan_free(&t->plans[0]);
+	compact_plan_free(&t->plans[1]);
+	tokens_ledger_free(&t->ledger);
 	buf_free(&t->text);
 	free(t->detail);
 	free(t);
@@ -194,6 +262,15 @@ static void turn_finish(struct turn *t, enum turn_end end, const char *detail)
 	uv_timer_stop(&t->timer);
 	if (detail && !t->detail)
 		t->detail = strdup(detail);
+	/* Results whose files are still being written: their previews go in
+	 * (the write completes all the same). */
+	if (t->pending_results) {
+		json_t *res = t->pending_results;
+
+		t->pending_results = NULL;
+		budget_apply(res, &t->bplan, true);
+		turn_add_message(t, res, NULL, NULL);
+	}
 	/* The pairing invariant on every exit: tool_use blocks that no
 	 * executor answered (the run ended between the model's answer and
 	 * the tools, say from inside an event) get error results. */
@@ -227,8 +304,19 @@ static void turn_finish(struct turn *t, enum turn_end end, const char *detail)
 	r.usage = t->usage;
 	r.model_calls = t->model_calls;
 	r.tool_calls = t->tool_calls;
+	memcpy(r.compactions, t->counts.compactions, sizeof r.compactions);
+	memcpy(r.cache_breaks, t->counts.cache_breaks, sizeof r.cache_breaks);
+	r.compaction_failures = t->counts.compaction_failures;
+	r.reactive_retries = t->counts.reactive_retries;
+	r.results_persisted = t->counts.results_persisted;
+	r.context_tokens = t->counts.context_tokens;
+	r.session_usage = t->session_spent;
+	turn_usage_add(&r.session_usage, &t->usage);
 	t->done(t->ud, &r);
-	uv_close((uv_handle_t *)&t->timer, turn_free_cb);
+	if (t->io_busy)
+		t->free_after_io = true; /* closed when the write is over */
+	else
+		uv_close((uv_handle_t *)&t->timer, turn_free_cb);
 }
 
 /* Error results for every tool_use of msg (the grace call, failures before
@@ -276,6 +364,7 @@ static void turn_on_tool_end(void *ud, const char *id, const char *name, bool is
 /* ---- the model step ---- */
 
 static void turn_call_model(struct turn *t, const char *reason);
+static void turn_context_step(struct turn *t, bool forced, const char *why);
 
 static void turn_on_delta(void *ud, const char *text, size_t len)
 {
@@ -306,10 +395,131 @@ static void turn_on_models_event(void *ud, enum models_event what, const char *m
 	turn_set_state(t, TURN_CALLING_MODEL, reason);
 }
 
+/* ---- blocking writes ---- */
+
+struct turn_io_set {
+	const char *dir;
+	struct budget_file *files;
+	size_t n;
+};
+
+static void turn_io_work(uv_work_t *w)
+{
+	struct turn *t = w->data;
+	struct turn_io_set sets[3];
+	size_t n = 0, i;
+	int rc = SB_OK, r;
+
+	/* What to write is fixed before the work starts; the loop does not
+	 * touch it until turn_io_done. */
+	if (t->bplan.n) {
+		/* budget_plan keeps files inside items: write them one by one. */
+		for (i = 0; i < t->bplan.n; i++) {
+			r = budget_write(t->opt.tool_ctx.results_dir, &t->bplan.items[i].file, 1);
+			if (r && !rc)
+				rc = r;
+		}
+	}
+	for (i = 0; i < 2; i++)
+		if (t->plans[i].n_files)
+			sets[n++] = (struct turn_io_set){t->plans[i].files_dir, t->plans[i].files,
+			                                 t->plans[i].n_files};
+	for (i = 0; i < n; i++) {
+		r = budget_write(sets[i].dir, sets[i].files, sets[i].n);
+		if (r && !rc)
+			rc = r;
+	}
+	t->io_rc = rc;
+}
+
+static void turn_io_done(uv_work_t *w, int status)
+{
+	struct turn *t = w->data;
+
+	t->io_busy = false;
+	if (status != 0 && t->io_rc == SB_OK)
+		t->io_rc = SB_ERR_ABORTED;
+	if (t->finished) {
+		if (t->free_after_io)
+			uv_close((uv_handle_t *)&t->timer, turn_free_cb);
+		return;
+	}
+	t->io_after(t, t->io_rc);
+}
+
+static int turn_io_start(struct turn *t, void (*after)(struct turn *t, int rc))
+{
+	t->io.data = t;
+	t->io_after = after;
+	t->io_rc = SB_OK;
+	if (uv_queue_work(t->opt.tool_ctx.loop, &t->io, turn_io_work, turn_io_done) != 0)
+		return SB_ERR_IO;
+	t->io_busy = true;
+	return SB_OK;
+}
+
+/* ---- tool results into the context ---- */
+
+static void turn_results_ready(struct turn *t, json_t *results)
+{
+	turn_add_message(t, results, NULL, NULL);
+	buf_reset(&t->text);
+	turn_call_model(t, "tool results");
+}
+
+static void turn_budget_written(struct turn *t, int rc)
+{
+	json_t *res = t->pending_results;
+
+	t->pending_results = NULL;
+	if (rc != SB_OK)
+		log_warn("agent", "cannot save a large tool result; it stays cut in the context",
+		         LOG_S("session", t->opt.tool_ctx.session_key),
+		         LOG_S("error", sb_strerror(rc)));
+	for (size_t i = 0; i < t->bplan.n; i++) {
+		const struct budget_item *it = &t->bplan.items[i];
+
+		if (it->file.rc != SB_OK && it->file.rc != SB_ERR_EXISTS)
+			continue;
+		t->counts.results_persisted++;
+		turn_record(
+		    t, "event",
+		    json_pack("{sssssssIsb}", "event", "tool_result_saved", "tool_use_id",
+		              json_string_value(json_object_get(
+		                  json_array_get(json_object_get(res, "content"), it->block),
+		                  "tool_use_id")),
+		              "where", it->name, "chars", (json_int_t)it->size, "existed",
+		              it->file.rc == SB_ERR_EXISTS));
+	}
+	if (budget_apply(res, &t->bplan, false) != SB_OK) {
+		json_decref(res);
+		turn_finish(t, TURN_END_ERROR, "out of memory");
+		return;
+	}
+	budget_plan_free(&t->bplan);
+	turn_results_ready(t, res);
+}
+
+/* Cuts a result that could not be saved to the tool's maximum. */
+static void turn_budget_cut(json_t *results, const struct budget_plan *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		json_t *b = json_array_get(json_object_get(results, "content"), p->items[i].block);
+		char *pv = budget_preview(p->items[i].file.data, p->items[i].file.len,
+		                          "(nowhere: the result store is not available)");
+
+		if (pv)
+			json_object_set_new(b, "content", json_string(pv));
+		free(pv);
+	}
+}
+
 static void turn_on_tools_done(void *ud, int rc, json_t *results)
 {
 	struct turn *t = ud;
 	size_t n = json_array_size(json_object_get(results, "content"));
+	const json_t *assistant;
+	int prc;
 
 	t->exec = NULL;
 	t->tool_calls += (int)n;
@@ -317,13 +527,28 @@ static void turn_on_tools_done(void *ud, int rc, json_t *results)
 		turn_finish(t, TURN_END_ERROR, "out of memory"); /* fills the results */
 		return;
 	}
-	turn_add_message(t, results, NULL, NULL);
 	if (rc == SB_ERR_ABORTED || t->finished) {
+		turn_add_message(t, results, NULL, NULL);
 		turn_finish(t, TURN_END_ABORTED, t->detail ? t->detail : "aborted");
 		return;
 	}
-	buf_reset(&t->text);
-	turn_call_model(t, "tool results");
+	/* The output budget: results over their tool's maximum, then the
+	 * largest while the batch is over its own, go to the result store. */
+	assistant = json_array_get(t->history, json_array_size(t->history) - 1);
+	prc = budget_plan(results, assistant, t->n_tools_tab ? t->tools_tab : NULL, t->n_tools_tab,
+	                  t->opt.tool_ctx.results_dir, &t->opt.context.budget, &t->bplan);
+	if (prc != SB_OK || t->bplan.n == 0) {
+		budget_plan_free(&t->bplan);
+		turn_results_ready(t, results);
+		return;
+	}
+	t->pending_results = results;
+	if (turn_io_start(t, turn_budget_written) != SB_OK) {
+		t->pending_results = NULL;
+		turn_budget_cut(results, &t->bplan);
+		budget_plan_free(&t->bplan);
+		turn_results_ready(t, results);
+	}
 }
 
 static void turn_on_model_done(void *ud, int rc, const struct model_response *resp,
@@ -336,19 +561,34 @@ static void turn_on_model_done(void *ud, int rc, const struct model_response *re
 
 	t->call = NULL;
 	if (rc != SB_OK || !resp) {
-		if (err && err->kind == MODEL_ERR_ABORTED)
+		if (err && err->kind == MODEL_ERR_ABORTED) {
 			turn_finish(t, TURN_END_ABORTED, t->detail ? t->detail : "aborted");
-		else if (err && err->kind == MODEL_ERR_PROMPT_TOO_LONG)
-			turn_finish(t, TURN_END_ERROR, "prompt too long for the model's context");
-		else
+		} else if (err && err->kind == MODEL_ERR_PROMPT_TOO_LONG && !t->reactive_used) {
+			/* Level 4: compact once, whatever the thresholds, and
+			 * send the same step again once. */
+			t->reactive_used = true;
+			t->counts.reactive_retries++;
+			snprintf(
+			    t->send_reason, sizeof t->send_reason,
+			    "retry after compaction (the provider said the prompt is too long)");
+			turn_context_step(t, true, err->message);
+		} else if (err && err->kind == MODEL_ERR_PROMPT_TOO_LONG) {
+			turn_finish(
+			    t, TURN_END_ERROR,
+			    "prompt too long for the model's context, even after compaction");
+		} else {
 			turn_finish(t, TURN_END_ERROR, err ? err->message : sb_strerror(rc));
+		}
 		return;
 	}
 	t->model_calls++;
-	t->usage.input_tokens += resp->usage.input_tokens;
-	t->usage.output_tokens += resp->usage.output_tokens;
-	t->usage.cache_read_tokens += resp->usage.cache_read_tokens;
-	t->usage.cache_write_tokens += resp->usage.cache_write_tokens;
+	t->reactive_used = false;
+	turn_usage_add(&t->usage, &resp->usage);
+	/* The provider's count of the prompt wins over the estimate. */
+	tokens_ledger_report(&t->ledger, t->sent_n,
+	                     resp->usage.input_tokens + resp->usage.cache_read_tokens +
+	                         resp->usage.cache_write_tokens,
+	                     resp->usage.output_tokens);
 	msg = json_deep_copy(resp->message);
 	n_tools = msg_tool_use_count(msg);
 	/* The streamed text is what the user saw; a provider that did not
@@ -383,6 +623,14 @@ static void turn_on_model_done(void *ud, int rc, const struct model_response *re
 		eo.allowed = t->opt.tools;
 		eo.n_allowed = t->opt.n_tools;
 		eo.ev = &t->exec_ev;
+		if (t->opt.tool_ctx.results_dir) {
+			/* Whole results to the budget (budget.h); read reads the
+			 * result store too. */
+			eo.tools = t->tools_tab;
+			eo.n_tools = t->n_tools_tab;
+			eo.finalise = budget_finalise;
+			eo.finalise_ud = &t->opt.context.budget;
+		}
 		turn_set_state(t, TURN_RUNNING_TOOLS, "tool_use");
 		if (t->finished) { /* aborted from inside the state event */
 			json_decref(msg);
@@ -450,12 +698,8 @@ static void turn_add_user_note(struct turn *t, const char *text)
 
 static void turn_call_model(struct turn *t, const char *reason)
 {
-	struct model_request req;
-	struct model_stream_events ev = {.ud = t, .text_delta = turn_on_delta};
-	struct models_observer obs = {.ud = t, .event = turn_on_models_event};
 	size_t i;
 	json_t *s;
-	int rc;
 
 	if (t->finished)
 		return;
@@ -479,6 +723,104 @@ static void turn_call_model(struct turn *t, const char *reason)
 		json_array_clear(t->steer);
 		reason = "steered by a new message";
 	}
+	snprintf(t->send_reason, sizeof t->send_reason, "%s", reason);
+	turn_context_step(t, false, NULL);
+}
+
+/* ---- the prompt cache ---- */
+
+#define TURN_FNV_OFFSET 1469598103934665603ull
+#define TURN_FNV_PRIME 1099511628211ull
+
+static uint64_t turn_fnv(uint64_t h, const char *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)p[i];
+		h *= TURN_FNV_PRIME;
+	}
+	return h;
+}
+
+static int turn_fnv_cb(const char *buffer, size_t size, void *data)
+{
+	*(uint64_t *)data = turn_fnv(*(uint64_t *)data, buffer, size);
+	return 0;
+}
+
+static uint64_t turn_json_hash(uint64_t h, const json_t *v)
+{
+	json_dump_callback(v, turn_fnv_cb, &h, JSON_COMPACT);
+	return turn_fnv(h, "\n", 1);
+}
+
+static uint64_t turn_hex_value(const json_t *v)
+{
+	const char *s = json_string_value(v);
+
+	return s ? strtoull(s, NULL, 16) : 0;
+}
+
+/* Compares this request's prefix with the previous one's, records a break
+ * with its reason, and records this request's fingerprint. */
+static void turn_check_prefix(struct turn *t, int64_t tokens)
+{
+	size_t n = json_array_size(t->history), i;
+	uint64_t sys = turn_fnv(TURN_FNV_OFFSET, t->opt.system ? t->opt.system : "",
+	                        t->opt.system ? strlen(t->opt.system) : 0);
+	uint64_t h = TURN_FNV_OFFSET, at_prev = TURN_FNV_OFFSET;
+	int why = -1;
+	char hs[17], ht[17], hp[17];
+
+	for (i = 0; i < n; i++) {
+		if (i == t->prev_n)
+			at_prev = h;
+		h = turn_json_hash(h, json_array_get(t->history, i));
+	}
+	if (t->prev_n == n)
+		at_prev = h;
+	if (t->have_prev) {
+		if (sys != t->prev_system)
+			why = TURN_CACHE_SYSTEM;
+		else if (t->tools_hash != t->prev_tools)
+			why = TURN_CACHE_TOOLS;
+		else if (t->cp_changed)
+			why = TURN_CACHE_COMPACTION;
+		else if (t->prev_n > n || at_prev != t->prev_prefix)
+			why = TURN_CACHE_HISTORY;
+	}
+	if (why >= 0) {
+		t->counts.cache_breaks[why]++;
+		t->session_breaks++;
+		turn_record(t, "event",
+		            json_pack("{sssssI}", "event", "cache_break", "reason",
+		                      turn_cache_break_name((enum turn_cache_break)why),
+		                      "session_breaks", (json_int_t)t->session_breaks));
+	}
+	snprintf(hs, sizeof hs, "%016llx", (unsigned long long)sys);
+	snprintf(ht, sizeof ht, "%016llx", (unsigned long long)t->tools_hash);
+	snprintf(hp, sizeof hp, "%016llx", (unsigned long long)h);
+	turn_record(t, "event",
+	            json_pack("{sssssssssIsI}", "event", "prompt", "system", hs, "tools", ht,
+	                      "prefix", hp, "messages", (json_int_t)n, "tokens_estimate",
+	                      (json_int_t)tokens));
+	t->have_prev = true;
+	t->prev_system = sys;
+	t->prev_tools = t->tools_hash;
+	t->prev_prefix = h;
+	t->prev_n = n;
+	t->cp_changed = false;
+}
+
+/* Sends the request (after the context step). */
+static void turn_send(struct turn *t)
+{
+	struct model_request req;
+	struct model_stream_events ev = {.ud = t, .text_delta = turn_on_delta};
+	struct models_observer obs = {.ud = t, .event = turn_on_models_event};
+	int rc;
+
+	if (t->finished)
+		return;
 	memset(&req, 0, sizeof req);
 	req.system = t->opt.system;
 	req.messages = t->history;
@@ -487,7 +829,11 @@ static void turn_call_model(struct turn *t, const char *reason)
 	req.max_tokens = t->opt.max_tokens > 0 ? t->opt.max_tokens : 0;
 	req.stream = true;
 	turn_record_pending(t);
-	turn_set_state(t, TURN_CALLING_MODEL, reason);
+	tokens_ledger_sync(&t->ledger, t->history);
+	t->counts.context_tokens = tokens_ledger_total(&t->ledger);
+	turn_check_prefix(t, t->counts.context_tokens);
+	t->sent_n = json_array_size(t->history);
+	turn_set_state(t, TURN_CALLING_MODEL, t->send_reason);
 	if (t->finished) /* aborted from inside the state event */
 		return;
 	t->text_mark = t->text.len;
@@ -497,6 +843,338 @@ static void turn_call_model(struct turn *t, const char *reason)
 		t->call = NULL;
 		turn_finish(t, TURN_END_ERROR, "no model could be called");
 	}
+}
+
+/* ---- the context levels ---- */
+
+static int64_t turn_estimate_of(const struct turn *t, const json_t *history)
+{
+	int64_t sum = t->ledger.fixed;
+	const json_t *m;
+	size_t i;
+
+	json_array_foreach(history, i, m) sum += tokens_estimate_json(m);
+	return sum;
+}
+
+static int64_t turn_pct(const struct turn *t, int64_t tokens)
+{
+	return t->limits.window > 0 ? tokens * 100 / t->limits.window : 0;
+}
+
+static void turn_context_after(struct turn *t);
+static void turn_summary_step(struct turn *t);
+
+/* Records a compaction that was applied to the history. */
+static void turn_record_compaction(struct turn *t, const struct compact_plan *p, int64_t before,
+                                   int64_t after, const struct model_usage *usage)
+{
+	json_t *f = json_deep_copy(p->record);
+	char reason[256];
+
+	if (!f)
+		return;
+	if (t->cp_forced)
+		snprintf(reason, sizeof reason, "the provider said the prompt is too long");
+	else
+		snprintf(reason, sizeof reason, "the context reached %lld%% of the window",
+		         (long long)turn_pct(t, before));
+	json_object_set_new(f, "reason", json_string(reason));
+	json_object_set(f, "edits", p->edits);
+	json_object_set_new(f, "tokens_before", json_integer(before));
+	json_object_set_new(f, "tokens_after", json_integer(after));
+	json_object_set_new(f, "window", json_integer(t->limits.window));
+	if (usage)
+		json_object_set_new(f, "usage", turn_usage_json(usage));
+	{
+		/* Budget accounting survives compaction: what the session spent
+		 * so far, this run included, is written next to what was cut. */
+		struct model_usage spent = t->session_spent;
+
+		turn_usage_add(&spent, &t->usage);
+		json_object_set_new(f, "session_usage", turn_usage_json(&spent));
+	}
+	turn_record(t, "compaction", f);
+	t->counts.compactions[p->level - 1]++;
+	t->cp_changed = true;
+}
+
+/* Levels 1 and 2 are written (or failed): apply them, then level 3. */
+static void turn_levels_written(struct turn *t, int rc)
+{
+	int64_t before = t->cp_before;
+
+	for (int i = 0; i < 2; i++) {
+		struct compact_plan *p = &t->plans[i];
+		int64_t after;
+
+		if (!p->edits)
+			continue;
+		if (rc != SB_OK) {
+			turn_record(t, "event",
+			            json_pack("{sssiss}", "event", "compaction_failed", "level",
+			                      p->level, "error", sb_strerror(rc)));
+			continue;
+		}
+		if (compact_apply(t->history, p->edits) != SB_OK) {
+			turn_record(t, "event",
+			            json_pack("{sssiss}", "event", "compaction_failed", "level",
+			                      p->level, "error",
+			                      "the edits do not fit the history"));
+			continue;
+		}
+		after = turn_estimate_of(t, t->history);
+		turn_record_compaction(t, p, before, after, NULL);
+		before = after;
+	}
+	compact_plan_free(&t->plans[0]);
+	compact_plan_free(&t->plans[1]);
+	turn_summary_step(t);
+}
+
+static void turn_on_summary(void *ud, int rc, const struct model_response *resp,
+                            const struct model_error *err)
+{
+	struct turn *t = ud;
+	struct compact_plan p;
+	char *text = NULL;
+	const char *why = NULL;
+	int64_t before;
+
+	t->sum_call = NULL;
+	json_decref(t->sum_msgs);
+	t->sum_msgs = NULL;
+	if (t->finished)
+		return;
+	if (err && err->kind == MODEL_ERR_ABORTED) {
+		turn_finish(t, TURN_END_ABORTED, t->detail ? t->detail : "aborted");
+		return;
+	}
+	memset(&p, 0, sizeof p);
+	if (rc == SB_OK && resp) {
+		turn_usage_add(&t->usage, &resp->usage);
+		text = msg_text(resp->message);
+		if (!text || !*text)
+			why = "the summary came back empty";
+	} else {
+		why = err ? err->message : sb_strerror(rc);
+	}
+	before = tokens_ledger_total(&t->ledger);
+	if (!why && (compact_plan_summary(t->history, t->sum_cut, text, &p) != SB_OK ||
+	             compact_apply(t->history, p.edits) != SB_OK))
+		why = "the summary could not be applied";
+	if (why) {
+		t->compact_failures++;
+		t->counts.compaction_failures++;
+		t->cp_summary_failed = true;
+		turn_record(t, "event",
+		            json_pack("{sssisssi}", "event", "compaction_failed", "level", 3,
+		                      "error", why, "consecutive", t->compact_failures));
+		log_warn("agent", "context summary failed",
+		         LOG_S("session", t->opt.tool_ctx.session_key), LOG_S("error", why));
+	} else {
+		t->compact_failures = 0;
+		t->cp_summary_failed = false;
+		turn_record_compaction(t, &p, before, turn_estimate_of(t, t->history),
+		                       rc == SB_OK && resp ? &resp->usage : NULL);
+	}
+	compact_plan_free(&p);
+	free(text);
+	turn_context_after(t);
+}
+
+/* Level 3, when the context is still over its threshold (or forced). */
+static void turn_summary_step(struct turn *t)
+{
+	struct model_request req;
+	json_t *msgs = NULL, *msg;
+	int64_t tokens;
+	int rc;
+
+	if (t->finished)
+		return;
+	tokens_ledger_sync(&t->ledger, t->history);
+	tokens = tokens_ledger_total(&t->ledger);
+	t->cp_summary_failed = false;
+	if (!t->cp_forced && turn_pct(t, tokens) < t->limits.summarize_at &&
+	    turn_pct(t, tokens) < t->limits.block_at) {
+		turn_context_after(t);
+		return;
+	}
+	if (t->compact_failures >= COMPACT_BREAKER) {
+		turn_context_after(t); /* the breaker is open */
+		return;
+	}
+	t->sum_cut = compact_summary_cut(t->history, t->cp_forced && t->limits.keep_messages > 2
+	                                                 ? t->limits.keep_messages / 2
+	                                                 : t->limits.keep_messages);
+	if (t->sum_cut == 0) {
+		turn_context_after(t);
+		return;
+	}
+	/* The request holds at most about 3/4 of the window. */
+	msg = compact_summary_request(t->history, t->sum_cut, (size_t)t->limits.window * 3);
+	msgs = msg ? json_array() : NULL;
+	if (!msgs || json_array_append_new(msgs, msg)) {
+		if (!msgs)
+			json_decref(msg);
+		json_decref(msgs);
+		turn_finish(t, TURN_END_ERROR, "out of memory");
+		return;
+	}
+	memset(&req, 0, sizeof req);
+	req.system = compact_summary_system;
+	req.messages = msgs;
+	req.stream = false;
+	if (t->state != TURN_COMPACTING)
+		turn_set_state(t, TURN_COMPACTING, "summarising the older history");
+	if (t->finished) {
+		json_decref(msgs);
+		return;
+	}
+	/* The request is borrowed until the call is over (retries). */
+	json_decref(t->sum_msgs);
+	t->sum_msgs = msgs;
+	rc = models_call(t->opt.models, t->opt.chain, t->opt.n_chain, &req, NULL, NULL,
+	                 turn_on_summary, t, &t->sum_call);
+	if (rc != SB_OK) {
+		struct model_error e;
+
+		t->sum_call = NULL;
+		memset(&e, 0, sizeof e);
+		e.kind = MODEL_ERR_BAD_REQUEST;
+		snprintf(e.message, sizeof e.message, "the summary call could not start: %s",
+		         sb_strerror(rc));
+		turn_on_summary(t, rc, NULL, &e);
+	}
+}
+
+/* After the levels: send, try the summary again, or give up. */
+static void turn_context_after(struct turn *t)
+{
+	int64_t tokens, pct;
+
+	if (t->finished)
+		return;
+	tokens_ledger_sync(&t->ledger, t->history);
+	tokens = tokens_ledger_total(&t->ledger);
+	pct = turn_pct(t, tokens);
+	if (pct >= t->limits.block_at && !t->cp_forced) {
+		/* Blocked: no call until compaction makes room; a failed
+		 * summary is tried again until the breaker opens. */
+		if (t->cp_summary_failed && t->compact_failures < COMPACT_BREAKER) {
+			turn_summary_step(t);
+			return;
+		}
+		{
+			char why[256];
+
+			snprintf(
+			    why, sizeof why,
+			    "the context is full (%lld%% of the %lld-token window) and compaction "
+			    "could not make room",
+			    (long long)pct, (long long)t->limits.window);
+			turn_finish(t, TURN_END_ERROR, why);
+		}
+		return;
+	}
+	turn_send(t);
+}
+
+/* The context step before a model call: levels 1 and 2 when their
+ * thresholds are reached (or forced, level 4), written on the thread pool,
+ * then level 3; then the call. */
+static void turn_context_step(struct turn *t, bool forced, const char *why)
+{
+	json_t *scratch = NULL;
+	int64_t tokens, est;
+	bool any = false;
+
+	if (t->finished)
+		return;
+	turn_record_pending(t);
+	t->cp_forced = forced;
+	tokens_ledger_sync(&t->ledger, t->history);
+	tokens = tokens_ledger_total(&t->ledger);
+	t->cp_before = tokens;
+	if (!forced && turn_pct(t, tokens) < t->limits.trim_at &&
+	    turn_pct(t, tokens) < t->limits.archive_at &&
+	    turn_pct(t, tokens) < t->limits.summarize_at &&
+	    turn_pct(t, tokens) < t->limits.block_at) {
+		turn_send(t);
+		return;
+	}
+	scratch = json_copy(t->history);
+	if (!scratch) {
+		turn_finish(t, TURN_END_ERROR, "out of memory");
+		return;
+	}
+	est = tokens;
+	if ((forced || turn_pct(t, est) >= t->limits.trim_at) &&
+	    compact_plan_trim(scratch, t->limits.keep_results, t->opt.tool_ctx.results_dir,
+	                      &t->plans[0]) == SB_OK &&
+	    t->plans[0].edits && compact_apply(scratch, t->plans[0].edits) == SB_OK) {
+		any = true;
+		est = turn_estimate_of(t, scratch);
+	}
+	if ((forced || turn_pct(t, est) >= t->limits.archive_at) && t->opt.tool_ctx.sessions_dir &&
+	    t->opt.tool_ctx.session_id) {
+		char id[40], name[128];
+
+		transcript_new_session_id(id, sizeof id);
+		snprintf(name, sizeof name, "%s.archive-%s.jsonl", t->opt.tool_ctx.session_id, id);
+		if (compact_plan_archive(
+		        scratch, t->limits.keep_head,
+		        forced && t->limits.keep_messages > 2 ? t->limits.keep_messages / 2
+		                                              : t->limits.keep_messages,
+		        t->opt.tool_ctx.sessions_dir, name, &t->plans[1]) == SB_OK &&
+		    t->plans[1].edits)
+			any = true;
+	}
+	json_decref(scratch);
+	turn_set_state(t, TURN_COMPACTING,
+	               forced ? (why && *why ? why : "the prompt is too long")
+	                      : "the context is over a compaction threshold");
+	if (t->finished)
+		return;
+	if (!any) {
+		turn_summary_step(t);
+		return;
+	}
+	if (turn_io_start(t, turn_levels_written) != SB_OK)
+		turn_levels_written(t, SB_ERR_IO);
+}
+
+/* Limits, the ledger, the tool table and what the session's transcript
+ * says about the prompt cache. */
+static void turn_setup_context(struct turn *t)
+{
+	const struct tool_def *const *all;
+	const json_t *lp = t->opt.session.last_prompt;
+	size_t n, i;
+
+	t->limits = t->opt.context.limits;
+	if (t->limits.window <= 0)
+		compact_limits_default(&t->limits);
+	tokens_ledger_init(&t->ledger);
+	tokens_ledger_set_fixed(&t->ledger, t->opt.system, t->tools_json);
+	t->tools_hash = turn_json_hash(TURN_FNV_OFFSET, t->tools_json);
+	t->compact_failures = t->opt.session.compact_failures;
+	t->session_breaks = t->opt.session.cache_breaks;
+	t->session_spent = t->opt.session.spent;
+	if (lp) {
+		t->have_prev = true;
+		t->prev_system = turn_hex_value(json_object_get(lp, "system"));
+		t->prev_tools = turn_hex_value(json_object_get(lp, "tools"));
+		t->prev_prefix = turn_hex_value(json_object_get(lp, "prefix"));
+		t->prev_n = (size_t)json_integer_value(json_object_get(lp, "messages"));
+	}
+	t->read_def = tool_read;
+	t->read_def.call = budget_read_call;
+	all = tool_all(&n);
+	for (i = 0; i < n && i < TURN_TOOLS_MAX; i++)
+		t->tools_tab[i] = strcmp(all[i]->name, "read") == 0 ? &t->read_def : all[i];
+	t->n_tools_tab = i;
 }
 
 static void turn_first_step(uv_timer_t *timer)
@@ -536,6 +1214,7 @@ int turn_start(struct turn **out, const struct turn_options *opt, turn_done_cb d
 	                                            : json_array();
 	if (!t->history || !t->added || !t->steer || !t->tools_json)
 		goto fail;
+	turn_setup_context(t);
 	uv_timer_init(opt->tool_ctx.loop, &t->timer);
 	t->timer.data = t;
 	if (opt->user_text &&
@@ -569,6 +1248,10 @@ void turn_abort(struct turn *t, const char *why)
 	}
 	if (t->exec) {
 		executor_abort(t->exec, t->detail); /* turn_on_tools_done finishes it */
+		return;
+	}
+	if (t->sum_call) {
+		models_cancel(t->sum_call); /* turn_on_summary finishes the run */
 		return;
 	}
 	turn_finish(t, TURN_END_ABORTED, t->detail);

@@ -25,6 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agents/budget.h"
+#include "agents/compact.h"
 #include "agents/models.h"
 #include "agents/tool.h"
 #include "agents/transcript.h"
@@ -76,6 +78,33 @@ struct turn_events {
 	void (*state)(void *ud, enum turn_state from, enum turn_state to, const char *reason);
 };
 
+/* Why a request's prefix (system prompt, tool list, earlier messages)
+ * differs from the previous call's, so the provider's prompt cache misses. */
+enum turn_cache_break {
+	TURN_CACHE_SYSTEM = 0, /* "system_prompt_changed" (a workspace file changed) */
+	TURN_CACHE_TOOLS,      /* "tools_changed" */
+	TURN_CACHE_COMPACTION, /* "compaction" */
+	TURN_CACHE_HISTORY,    /* "history_changed" (anything else) */
+	TURN_CACHE_BREAK_COUNT,
+};
+
+const char *turn_cache_break_name(enum turn_cache_break r);
+
+/* What the session's transcript says so far (transcript_loaded). */
+struct turn_session {
+	struct model_usage spent; /* tokens spent by the session before this run */
+	int compact_failures;     /* consecutive failed summaries */
+	int64_t cache_breaks;
+	const json_t *last_prompt; /* the last "prompt" event (borrowed), or NULL */
+};
+
+/* Context levels and output budgets (compact.h, budget.h). A zero window
+ * means the defaults of compact_limits_default. */
+struct turn_context {
+	struct compact_limits limits;
+	struct budget_limits budget;
+};
+
 struct turn_options {
 	struct models *models;
 	const char *const *chain; /* "provider/model" names: model then fallbacks */
@@ -92,6 +121,11 @@ struct turn_options {
 	struct transcript *transcript; /* borrowed; NULL = none */
 	const char *model_label;       /* for the transcript; may be NULL */
 	const struct turn_events *ev;  /* may be NULL */
+	/* Output budgets and compaction: the result store and archives are
+	 * tool_ctx.results_dir / sessions_dir (NULL: results are cut, no
+	 * archive). */
+	struct turn_context context;
+	struct turn_session session;
 };
 
 struct turn_result {
@@ -102,6 +136,14 @@ struct turn_result {
 	struct model_usage usage; /* summed over the run's model calls */
 	int model_calls;
 	int tool_calls;
+	/* context bookkeeping */
+	struct model_usage session_usage; /* the session's, this run included */
+	int compactions[3];               /* by level - 1 */
+	int compaction_failures;          /* failed summaries in this run */
+	int reactive_retries;             /* level 4 */
+	int results_persisted;            /* tool results saved to the store */
+	int cache_breaks[TURN_CACHE_BREAK_COUNT];
+	int64_t context_tokens; /* the estimate of the last request */
 };
 
 typedef void (*turn_done_cb)(void *ud, const struct turn_result *r);

@@ -510,6 +510,7 @@ static int daemon_start_pipeline(struct daemon *d)
 	ro.ud = d;
 	ro.acquire = daemon_models_acquire;
 	ro.release = daemon_models_release;
+	ro.metrics = &d->metrics;
 	if ((rc = runner_new(&d->runner, &ro)))
 		return rc;
 	memset(&dopt, 0, sizeof dopt);

@@ -72,6 +72,45 @@ static int metrics_gauge(struct buf *out, const char *name, const char *type, co
 	                  name, (long long)v);
 }
 
+const char *const metrics_cache_break_reasons[METRICS_CACHE_BREAK_REASONS] = {
+    "system_prompt_changed", "tools_changed", "compaction", "history_changed"};
+
+static int metrics_render_context(const struct metrics *m, struct buf *out)
+{
+	static const char *const levels[3] = {"trim", "archive", "summary"};
+	int rc = SB_OK;
+
+	rc |= buf_puts(out, "# HELP switchboard_prompt_cache_breaks_total Model requests whose "
+	                    "prefix differed from the previous request of the session, by "
+	                    "reason.\n# TYPE switchboard_prompt_cache_breaks_total counter\n");
+	for (int i = 0; i < METRICS_CACHE_BREAK_REASONS; i++)
+		rc |= buf_printf(out, "switchboard_prompt_cache_breaks_total{reason=\"%s\"} %lld\n",
+		                 metrics_cache_break_reasons[i],
+		                 (long long)m->prompt_cache_breaks[i]);
+	rc |= metrics_gauge(out, "switchboard_prompt_cache_read_tokens_total", "counter",
+	                    "Prompt tokens the providers reported read from their cache.",
+	                    m->prompt_cache_read_tokens);
+	rc |= metrics_gauge(out, "switchboard_prompt_cache_write_tokens_total", "counter",
+	                    "Prompt tokens the providers reported written to their cache.",
+	                    m->prompt_cache_write_tokens);
+	rc |= buf_puts(out, "# HELP switchboard_context_compactions_total Compactions of session "
+	                    "histories, by level.\n# TYPE switchboard_context_compactions_total "
+	                    "counter\n");
+	for (int i = 0; i < 3; i++)
+		rc |= buf_printf(out, "switchboard_context_compactions_total{level=\"%s\"} %lld\n",
+		                 levels[i], (long long)m->context_compactions[i]);
+	rc |= metrics_gauge(out, "switchboard_context_compaction_failures_total", "counter",
+	                    "Summaries of older history that failed.",
+	                    m->context_compaction_failures);
+	rc |= metrics_gauge(out, "switchboard_context_reactive_retries_total", "counter",
+	                    "Model calls retried after compaction on a \"prompt too long\" answer.",
+	                    m->context_reactive_retries);
+	rc |= metrics_gauge(out, "switchboard_tool_results_persisted_total", "counter",
+	                    "Tool results saved to the result store instead of the context.",
+	                    m->tool_results_persisted);
+	return rc;
+}
+
 int metrics_render(const struct metrics *m, struct buf *out)
 {
 	static const char *const classes[METRICS_STATUS_CLASSES] = {"other", "1xx", "2xx",
@@ -144,6 +183,7 @@ int metrics_render(const struct metrics *m, struct buf *out)
 	                    "Deliveries in flight at a crash and sent again at start-up (the only "
 	                    "possible duplicates, for channels without idempotency).",
 	                    m->outbox_resent_after_crash);
+	rc |= metrics_render_context(m, out);
 	rc |= metrics_gauge(out, "switchboard_config_reloads_total", "counter",
 	                    "Configuration reloads applied.", m->config_reloads_ok);
 	rc |= metrics_gauge(out, "switchboard_config_reload_failures_total", "counter",

@@ -15,6 +15,7 @@
 #define METRICS_ROUTES_MAX 64
 #define METRICS_STATUS_CLASSES 6
 #define METRICS_COMMIT_BUCKETS 12
+#define METRICS_CACHE_BREAK_REASONS 4
 
 struct metrics_route {
 	const char *route;                         /* a static route name, e.g. "/healthz" */
@@ -51,7 +52,19 @@ struct metrics {
 	int64_t outbox_retried;
 	int64_t outbox_failed;
 	int64_t outbox_resent_after_crash; /* sends cut between acceptance and commit */
+
+	/* context (docs/context.md); reasons indexed as enum turn_cache_break */
+	int64_t prompt_cache_breaks[METRICS_CACHE_BREAK_REASONS];
+	int64_t prompt_cache_read_tokens;
+	int64_t prompt_cache_write_tokens;
+	int64_t context_compactions[3]; /* by level - 1 */
+	int64_t context_compaction_failures;
+	int64_t context_reactive_retries;
+	int64_t tool_results_persisted;
 };
+
+/* The reason labels of switchboard_prompt_cache_breaks_total, in order. */
+extern const char *const metrics_cache_break_reasons[METRICS_CACHE_BREAK_REASONS];
 
 /* Bucket upper bounds of the commit latency histogram, in seconds. */
 extern const double metrics_commit_bounds[METRICS_COMMIT_BUCKETS];

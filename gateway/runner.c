@@ -22,6 +22,7 @@
 #include "gateway/core/err.h"
 #include "gateway/core/fsutil.h"
 #include "gateway/core/log.h"
+#include "gateway/metrics.h"
 #include "workspaces/prompt.h"
 
 #define RUNNER_PROMPT_MAX (4u << 20)
@@ -56,6 +57,10 @@ struct run_job {
 
 	char session_id[40];
 	char path[PATH_MAX];
+	char results_dir[PATH_MAX];
+	char sessions_dir[PATH_MAX];
+	struct turn_session session; /* from the transcript (last_prompt held below) */
+	json_t *last_prompt;
 	char workspace[PATH_MAX];
 	uv_work_t work;
 	int prep_rc;
@@ -109,6 +114,7 @@ static void run_job_free(struct run_job *j)
 	free(j->target);
 	free(j->abort_why);
 	json_decref(j->history);
+	json_decref(j->last_prompt);
 	json_decref(j->steer);
 	buf_free(&j->prompt);
 	free(j->chain);
@@ -186,10 +192,29 @@ static void run_flushed(void *ud, int rc)
 	run_finish(j, SB_OK, NULL);
 }
 
+/* The run's context figures into the gateway's metrics. */
+static void run_count_context(struct run_job *j, const struct turn_result *res)
+{
+	struct metrics *m = j->r->opt.metrics;
+
+	if (!m)
+		return;
+	for (int i = 0; i < TURN_CACHE_BREAK_COUNT && i < METRICS_CACHE_BREAK_REASONS; i++)
+		m->prompt_cache_breaks[i] += res->cache_breaks[i];
+	m->prompt_cache_read_tokens += res->usage.cache_read_tokens;
+	m->prompt_cache_write_tokens += res->usage.cache_write_tokens;
+	for (int i = 0; i < 3; i++)
+		m->context_compactions[i] += res->compactions[i];
+	m->context_compaction_failures += res->compaction_failures;
+	m->context_reactive_retries += res->reactive_retries;
+	m->tool_results_persisted += res->results_persisted;
+}
+
 static void run_turn_done(void *ud, const struct turn_result *res)
 {
 	struct run_job *j = ud;
 
+	run_count_context(j, res);
 	j->turn = NULL;
 	j->result = *res;
 	j->result_text = strdup(res->text ? res->text : "");
@@ -286,6 +311,21 @@ static void run_start_turn(struct run_job *j)
 	to.transcript = j->transcript;
 	to.model_label = a->model;
 	to.ev = j->ev;
+	to.tool_ctx.results_dir = j->results_dir;
+	to.tool_ctx.sessions_dir = j->sessions_dir;
+	to.tool_ctx.session_id = j->session_id;
+	to.context.limits.window = a->context.window;
+	to.context.limits.trim_at = (int)a->context.trim_at;
+	to.context.limits.archive_at = (int)a->context.archive_at;
+	to.context.limits.summarize_at = (int)a->context.summarize_at;
+	to.context.limits.block_at = (int)a->context.block_at;
+	to.context.limits.keep_results = (size_t)a->context.keep_results;
+	to.context.limits.keep_head = (size_t)a->context.keep_head;
+	to.context.limits.keep_messages = (size_t)a->context.keep_messages;
+	to.context.budget.tool_max = (size_t)a->context.tool_result_max;
+	to.context.budget.batch_max = (size_t)a->context.batch_result_max;
+	to.session = j->session;
+	to.session.last_prompt = j->last_prompt;
 	j->stage = RUN_TURN;
 	rc = turn_start(&j->turn, &to, run_turn_done, j);
 	if (rc) {
@@ -320,6 +360,14 @@ static void run_prepare_work(uv_work_t *w)
 	rc = transcript_load(j->path, &tl);
 	if (rc == SB_OK) {
 		j->history = json_incref(tl.messages);
+		/* What the session spent and broke so far (docs/context.md). */
+		j->session.spent.input_tokens = tl.spent_input;
+		j->session.spent.output_tokens = tl.spent_output;
+		j->session.spent.cache_read_tokens = tl.spent_cache_read;
+		j->session.spent.cache_write_tokens = tl.spent_cache_write;
+		j->session.compact_failures = tl.compact_failures;
+		j->session.cache_breaks = tl.cache_breaks;
+		j->last_prompt = tl.last_prompt ? json_deep_copy(tl.last_prompt) : NULL;
 		if (tl.torn)
 			log_warn("agent", "ignored a torn last line in the transcript",
 			         LOG_S("path", j->path));
@@ -384,6 +432,10 @@ static void run_prepare(struct run_job *j)
 	j->stage = RUN_PREPARE;
 	snprintf(j->path, sizeof j->path, "%s/agents/%s/sessions/%s.jsonl", j->cfg->home,
 	         j->agent_id, j->session_id);
+	snprintf(j->sessions_dir, sizeof j->sessions_dir, "%s/agents/%s/sessions", j->cfg->home,
+	         j->agent_id);
+	snprintf(j->results_dir, sizeof j->results_dir, "%s/agents/%s/tool-results/%s",
+	         j->cfg->home, j->agent_id, j->session_id);
 	j->work.data = j;
 	if (uv_queue_work(j->r->opt.loop, &j->work, run_prepare_work, run_prepare_done) != 0)
 		run_finish(j, SB_ERR_IO, "cannot queue work");

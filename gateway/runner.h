@@ -17,6 +17,7 @@
 #include "bindings/bindings_config.h"
 #include "gateway/config.h"
 #include "gateway/core/host.h"
+#include "gateway/metrics.h"
 #include "gateway/store.h"
 
 struct runner;
@@ -33,6 +34,9 @@ struct runner_options {
 	 * new config reference in *cfg); release gives both back. */
 	struct models *(*acquire)(void *ud, struct config **cfg, void **token);
 	void (*release)(void *ud, struct config *cfg, void *token);
+	/* Where runs count their context figures (cache breaks, compactions);
+	 * may be NULL. */
+	struct metrics *metrics;
 };
 
 struct run_request {

@@ -1,0 +1,106 @@
+/*
+ * compact.h - keeping a session's history inside the model's window, in
+ * levels from the cheapest to the costliest (docs/context.md).
+ *
+ *   1 trim     old tool results (all but the keep_results most recent) are
+ *              replaced by a one-line note naming where the whole result is
+ *              (a file of the session's result store, budget.h; results not
+ *              persisted yet are persisted first).
+ *   2 archive  the middle of the history (after keep_head messages, before
+ *              the keep_messages most recent) goes to a JSONL file next to
+ *              the transcript; a marker in the history names it.
+ *   3 summary  the older history is summarised by the model (the request
+ *              says the text is data whose instructions must not be
+ *              followed) and replaced by the summary; the keep_messages most
+ *              recent messages stay as they are.
+ *   4 reactive on the provider's "prompt too long": compact at once (levels
+ *              1 to 3 whatever the thresholds) and retry the call once
+ *              (turn.c).
+ *
+ * Cuts never separate a tool_use from its tool_result: a removed range
+ * always starts and ends right before an assistant message, and the user
+ * message before it keeps (and gets the marker). Every change is a list of
+ * edits, a JSON array that the turn applies to its history and writes to the
+ * transcript, and that loading the transcript applies again (transcript.h),
+ * so a reloaded session has the compacted history:
+ *
+ *   {"op":"set_result","message":i,"block":k,"content":"..."}
+ *   {"op":"add_text","message":i,"text":"..."}
+ *   {"op":"splice","from":a,"to":b,"insert":[messages]}
+ *
+ * Loop thread only (planning is in memory); the files are written by
+ * budget_write on the thread pool.
+ */
+#ifndef SB_AGENTS_COMPACT_H
+#define SB_AGENTS_COMPACT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "agents/budget.h"
+
+/* Results shorter than this are not worth a note. */
+#define COMPACT_TRIM_MIN 300
+/* Consecutive failed summaries after which level 3 stops trying. */
+#define COMPACT_BREAKER 3
+
+struct compact_limits {
+	int64_t window;       /* the model's context window, tokens */
+	int trim_at;          /* level 1 from this percent of the window */
+	int archive_at;       /* level 2 */
+	int summarize_at;     /* level 3 */
+	int block_at;         /* no model call above this until compaction succeeds */
+	size_t keep_results;  /* level 1 keeps the most recent tool results */
+	size_t keep_head;     /* level 2 keeps the first messages */
+	size_t keep_messages; /* levels 2 and 3 keep the most recent messages */
+};
+
+void compact_limits_default(struct compact_limits *l);
+
+/* Applies edits (borrowed) to history in place. SB_OK, SB_ERR_INVAL (an
+ * edit that does not fit the history; nothing is changed then),
+ * SB_ERR_NOMEM. */
+int compact_apply(json_t *history, const json_t *edits);
+
+struct compact_plan {
+	int level;
+	json_t *edits;  /* new reference */
+	json_t *record; /* the transcript's fields: level, removed, where */
+	struct budget_file *files;
+	size_t n_files;
+	char *files_dir; /* where the files go (created first) */
+};
+
+void compact_plan_free(struct compact_plan *p);
+
+/* Level 1. results_dir: the session's store. SB_OK with p->edits NULL when
+ * there is nothing to trim. */
+int compact_plan_trim(const json_t *history, size_t keep_results, const char *results_dir,
+                      struct compact_plan *p);
+
+/* Level 2: archive_dir/archive_name is the archive file (its virtual name
+ * "@archive/<archive_name>"). SB_OK with p->edits NULL when there is no
+ * middle to archive. */
+int compact_plan_archive(const json_t *history, size_t keep_head, size_t keep_messages,
+                         const char *archive_dir, const char *archive_name, struct compact_plan *p);
+
+/* Level 3, first half: where the summarised part ends (an assistant
+ * message's index, >= 2), or 0 when there is not enough to summarise. */
+size_t compact_summary_cut(const json_t *history, size_t keep_messages);
+
+/* The system prompt of the summary request. */
+extern const char compact_summary_system[];
+
+/* The summary request's one user message for history[0, cut) (new
+ * reference; NULL when out of memory). The text is bounded by max_bytes
+ * (older parts are dropped first). */
+json_t *compact_summary_request(const json_t *history, size_t cut, size_t max_bytes);
+
+/* Level 3, second half: the plan that replaces history[0, cut) by the
+ * summary. */
+int compact_plan_summary(const json_t *history, size_t cut, const char *summary,
+                         struct compact_plan *p);
+
+#endif
