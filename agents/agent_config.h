@@ -26,6 +26,8 @@ struct agent_config {
 	int queue_mode;          /* enum agent_queue_mode: messages arriving during a run */
 	int64_t queue_cap;       /* messages waiting per session */
 	int queue_drop;          /* enum agent_queue_drop: which to drop past the cap */
+	int64_t bootstrap_max_chars;       /* a workspace file's cap in the prompt */
+	int64_t bootstrap_total_max_chars; /* all workspace files' cap */
 };
 
 enum agent_queue_mode {
