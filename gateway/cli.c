@@ -77,6 +77,7 @@ static void cli_init_usage(FILE *f)
 	           "  gateway.token      the control-plane token (mode 0600)\n"
 	           "  secrets/           a place for secret files used as ${file:secrets/NAME}\n"
 	           "  workspaces/main/   the main agent's markdown (AGENTS.md, SOUL.md, ...)\n"
+	           "                     as a git repository with a first commit\n"
 	           "Files that exist are never overwritten, so it is safe to run again.\n");
 }
 

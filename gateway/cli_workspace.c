@@ -228,7 +228,7 @@ static int cli_workspace_status(int argc, char **argv)
 			snprintf(hex, sizeof hex, "-");
 			snprintf(size, sizeof size, "-");
 		}
-		printf("  %-13s %10s  %.16s  %s\n", pf->name, size, hex, cli_ws_state(pf));
+		printf("  %-13s %10s  %-16.16s  %s\n", pf->name, size, hex, cli_ws_state(pf));
 	}
 	rc = 0;
 out:
