@@ -529,8 +529,8 @@ int transcript_append(struct transcript *t, const char *type, const json_t *fiel
 			goto out;
 	}
 	if (t->stamp && strcmp(type, "message") == 0 && !json_object_get(e, t->stamp_key)) {
-		const char *role = json_string_value(
-		    json_object_get(json_object_get(e, "message"), "role"));
+		const char *role =
+		    json_string_value(json_object_get(json_object_get(e, "message"), "role"));
 
 		if (role && strcmp(role, "assistant") == 0 &&
 		    json_object_set(e, t->stamp_key, t->stamp) != 0)
