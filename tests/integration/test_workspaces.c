@@ -37,6 +37,7 @@
 
 #define OLD_SOUL "# SOUL\nYou are the old soul: terse.\n"
 #define NEW_SOUL "# SOUL\nYou are the new soul: cheerful.\n"
+#define HOOK_TOKEN "workspace-test-token-0123456789"
 #define MEMORY "# MEMORY\nThe operator's cat is called Pixel.\n"
 
 struct fixture {
@@ -101,7 +102,8 @@ static int setup(void **state)
 	const char script[] =
 	    "[{\"match\":\"start-up instructions\",\"text\":\"Boot check done: all quiet.\"},"
 	    " {\"text\":\"first reply\"}, {\"text\":\"second reply\"},"
-	    " {\"text\":\"side reply\"}, {\"text\":\"dirty reply\"}]";
+	    " {\"text\":\"side reply\"}, {\"text\":\"dirty reply\"},"
+	    " {\"match\":\"hello group\",\"text\":\"group reply\"}]";
 
 	(void)state;
 	memset(&fx, 0, sizeof fx);
@@ -119,7 +121,15 @@ static int setup(void **state)
 	         "api_key: test-key, max_retries: 1, timeout: 10s}\n"
 	         "agents:\n"
 	         "  - {id: main, default: true, model: oa/gpt-test}\n"
-	         "openai_api: {enabled: true, sync_timeout: 30s}\n",
+	         "openai_api: {enabled: true, sync_timeout: 30s}\n"
+	         "channels:\n"
+	         "  webhook:\n"
+	         "    dm_policy: open\n"
+	         "    allow_from: [\"*\"]\n"
+	         "    group_policy: open\n"
+	         "    groups: [{id: \"*\", require_mention: false}]\n"
+	         "    hooks:\n"
+	         "      - {name: team, verify: bearer, secret: " HOOK_TOKEN ", peer_kind: group}\n",
 	         fx.llm.port);
 	{
 		char path[1024];
@@ -576,12 +586,43 @@ static void test_cli(void **state)
 	buf_free(&out);
 }
 
+/* A group conversation never gets MEMORY.md (run last: it adds a version). */
+static void test_no_memory_in_groups(void **state)
+{
+	const char *hdrs[] = {"Authorization: Bearer " HOOK_TOKEN, "Content-Type: application/json",
+	                      NULL};
+	const char body[] = "{\"text\":\"hello group\",\"sender\":\"bob\","
+	                    "\"conversation\":\"team-room\"}";
+	struct buf resp;
+	json_t *entries, *events;
+	char *sys;
+
+	(void)state;
+	buf_init(&resp, 1 << 20);
+	assert_int_equal(harness_http(fx.d.port, "POST", "/hooks/team", hdrs, body, &resp), 200);
+	assert_non_null(strstr(resp.data, "group reply"));
+	buf_free(&resp);
+	sys = last_system_prompt();
+	assert_non_null(strstr(sys, "new soul"));
+	assert_null(strstr(sys, "Pixel"));
+	free(sys);
+	entries = entries_of("agent:main:webhook:group:team-room");
+	events = workspace_events(entries);
+	assert_int_equal(json_array_size(events), 1);
+	assert_null(
+	    json_object_get(json_object_get(json_array_get(events, 0), "files"), "MEMORY.md"));
+	assert_non_null(reply_entry(entries, "group reply"));
+	json_decref(events);
+	json_decref(entries);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_boot),
 	    cmocka_unit_test(test_versions_follow_commits),
 	    cmocka_unit_test(test_cli),
+	    cmocka_unit_test(test_no_memory_in_groups),
 	};
 
 	if (sodium_init() < 0)
