@@ -287,6 +287,27 @@ static const struct cfg_key agent_config_keys[] = {
         .section = &agent_context_section,
         .doc = "Output budgets and context compaction (docs/context.md).",
     },
+    {
+        .name = "bootstrap_max_chars",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_config, bootstrap_max_chars),
+        .min = 100,
+        .max = 1000000,
+        .def = "20000",
+        .doc = "The most bytes of one workspace file (AGENTS.md, SOUL.md, ...) in "
+               "the system prompt; a longer file keeps its first 70% and last 20% "
+               "around a marker naming the file to read for the rest.",
+    },
+    {
+        .name = "bootstrap_total_max_chars",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_config, bootstrap_total_max_chars),
+        .min = 100,
+        .max = 4000000,
+        .def = "150000",
+        .doc = "The most bytes of all workspace files together in the system "
+               "prompt; once spent, the remaining files are listed, not included.",
+    },
 };
 
 const struct cfg_section agent_config_section = {

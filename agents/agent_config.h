@@ -42,6 +42,8 @@ struct agent_config {
 	int64_t queue_cap;       /* messages waiting per session */
 	int queue_drop;          /* enum agent_queue_drop: which to drop past the cap */
 	struct agent_context_config context;
+	int64_t bootstrap_max_chars;       /* a workspace file's cap in the prompt */
+	int64_t bootstrap_total_max_chars; /* all workspace files' cap */
 };
 
 enum agent_queue_mode {

@@ -72,6 +72,8 @@ struct transcript {
 	struct transcript_item *head, *tail; /* waiting for the next batch */
 	struct transcript_item *batch;       /* owned by the job while busy */
 	uv_work_t work;
+	char *stamp_key; /* transcript_set_stamp */
+	json_t *stamp;
 };
 
 /* ---- time and ids ---- */
@@ -196,6 +198,8 @@ static void transcript_free(struct transcript *t)
 	if (t->fd >= 0)
 		close(t->fd);
 	free(t->path);
+	free(t->stamp_key);
+	json_decref(t->stamp);
 	free(t);
 }
 
@@ -525,6 +529,14 @@ int transcript_append(struct transcript *t, const char *type, const json_t *fiel
 		if (json_object_set(e, key, v) != 0)
 			goto out;
 	}
+	if (t->stamp && strcmp(type, "message") == 0 && !json_object_get(e, t->stamp_key)) {
+		const char *role =
+		    json_string_value(json_object_get(json_object_get(e, "message"), "role"));
+
+		if (role && strcmp(role, "assistant") == 0 &&
+		    json_object_set(e, t->stamp_key, t->stamp) != 0)
+			goto out;
+	}
 	dump = json_dumps(e, JSON_COMPACT);
 	if (!dump)
 		goto out;
@@ -557,6 +569,29 @@ out:
 	free(dump);
 	json_decref(e);
 	return rc;
+}
+
+int transcript_set_stamp(struct transcript *t, const char *key, const json_t *value)
+{
+	char *k = NULL;
+	json_t *v = NULL;
+
+	if (!t || !key)
+		return SB_ERR_INVAL;
+	if (value) {
+		k = strdup(key);
+		v = json_deep_copy(value);
+		if (!k || !v) {
+			free(k);
+			json_decref(v);
+			return SB_ERR_NOMEM;
+		}
+	}
+	free(t->stamp_key);
+	json_decref(t->stamp);
+	t->stamp_key = k;
+	t->stamp = v;
+	return SB_OK;
 }
 
 int transcript_flush(struct transcript *t, void (*cb)(void *ud, int rc), void *ud)

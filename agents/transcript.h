@@ -66,6 +66,13 @@ int transcript_open(struct transcript **out, uv_loop_t *loop, const char *path,
 int transcript_append(struct transcript *t, const char *type, const json_t *fields, char *id_out,
                       size_t id_size);
 
+/* From now on, every "message" entry whose message has the role
+ * "assistant" carries "key": value (a copy; fields of the same name given to
+ * transcript_append win). value NULL stops it. Used for the workspace
+ * version each reply was produced with. Loop thread only. SB_OK,
+ * SB_ERR_INVAL, SB_ERR_NOMEM. */
+int transcript_set_stamp(struct transcript *t, const char *key, const json_t *value);
+
 /* Calls cb (later, on the loop) once every append made so far is written,
  * with SB_OK or the first write error. SB_ERR_INVAL after close. */
 int transcript_flush(struct transcript *t, void (*cb)(void *ud, int rc), void *ud);

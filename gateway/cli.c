@@ -20,6 +20,7 @@
 #include "gateway/core/num.h"
 #include "gateway/daemon.h"
 #include "workspaces/scaffold.h"
+#include "workspaces/workspace.h"
 
 #define CLI_TOKEN_BYTES 32
 
@@ -76,6 +77,7 @@ static void cli_init_usage(FILE *f)
 	           "  gateway.token      the control-plane token (mode 0600)\n"
 	           "  secrets/           a place for secret files used as ${file:secrets/NAME}\n"
 	           "  workspaces/main/   the main agent's markdown (AGENTS.md, SOUL.md, ...)\n"
+	           "                     as a git repository with a first commit\n"
 	           "Files that exist are never overwritten, so it is safe to run again.\n");
 }
 
@@ -156,19 +158,20 @@ int cli_init(int argc, char **argv)
 	for (size_t i = 0; i < cfg->n_agents; i++) {
 		const struct agent_config *a = &cfg->agents[i];
 		size_t created = 0;
+		char commit[41] = "", why[512] = "";
 
 		snprintf(path, sizeof path, "%s/agents/%s/sessions", home, a->id);
 		if (fs_mkdirs(path, 0700)) {
 			fprintf(stderr, "switchboard: cannot create %s\n", path);
 			goto out;
 		}
-		if (workspace_scaffold(a->workspace, &created)) {
-			fprintf(stderr, "switchboard: cannot create the workspace %s\n",
-			        a->workspace);
+		if (workspace_init(a->workspace, a->id, &created, commit, why, sizeof why)) {
+			fprintf(stderr, "switchboard: cannot create the workspace %s: %s\n",
+			        a->workspace, why);
 			goto out;
 		}
-		printf("  %-18s %s (%zu file%s written)\n", a->id, a->workspace, created,
-		       created == 1 ? "" : "s");
+		printf("  %-18s %s (%zu file%s written%s%.12s)\n", a->id, a->workspace, created,
+		       created == 1 ? "" : "s", commit[0] ? ", first commit " : "", commit);
 	}
 	printf("next: switchboard gateway   (or `make run` from the source tree)\n");
 	rc = 0;

@@ -12,6 +12,7 @@ int cli_init(int argc, char **argv);
 int cli_gateway(int argc, char **argv);
 int cli_config(int argc, char **argv);
 int cli_agent(int argc, char **argv);
+int cli_workspace(int argc, char **argv); /* cli_workspace.c */
 
 /* Resolves $SWITCHBOARD_HOME (default ~/.switchboard) to an absolute path.
  * Returns 0, or -1 after printing why. */

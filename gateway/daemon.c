@@ -305,6 +305,8 @@ static void daemon_close_all(struct daemon *d)
 	d->outbox = NULL;
 	dispatcher_free(d->dispatcher);
 	d->dispatcher = NULL;
+	boot_free(d->boot);
+	d->boot = NULL;
 	runner_free(d->runner);
 	d->runner = NULL;
 	daemon_gen_unref(d->gen);
@@ -340,6 +342,7 @@ static void daemon_shutdown(struct daemon *d)
 		if (d->channels[i]->ops->stop)
 			d->channels[i]->ops->stop(d->channels[i]);
 	outbox_drain(d->outbox);
+	boot_abort(d->boot);
 	if (d->dispatcher)
 		dispatcher_abort_all(d->dispatcher, "the gateway is stopping");
 	d->drain_deadline = uv_now(&d->loop) + DAEMON_STOP_GRACE_MS;
@@ -650,6 +653,8 @@ static void daemon_recovered(void *ud, int rc, int64_t inbox, int64_t outbox)
 	outbox_start(d->outbox);
 	d->state = DAEMON_READY;
 	daemon_announce(d);
+	if (boot_start(&d->boot, &d->loop, &d->host, d->runner, d->cfg) != SB_OK)
+		log_warn("gateway", "cannot start the BOOT.md runs");
 }
 
 static int daemon_recover(struct daemon *d)

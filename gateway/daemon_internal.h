@@ -14,6 +14,7 @@
 #include "agents/models.h"
 #include "bindings/bindings.h"
 #include "channels/channel.h"
+#include "gateway/boot.h"
 #include "gateway/config.h"
 #include "gateway/core/host.h"
 #include "gateway/core/httpc.h"
@@ -75,6 +76,7 @@ struct daemon {
 	void *module_state[DAEMON_MODULES_MAX];
 	size_t n_modules;
 	struct daemon_route *routes;
+	struct boot *boot; /* BOOT.md runs (gateway/boot.c) */
 
 	uv_signal_t sig_term, sig_int, sig_hup;
 	uv_timer_t stats_timer, drain_timer, reload_timer;

@@ -39,6 +39,7 @@ static const struct main_command main_commands[] = {
     {"send", cli_send, "send one message to an agent and print the reply"},
     {"sessions", cli_sessions, "list sessions, or show one with its history"},
     {"devices", cli_devices, "list, approve or revoke control-plane devices"},
+    {"workspace", cli_workspace, "show, log or create an agent's workspace versions"},
     {"version", main_version, "print the version"},
 };
 

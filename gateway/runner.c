@@ -24,6 +24,7 @@
 #include "gateway/core/log.h"
 #include "gateway/metrics.h"
 #include "workspaces/prompt.h"
+#include "workspaces/workspace.h"
 
 #define RUNNER_PROMPT_MAX (4u << 20)
 
@@ -33,6 +34,7 @@ static const char *const runner_default_tools[] = {"bash", "edit",    "glob", "g
 struct runner {
 	struct runner_options opt;
 	size_t active;
+	struct workspace_cache *ws_cache; /* the workspaces' files, shared by the jobs */
 };
 
 enum run_stage { RUN_SESSION, RUN_PREPARE, RUN_TURN, RUN_FLUSH, RUN_DONE };
@@ -68,6 +70,7 @@ struct run_job {
 	json_t *history;
 	json_t *steer; /* texts steered in before the turn started */
 	struct buf prompt;
+	struct workspace_version ws_version; /* what the prompt was built from */
 	struct transcript *transcript;
 	struct turn_budget budget;
 	const char **chain;
@@ -88,12 +91,18 @@ int runner_new(struct runner **out, const struct runner_options *opt)
 	if (!r)
 		return SB_ERR_NOMEM;
 	r->opt = *opt;
+	if (workspace_cache_new(&r->ws_cache) != SB_OK) {
+		free(r);
+		return SB_ERR_NOMEM;
+	}
 	*out = r;
 	return SB_OK;
 }
 
 void runner_free(struct runner *r)
 {
+	if (r)
+		workspace_cache_free(r->ws_cache);
 	free(r);
 }
 
@@ -265,6 +274,23 @@ static bool run_resumes(const struct run_job *j)
 	return same;
 }
 
+/* Records the workspace version the turn runs with: an event with every
+ * file's hash, and a stamp on each of the turn's replies. */
+static void run_stamp_workspace(struct run_job *j)
+{
+	json_t *full = workspace_version_json(&j->ws_version, true);
+	json_t *brief = workspace_version_json(&j->ws_version, false);
+	json_t *ev = full ? json_pack("{s:s,s:O}", "event", "workspace", "workspace", full) : NULL;
+
+	if (!ev || !brief || transcript_append(j->transcript, "event", ev, NULL, 0) != SB_OK ||
+	    transcript_set_stamp(j->transcript, "workspace", brief) != SB_OK)
+		log_warn("agent", "cannot record the workspace version in the transcript",
+		         LOG_S("path", j->path));
+	json_decref(ev);
+	json_decref(full);
+	json_decref(brief);
+}
+
 static void run_start_turn(struct run_job *j)
 {
 	const struct agent_config *a = j->agent;
@@ -286,6 +312,7 @@ static void run_start_turn(struct run_job *j)
 		                               : "out of memory");
 		return;
 	}
+	run_stamp_workspace(j);
 	turn_budget_init(&j->budget, a->budget, NULL);
 	memset(&to, 0, sizeof to);
 	to.models = j->models;
@@ -392,7 +419,11 @@ static void run_prepare_work(uv_work_t *w)
 	po.agent_id = j->agent_id;
 	po.main_session = j->main_session;
 	po.new_workspace = true; /* BOOTSTRAP.md is used for as long as it exists */
-	rc = workspace_prompt_build(j->workspace, &po, &j->prompt, NULL);
+	po.file_max_chars = (size_t)j->agent->bootstrap_max_chars;
+	po.total_max_chars = (size_t)j->agent->bootstrap_total_max_chars;
+	/* Built once, here: a file edited while the turn runs is seen by the
+	 * next turn, never half-way through this one. */
+	rc = workspace_snapshot(j->r->ws_cache, j->workspace, &po, &j->prompt, &j->ws_version);
 	if (rc) {
 		j->prep_rc = rc;
 		snprintf(j->prep_err, sizeof j->prep_err, "cannot build the system prompt: %s",

@@ -99,8 +99,54 @@ static int prompt_add_file(struct buf *out, const char *name, const char *text, 
 	return rc;
 }
 
+const char *const prompt_file_names[PROMPT_FILES_MAX] = {
+    "AGENTS.md", "SOUL.md",      "TOOLS.md",     "IDENTITY.md",
+    "USER.md",   "HEARTBEAT.md", "BOOTSTRAP.md", "MEMORY.md",
+};
+
+/* The default source: reads the file, hashes it. */
+struct prompt_read_source {
+	char *text;
+	unsigned char hash[PROMPT_HASH_BYTES];
+};
+
+static int prompt_read_get(void *ud, size_t index, const char *name, const char *path,
+                           const char **text, size_t *len, const unsigned char **hash)
+{
+	struct prompt_read_source *rs = ud;
+	int frc;
+
+	(void)index;
+	(void)name;
+	free(rs->text);
+	rs->text = NULL;
+	*len = 0;
+	frc = fs_read_all(path, PROMPT_FILE_READ_MAX, &rs->text, len);
+	if (frc == SB_ERR_NOTFOUND)
+		return frc;
+	if (frc)
+		return frc == SB_ERR_TOOBIG ? SB_ERR_TOOBIG : SB_ERR_IO;
+	crypto_generichash(rs->hash, sizeof rs->hash, (const unsigned char *)rs->text, *len, NULL,
+	                   0);
+	*text = rs->text ? rs->text : "";
+	*hash = rs->hash;
+	return SB_OK;
+}
+
 int workspace_prompt_build(const char *dir, const struct prompt_options *opt, struct buf *out,
                            struct prompt_info *info)
+{
+	struct prompt_read_source rs = {0};
+	struct prompt_source src = {.get = prompt_read_get, .ud = &rs};
+	int rc = workspace_prompt_build_from(dir, opt, &src, out, info);
+
+	free(rs.text);
+	return rc;
+}
+
+int workspace_prompt_build_from(const char *dir, const struct prompt_options *opt,
+                                const struct prompt_source *src, struct buf *out,
+                                struct prompt_info *info)
 {
 	size_t file_max = opt->file_max_chars ? opt->file_max_chars : PROMPT_FILE_MAX_DEFAULT;
 	size_t total_left = opt->total_max_chars ? opt->total_max_chars : PROMPT_TOTAL_MAX_DEFAULT;
@@ -124,7 +170,8 @@ int workspace_prompt_build(const char *dir, const struct prompt_options *opt, st
 	for (size_t i = 0; !rc && i < PROMPT_FILES_MAX; i++) {
 		struct prompt_file *pf = &info->files[info->n_files];
 		char path[PATH_MAX];
-		char *text = NULL;
+		const char *text = NULL;
+		const unsigned char *hash = NULL;
 		size_t len = 0, max;
 		int frc;
 
@@ -135,7 +182,7 @@ int workspace_prompt_build(const char *dir, const struct prompt_options *opt, st
 		pf->name = prompt_order[i].name;
 		if (snprintf(path, sizeof path, "%s/%s", dir, pf->name) >= (int)sizeof path)
 			return SB_ERR_TOOBIG;
-		frc = fs_read_all(path, PROMPT_FILE_READ_MAX, &text, &len);
+		frc = src->get(src->ud, i, pf->name, path, &text, &len, &hash);
 		if (frc == SB_ERR_NOTFOUND) {
 			/* Optional files are not worth a line when absent. */
 			if (!prompt_order[i].only_new && !prompt_order[i].only_main)
@@ -143,16 +190,13 @@ int workspace_prompt_build(const char *dir, const struct prompt_options *opt, st
 				                pf->name, path);
 			continue;
 		}
-		if (frc) {
-			free(text);
-			return frc == SB_ERR_TOOBIG ? SB_ERR_TOOBIG : SB_ERR_IO;
-		}
+		if (frc)
+			return frc;
 		pf->present = true;
 		pf->bytes = len;
-		crypto_generichash(pf->hash, sizeof pf->hash, (const unsigned char *)text, len,
-		                   NULL, 0);
+		memcpy(pf->hash, hash, sizeof pf->hash);
 		if (prompt_blank(text, len)) {
-			free(text);
+			pf->blank = true;
 			continue;
 		}
 		if (budget_spent || total_left < PROMPT_MIN_REMAINING) {
@@ -162,14 +206,12 @@ int workspace_prompt_build(const char *dir, const struct prompt_options *opt, st
 			               "\n## %s\n\n[not included: the context budget for workspace "
 			               "files is spent; read %s]\n",
 			               pf->name, pf->name);
-			free(text);
 			continue;
 		}
 		max = file_max < total_left ? file_max : total_left;
 		rc = prompt_add_file(out, pf->name, text, len, max, &pf->truncated);
 		pf->included = true;
 		total_left -= len < max ? len : max;
-		free(text);
 	}
 	return rc;
 }

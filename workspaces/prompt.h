@@ -43,6 +43,7 @@ struct prompt_file {
 	bool present;
 	bool included; /* some of it is in the prompt */
 	bool truncated;
+	bool blank;                            /* present, but only white space: skipped */
 	size_t bytes;                          /* the file's size */
 	unsigned char hash[PROMPT_HASH_BYTES]; /* BLAKE2b-256 of the bytes (present only) */
 };
@@ -57,6 +58,26 @@ struct prompt_info {
  * not a directory, SB_ERR_IO, SB_ERR_TOOBIG (out's bound). */
 int workspace_prompt_build(const char *dir, const struct prompt_options *opt, struct buf *out,
                            struct prompt_info *info);
+
+/* Where the bytes of the bootstrap files come from. get gives the file
+ * name (path is dir/name) as text/len with its BLAKE2b-256 hash, lent until
+ * the build returns; SB_OK, SB_ERR_NOTFOUND (absent), or another error that
+ * ends the build. The default source reads each file; workspace_snapshot
+ * (workspace.h) gives cached bytes checked with stat. */
+struct prompt_source {
+	int (*get)(void *ud, size_t index, const char *name, const char *path, const char **text,
+	           size_t *len, const unsigned char **hash);
+	void *ud;
+};
+
+/* workspace_prompt_build with the files' bytes from src. dir is only used
+ * in the text (and checked to be a directory). */
+int workspace_prompt_build_from(const char *dir, const struct prompt_options *opt,
+                                const struct prompt_source *src, struct buf *out,
+                                struct prompt_info *info);
+
+/* The bootstrap files in prompt order, PROMPT_FILES_MAX of them. */
+extern const char *const prompt_file_names[PROMPT_FILES_MAX];
 
 /* The bytes of text that fit in max without splitting a UTF-8 character. */
 size_t prompt_utf8_cut(const char *text, size_t len, size_t max);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -18,6 +19,7 @@
 #include "gateway/core/err.h"
 #include "tests/integration/harness.h"
 #include "workspaces/prompt.h"
+#include "workspaces/workspace.h"
 
 static void put(const char *dir, const char *name, const char *text)
 {
@@ -143,6 +145,41 @@ static void test_total_budget(void **state)
 	harness_rmrf(dir);
 }
 
+/* The total budget, byte for byte: AGENTS.md takes 40, SOUL.md gets the 80
+ * left (head 56, tail 16 around the marker), TOOLS.md is only listed. */
+static void test_total_budget_exact(void **state)
+{
+	char dir[512], expect[4096], a56[57], a16[17];
+	struct buf out;
+	struct prompt_options opt = {.agent_id = "a", .total_max_chars = 120};
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(dir, sizeof dir), 0);
+	put(dir, "AGENTS.md", "0123456789012345678901234567890123456789");
+	put(dir, "SOUL.md",
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	    "bbbbbbbbbbbbbbbbbbbb"); /* 79 a, 20 b */
+	put(dir, "TOOLS.md", "tools\n");
+	memset(a56, 'a', 56);
+	a56[56] = '\0';
+	memset(a16, 'b', 16);
+	a16[16] = '\0';
+	buf_init(&out, 1 << 20);
+	assert_int_equal(workspace_prompt_build(dir, &opt, &out, NULL), SB_OK);
+	snprintf(expect, sizeof expect,
+	         "\n## AGENTS.md\n\n0123456789012345678901234567890123456789\n"
+	         "\n## SOUL.md\n\n%s\n[...truncated, read SOUL.md for full content...]\n%s\n"
+	         "\n## TOOLS.md\n\n[not included: the context budget for workspace files is "
+	         "spent; read TOOLS.md]\n"
+	         "\n## IDENTITY.md\n\n[MISSING] Expected at: %s/IDENTITY.md\n"
+	         "\n## USER.md\n\n[MISSING] Expected at: %s/USER.md\n"
+	         "\n## HEARTBEAT.md\n\n[MISSING] Expected at: %s/HEARTBEAT.md\n",
+	         a56, a16, dir, dir, dir);
+	assert_string_equal(after_preamble(out.data), expect);
+	buf_free(&out);
+	harness_rmrf(dir);
+}
+
 static void test_utf8_cuts(void **state)
 {
 	const char *s = "ab\xc3\xa9\xe2\x9c\x93"; /* a b é ✓ */
@@ -181,12 +218,67 @@ static void test_byte_stable(void **state)
 	harness_rmrf(dir);
 }
 
+/* Turn after turn through the per-turn path (the cached snapshot): the same
+ * bytes while no file changes, whatever the clock says; a change shows at
+ * the next turn and then is stable again; the prompt is the same as the
+ * uncached build. */
+static void test_byte_stable_across_turns(void **state)
+{
+	char dir[512], year[8];
+	struct buf first, b, plain;
+	struct prompt_options opt = {.agent_id = "main", .main_session = true};
+	struct workspace_cache *c;
+	struct workspace_version v;
+	time_t now = time(NULL);
+	struct tm tm;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(dir, sizeof dir), 0);
+	put(dir, "AGENTS.md", "rules\n");
+	put(dir, "SOUL.md", "calm\n");
+	put(dir, "MEMORY.md", "remember\n");
+	assert_int_equal(workspace_cache_new(&c), SB_OK);
+	buf_init(&first, 1 << 20);
+	buf_init(&b, 1 << 20);
+	buf_init(&plain, 1 << 20);
+	assert_int_equal(workspace_snapshot(c, dir, &opt, &first, &v), SB_OK);
+	assert_int_equal(workspace_prompt_build(dir, &opt, &plain, NULL), SB_OK);
+	assert_int_equal(first.len, plain.len);
+	assert_memory_equal(first.data, plain.data, first.len);
+	/* no date in it (nothing that changes per turn) */
+	gmtime_r(&now, &tm);
+	snprintf(year, sizeof year, "%04d", tm.tm_year + 1900);
+	assert_null(strstr(first.data, year));
+	for (int turn = 0; turn < 5; turn++) {
+		buf_reset(&b);
+		usleep(2000);
+		assert_int_equal(workspace_snapshot(c, dir, &opt, &b, &v), SB_OK);
+		assert_int_equal(b.len, first.len);
+		assert_memory_equal(b.data, first.data, b.len);
+	}
+	put(dir, "SOUL.md", "warm\n");
+	buf_reset(&b);
+	assert_int_equal(workspace_snapshot(c, dir, &opt, &b, &v), SB_OK);
+	assert_non_null(strstr(b.data, "\n## SOUL.md\n\nwarm\n"));
+	buf_reset(&first);
+	assert_int_equal(workspace_snapshot(c, dir, &opt, &first, &v), SB_OK);
+	assert_int_equal(b.len, first.len);
+	assert_memory_equal(b.data, first.data, b.len);
+	workspace_cache_free(c);
+	buf_free(&first);
+	buf_free(&b);
+	buf_free(&plain);
+	harness_rmrf(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_order_missing_blank), cmocka_unit_test(test_truncation_exact),
 		cmocka_unit_test(test_total_budget),	    cmocka_unit_test(test_utf8_cuts),
 		cmocka_unit_test(test_byte_stable),
+		cmocka_unit_test(test_byte_stable_across_turns),
+		cmocka_unit_test(test_total_budget_exact),
 	};
 	assert_true(sodium_init() >= 0);
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,579 @@
+/*
+ * workspace.c - see workspace.h.
+ */
+#include "workspaces/workspace.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <git2.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gateway/core/err.h"
+#include "workspaces/scaffold.h"
+
+#define WORKSPACE_FILE_MAX (64u << 20)
+/* A file modified this recently (ns) when read may change again unseen. */
+#define WORKSPACE_RACY_NS 2000000000LL
+
+/* ---- libgit2, once per process ---- */
+
+static pthread_once_t workspace_git_once = PTHREAD_ONCE_INIT;
+static int workspace_git_ok;
+
+static void workspace_git_shutdown(void)
+{
+	git_libgit2_shutdown();
+}
+
+static void workspace_git_init(void)
+{
+	workspace_git_ok = git_libgit2_init() > 0;
+	if (workspace_git_ok)
+		atexit(workspace_git_shutdown);
+}
+
+static bool workspace_git(void)
+{
+	pthread_once(&workspace_git_once, workspace_git_init);
+	return workspace_git_ok;
+}
+
+/* ---- the cache ---- */
+
+struct ws_file {
+	bool known; /* looked at before */
+	bool present;
+	bool racy; /* read again next time whatever stat says */
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime, ctime;
+	char *text;
+	size_t len;
+	unsigned char hash[PROMPT_HASH_BYTES];
+	git_oid blob; /* the bytes as a git blob */
+};
+
+struct ws_entry {
+	struct ws_entry *next;
+	char *dir;
+	pthread_mutex_t mu;
+	struct ws_file files[PROMPT_FILES_MAX];
+	/* git */
+	git_repository *repo;
+	dev_t git_dev;
+	ino_t git_ino;
+	bool head_known;
+	git_oid head;
+	bool in_tree[PROMPT_FILES_MAX];
+	git_oid tree_blob[PROMPT_FILES_MAX];
+};
+
+struct workspace_cache {
+	pthread_mutex_t mu;
+	struct ws_entry *entries;
+	struct workspace_cache_stats stats;
+};
+
+int workspace_cache_new(struct workspace_cache **out)
+{
+	struct workspace_cache *c = calloc(1, sizeof *c);
+
+	*out = NULL;
+	if (!c)
+		return SB_ERR_NOMEM;
+	pthread_mutex_init(&c->mu, NULL);
+	*out = c;
+	return SB_OK;
+}
+
+static void ws_entry_free(struct ws_entry *e)
+{
+	for (size_t i = 0; i < PROMPT_FILES_MAX; i++)
+		free(e->files[i].text);
+	if (e->repo)
+		git_repository_free(e->repo);
+	pthread_mutex_destroy(&e->mu);
+	free(e->dir);
+	free(e);
+}
+
+void workspace_cache_free(struct workspace_cache *c)
+{
+	if (!c)
+		return;
+	while (c->entries) {
+		struct ws_entry *e = c->entries;
+
+		c->entries = e->next;
+		ws_entry_free(e);
+	}
+	pthread_mutex_destroy(&c->mu);
+	free(c);
+}
+
+void workspace_cache_stats(struct workspace_cache *c, struct workspace_cache_stats *out)
+{
+	pthread_mutex_lock(&c->mu);
+	*out = c->stats;
+	pthread_mutex_unlock(&c->mu);
+}
+
+static struct ws_entry *ws_entry_get(struct workspace_cache *c, const char *dir)
+{
+	struct ws_entry *e;
+
+	pthread_mutex_lock(&c->mu);
+	for (e = c->entries; e; e = e->next)
+		if (strcmp(e->dir, dir) == 0)
+			goto out;
+	e = calloc(1, sizeof *e);
+	if (!e)
+		goto out;
+	e->dir = strdup(dir);
+	if (!e->dir) {
+		free(e);
+		e = NULL;
+		goto out;
+	}
+	pthread_mutex_init(&e->mu, NULL);
+	e->next = c->entries;
+	c->entries = e;
+out:
+	pthread_mutex_unlock(&c->mu);
+	return e;
+}
+
+static void ws_count(struct workspace_cache *c, uint64_t *field)
+{
+	pthread_mutex_lock(&c->mu);
+	(*field)++;
+	pthread_mutex_unlock(&c->mu);
+}
+
+static bool ws_same_time(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec == b->tv_sec && a->tv_nsec == b->tv_nsec;
+}
+
+static bool ws_same_identity(const struct ws_file *f, const struct stat *st)
+{
+	return f->dev == st->st_dev && f->ino == st->st_ino && f->size == st->st_size &&
+	       ws_same_time(&f->mtime, &st->st_mtim) && ws_same_time(&f->ctime, &st->st_ctim);
+}
+
+/* Reads all of fd (size bytes expected, but whatever is there counts). */
+static int ws_read_fd(int fd, size_t hint, char **out, size_t *len)
+{
+	size_t cap = hint + 1, n = 0;
+	char *b = malloc(cap);
+
+	if (!b)
+		return SB_ERR_NOMEM;
+	for (;;) {
+		ssize_t r;
+
+		if (n + 1 >= cap) {
+			char *nb;
+
+			if (cap >= WORKSPACE_FILE_MAX) {
+				free(b);
+				return SB_ERR_TOOBIG;
+			}
+			nb = realloc(b, cap * 2);
+			if (!nb) {
+				free(b);
+				return SB_ERR_NOMEM;
+			}
+			b = nb;
+			cap *= 2;
+		}
+		r = read(fd, b + n, cap - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			free(b);
+			return SB_ERR_IO;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	b[n] = '\0';
+	*out = b;
+	*len = n;
+	return SB_OK;
+}
+
+/* Brings f up to date with the file at path. */
+static int ws_file_refresh(struct workspace_cache *c, struct ws_file *f, const char *path)
+{
+	struct stat st;
+	struct timespec now;
+	char *text = NULL;
+	size_t len = 0;
+	int fd, rc;
+
+	if (stat(path, &st) != 0) {
+		if (errno != ENOENT && errno != ENOTDIR)
+			return SB_ERR_IO;
+		goto absent;
+	}
+	if (!S_ISREG(st.st_mode))
+		goto absent; /* a directory of that name is no bootstrap file */
+	if (f->known && f->present && !f->racy && ws_same_identity(f, &st)) {
+		ws_count(c, &c->stats.file_reuses);
+		return SB_OK;
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	if (fd < 0) {
+		if (errno == ENOENT)
+			goto absent;
+		return SB_ERR_IO;
+	}
+	/* The identity of what is actually read (it may have changed since). */
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return SB_ERR_IO;
+	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	rc = ws_read_fd(fd, (size_t)st.st_size, &text, &len);
+	close(fd);
+	if (rc)
+		return rc;
+	ws_count(c, &c->stats.file_reads);
+	free(f->text);
+	f->text = text;
+	f->len = len;
+	f->known = f->present = true;
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
+	f->size = st.st_size;
+	f->mtime = st.st_mtim;
+	f->ctime = st.st_ctim;
+	f->racy = ((long long)now.tv_sec - st.st_mtim.tv_sec) * 1000000000LL +
+	              (now.tv_nsec - st.st_mtim.tv_nsec) <
+	          WORKSPACE_RACY_NS;
+	crypto_generichash(f->hash, sizeof f->hash, (const unsigned char *)text, len, NULL, 0);
+	if (git_odb_hash(&f->blob, text, len, GIT_OBJECT_BLOB) != 0)
+		memset(&f->blob, 0, sizeof f->blob);
+	return SB_OK;
+absent:
+	free(f->text);
+	memset(f, 0, sizeof *f);
+	f->known = true;
+	return SB_OK;
+}
+
+/* The prompt source over the entry's files (refreshed before the build). */
+static int ws_source_get(void *ud, size_t index, const char *name, const char *path,
+                         const char **text, size_t *len, const unsigned char **hash)
+{
+	struct ws_entry *e = ud;
+	struct ws_file *f = &e->files[index];
+
+	(void)name;
+	(void)path;
+	if (!f->present)
+		return SB_ERR_NOTFOUND;
+	*text = f->text;
+	*len = f->len;
+	*hash = f->hash;
+	return SB_OK;
+}
+
+/* ---- git ---- */
+
+static void ws_git_close(struct ws_entry *e)
+{
+	if (e->repo)
+		git_repository_free(e->repo);
+	e->repo = NULL;
+	e->head_known = false;
+}
+
+/* Opens (or keeps) the repository whose top is e->dir. false: none. */
+static bool ws_git_open(struct ws_entry *e)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (snprintf(path, sizeof path, "%s/.git", e->dir) >= (int)sizeof path ||
+	    stat(path, &st) != 0) {
+		ws_git_close(e);
+		return false;
+	}
+	if (e->repo && e->git_dev == st.st_dev && e->git_ino == st.st_ino)
+		return true;
+	ws_git_close(e);
+	if (!workspace_git() ||
+	    git_repository_open_ext(&e->repo, e->dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) != 0) {
+		e->repo = NULL;
+		return false;
+	}
+	e->git_dev = st.st_dev;
+	e->git_ino = st.st_ino;
+	return true;
+}
+
+/* Looks up HEAD and, when it moved, the blobs of the bootstrap files in
+ * its tree. false: no commit (unborn branch) or unreadable. */
+static bool ws_git_head(struct workspace_cache *c, struct ws_entry *e)
+{
+	git_oid oid;
+	git_commit *commit = NULL;
+	git_tree *tree = NULL;
+	bool ok = false;
+
+	if (git_reference_name_to_id(&oid, e->repo, "HEAD") != 0) {
+		e->head_known = false;
+		return false;
+	}
+	if (e->head_known && git_oid_equal(&oid, &e->head))
+		return true;
+	e->head_known = false;
+	if (git_commit_lookup(&commit, e->repo, &oid) != 0 || git_commit_tree(&tree, commit) != 0)
+		goto out;
+	for (size_t i = 0; i < PROMPT_FILES_MAX; i++) {
+		const git_tree_entry *te = git_tree_entry_byname(tree, prompt_file_names[i]);
+
+		e->in_tree[i] = te && git_tree_entry_type(te) == GIT_OBJECT_BLOB;
+		if (e->in_tree[i])
+			git_oid_cpy(&e->tree_blob[i], git_tree_entry_id(te));
+	}
+	git_oid_cpy(&e->head, &oid);
+	e->head_known = ok = true;
+	ws_count(c, &c->stats.tree_reads);
+out:
+	git_tree_free(tree);
+	git_commit_free(commit);
+	return ok;
+}
+
+static size_t ws_index_of(const char *name)
+{
+	for (size_t i = 0; i < PROMPT_FILES_MAX; i++)
+		if (strcmp(prompt_file_names[i], name) == 0)
+			return i;
+	return PROMPT_FILES_MAX;
+}
+
+static void ws_version(struct workspace_cache *c, struct ws_entry *e, struct workspace_version *v)
+{
+	crypto_generichash_state hs;
+	bool head;
+
+	crypto_generichash_init(&hs, NULL, 0, sizeof v->hash);
+	for (size_t k = 0; k < v->info.n_files; k++) {
+		const struct prompt_file *pf = &v->info.files[k];
+
+		if (!pf->present)
+			continue;
+		crypto_generichash_update(&hs, (const unsigned char *)pf->name,
+		                          strlen(pf->name) + 1);
+		crypto_generichash_update(&hs, pf->hash, sizeof pf->hash);
+	}
+	crypto_generichash_final(&hs, v->hash, sizeof v->hash);
+
+	snprintf(v->commit, sizeof v->commit, "%s", WORKSPACE_COMMIT_NONE);
+	v->dirty = false;
+	v->git = ws_git_open(e);
+	if (!v->git)
+		return;
+	head = ws_git_head(c, e);
+	if (head)
+		git_oid_tostr(v->commit, sizeof v->commit, &e->head);
+	for (size_t k = 0; k < v->info.n_files; k++) {
+		const struct prompt_file *pf = &v->info.files[k];
+		size_t i = ws_index_of(pf->name);
+
+		if (i == PROMPT_FILES_MAX)
+			continue;
+		if (!head) {
+			v->dirty = v->dirty || pf->present;
+			continue;
+		}
+		if (pf->present != e->in_tree[i] ||
+		    (pf->present && !git_oid_equal(&e->files[i].blob, &e->tree_blob[i])))
+			v->dirty = true;
+	}
+}
+
+int workspace_snapshot(struct workspace_cache *c, const char *dir, const struct prompt_options *opt,
+                       struct buf *out, struct workspace_version *ver)
+{
+	struct workspace_cache *own = NULL;
+	struct ws_entry *e;
+	struct prompt_source src;
+	struct stat st;
+	int rc;
+
+	memset(ver, 0, sizeof *ver);
+	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+		return SB_ERR_NOTFOUND;
+	workspace_git(); /* git_odb_hash needs the library initialised */
+	if (!c) {
+		if ((rc = workspace_cache_new(&own)))
+			return rc;
+		c = own;
+	}
+	e = ws_entry_get(c, dir);
+	if (!e) {
+		workspace_cache_free(own);
+		return SB_ERR_NOMEM;
+	}
+	pthread_mutex_lock(&e->mu);
+	for (size_t i = 0; i < PROMPT_FILES_MAX; i++) {
+		char path[PATH_MAX];
+
+		if (snprintf(path, sizeof path, "%s/%s", dir, prompt_file_names[i]) >=
+		    (int)sizeof path) {
+			rc = SB_ERR_TOOBIG;
+			goto out;
+		}
+		if ((rc = ws_file_refresh(c, &e->files[i], path)))
+			goto out;
+	}
+	src.get = ws_source_get;
+	src.ud = e;
+	rc = workspace_prompt_build_from(dir, opt, &src, out, &ver->info);
+	if (rc == SB_OK)
+		ws_version(c, e, ver);
+out:
+	pthread_mutex_unlock(&e->mu);
+	workspace_cache_free(own);
+	return rc;
+}
+
+void workspace_hash_hex(const unsigned char *hash, char *out)
+{
+	sodium_bin2hex(out, 2 * PROMPT_HASH_BYTES + 1, hash, PROMPT_HASH_BYTES);
+}
+
+json_t *workspace_version_json(const struct workspace_version *v, bool files)
+{
+	char hex[2 * PROMPT_HASH_BYTES + 1];
+	json_t *o, *f;
+
+	workspace_hash_hex(v->hash, hex);
+	o = json_pack("{s:s,s:b,s:s}", "commit", v->commit, "dirty", v->dirty, "hash", hex);
+	if (!o || !files)
+		return o;
+	f = json_object();
+	if (!f || json_object_set_new(o, "files", f) != 0) {
+		json_decref(o);
+		return NULL;
+	}
+	for (size_t k = 0; k < v->info.n_files; k++) {
+		const struct prompt_file *pf = &v->info.files[k];
+
+		if (!pf->present)
+			continue;
+		workspace_hash_hex(pf->hash, hex);
+		if (json_object_set_new(f, pf->name, json_string(hex)) != 0) {
+			json_decref(o);
+			return NULL;
+		}
+	}
+	return o;
+}
+
+/* ---- init ---- */
+
+static void ws_why(char *why, size_t size, const char *what)
+{
+	const git_error *ge = git_error_last();
+
+	if (why && size)
+		snprintf(why, size, "%s%s%s", what, ge && ge->message ? ": " : "",
+		         ge && ge->message ? ge->message : "");
+}
+
+int workspace_init(const char *dir, const char *agent_id, size_t *created, char *commit, char *why,
+                   size_t why_size)
+{
+	git_repository *repo = NULL;
+	git_index *index = NULL;
+	git_signature *sig = NULL;
+	git_tree *tree = NULL;
+	git_oid tree_id, commit_id;
+	char path[PATH_MAX];
+	struct stat st;
+	size_t added = 0;
+	int rc;
+
+	if (commit)
+		commit[0] = '\0';
+	rc = workspace_scaffold_for(dir, agent_id, created);
+	if (rc) {
+		if (why && why_size)
+			snprintf(why, why_size, "cannot write the templates into %s: %s", dir,
+			         sb_strerror(rc));
+		return rc == SB_ERR_NOMEM ? rc : SB_ERR_IO;
+	}
+	if (snprintf(path, sizeof path, "%s/.git", dir) >= (int)sizeof path)
+		return SB_ERR_IO;
+	if (stat(path, &st) == 0)
+		return SB_OK; /* a repository already: the operator's to commit */
+	rc = SB_ERR_IO;
+	if (!workspace_git()) {
+		ws_why(why, why_size, "libgit2 failed to initialise");
+		goto out;
+	}
+	if (git_repository_init(&repo, dir, 0) != 0) {
+		ws_why(why, why_size, "git init failed");
+		goto out;
+	}
+	if (git_repository_index(&index, repo) != 0) {
+		ws_why(why, why_size, "cannot open the git index");
+		goto out;
+	}
+	for (size_t i = 0; i < workspace_n_templates; i++) {
+		const char *name = workspace_templates[i].name;
+
+		if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path ||
+		    stat(path, &st) != 0)
+			continue;
+		if (git_index_add_bypath(index, name) != 0) {
+			ws_why(why, why_size, "git add failed");
+			goto out;
+		}
+		added++;
+	}
+	if (!added) {
+		rc = SB_OK;
+		goto out;
+	}
+	if (git_index_write(index) != 0 || git_index_write_tree(&tree_id, index) != 0 ||
+	    git_tree_lookup(&tree, repo, &tree_id) != 0) {
+		ws_why(why, why_size, "cannot write the git tree");
+		goto out;
+	}
+	if (git_signature_default(&sig, repo) != 0 &&
+	    git_signature_now(&sig, "Switchboard", "switchboard@localhost") != 0) {
+		ws_why(why, why_size, "cannot make a commit signature");
+		goto out;
+	}
+	if (git_commit_create_v(&commit_id, repo, "HEAD", sig, sig, NULL, "Start the workspace\n",
+	                        tree, 0) != 0) {
+		ws_why(why, why_size, "git commit failed");
+		goto out;
+	}
+	if (commit)
+		git_oid_tostr(commit, 41, &commit_id);
+	rc = SB_OK;
+out:
+	git_signature_free(sig);
+	git_tree_free(tree);
+	git_index_free(index);
+	git_repository_free(repo);
+	return rc;
+}
