@@ -258,7 +258,9 @@ static int tg_api(struct tg *t, const char *method, json_t *body, long timeout_m
 	if (!http || t->closing || !t->token)
 		goto out;
 	rc = SB_ERR_NOMEM;
-	text = json_dumps(body ? body : json_object(), JSON_COMPACT);
+	if (!body)
+		body = json_object();
+	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
 	ulen = strlen(t->api) + strlen(t->token) + strlen(method) + 8;
 	url = malloc(ulen);
 	c = calloc(1, sizeof *c);
