@@ -22,13 +22,26 @@ _Static_assert(sizeof(struct access_config) <= WEBHOOK_CONFIG_OFFSET &&
                    offsetof(struct channel_webhook_config, webhook) == WEBHOOK_CONFIG_OFFSET,
                "struct webhook_config must start at WEBHOOK_CONFIG_OFFSET");
 
+/* The Telegram adapter finds its settings at TELEGRAM_CONFIG_OFFSET. */
+_Static_assert(sizeof(struct access_config) <= TELEGRAM_CONFIG_OFFSET &&
+                   offsetof(struct channel_telegram_config, telegram) == TELEGRAM_CONFIG_OFFSET,
+               "struct telegram_config must start at TELEGRAM_CONFIG_OFFSET");
+
 static int channels_access_check(void *obj, struct cfg_error_ctx *ctx)
 {
 	return access_config_check(obj, ctx);
 }
 
+static int channel_telegram_check(void *obj, struct cfg_error_ctx *ctx)
+{
+	struct channel_telegram_config *t = obj;
+
+	return access_config_check(&t->access, ctx) + telegram_config_check(&t->telegram, ctx);
+}
+
 static const struct cfg_key channel_telegram_keys[] = {
     ACCESS_CONFIG_KEYS(struct channel_telegram_config, access),
+    TELEGRAM_CONFIG_KEYS(struct channel_telegram_config, telegram),
 };
 
 static const struct cfg_key channel_slack_keys[] = {
@@ -56,9 +69,9 @@ static const struct cfg_section channel_telegram_section = {
     .size = sizeof(struct channel_telegram_config),
     .keys = channel_telegram_keys,
     .nkeys = sizeof channel_telegram_keys / sizeof channel_telegram_keys[0],
-    .check = channels_access_check,
-    .doc = "Telegram: who may talk to the bot. Sender ids are numeric user ids; group ids "
-           "are the (negative) chat ids.",
+    .check = channel_telegram_check,
+    .doc = "Telegram (docs/channels/telegram.md): the bots, and who may talk to them. "
+           "Sender ids are numeric user ids; group ids are the (negative) chat ids.",
 };
 
 static const struct cfg_section channel_slack_section = {

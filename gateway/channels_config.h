@@ -10,11 +10,18 @@
 #include <stddef.h>
 
 #include "bindings/bindings_config.h"
+#include "channels/telegram_config.h"
 #include "channels/webhook_config.h"
 #include "gateway/core/cfg.h"
 
+/* The Telegram adapter's settings sit at TELEGRAM_CONFIG_OFFSET, as the
+ * webhook adapter's do (see channels/telegram_config.h). */
 struct channel_telegram_config {
-	struct access_config access;
+	union {
+		struct access_config access;
+		unsigned char access_reserved[TELEGRAM_CONFIG_OFFSET];
+	};
+	struct telegram_config telegram;
 };
 
 struct channel_slack_config {
