@@ -247,7 +247,7 @@ static void test_usage_errors(void **state)
 	const char *no_peer[] = {"route", "--channel", "slack", NULL};
 	const char *extra[] = {"bindings", "now", NULL};
 	const char *approve_short[] = {"pairing", "approve", "telegram", NULL};
-	const char *unknown_verb[] = {"pairing", "revoke", NULL};
+	const char *unknown_verb[] = {"pairing", "forget", NULL};
 	const char *unknown_channel[] = {"pairing", "approve", "irc", "ABCDEFGH", NULL};
 	const char *help[] = {"route", "--help", NULL};
 	const char *pairing_help[] = {"pairing", "--help", NULL};
@@ -270,7 +270,7 @@ static void test_usage_errors(void **state)
 	assert_non_null(strstr(out, "usage: switchboard pairing list"));
 	free(out);
 	assert_int_equal(run(f, &out, unknown_verb), 2);
-	assert_non_null(strstr(out, "unknown subcommand \"revoke\""));
+	assert_non_null(strstr(out, "unknown subcommand \"forget\""));
 	free(out);
 	assert_int_equal(run(f, &out, unknown_channel), 2);
 	assert_non_null(strstr(out, "unknown channel \"irc\""));
