@@ -39,6 +39,7 @@ static const struct main_command main_commands[] = {
     {"send", cli_send, "send one message to an agent and print the reply"},
     {"sessions", cli_sessions, "list sessions, or show one with its history"},
     {"devices", cli_devices, "list, approve or revoke control-plane devices"},
+    {"cron", cli_cron, "list, add, remove or run scheduled jobs, and show their runs"},
     {"version", main_version, "print the version"},
 };
 
