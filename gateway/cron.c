@@ -97,6 +97,8 @@ static int cron_value(const char *text, size_t *i, const struct cron_field *f, i
 static int cron_field_parse(const char *text, size_t *i, const struct cron_field *f, uint64_t *bits,
                             bool *star, struct cron_error *err)
 {
+	size_t field = *i;
+
 	*bits = 0;
 	*star = text[*i] == '*' || text[*i] == '?';
 	for (;;) {
@@ -150,6 +152,9 @@ static int cron_field_parse(const char *text, size_t *i, const struct cron_field
 		if (text[*i] && text[*i] != ' ' && text[*i] != '\t')
 			return cron_fail(err, *i, "%s: unexpected character '%c'", f->name,
 			                 text[*i]);
+		/* "7/2" on day-of-week: a start past the end selects nothing. */
+		if (!*bits)
+			return cron_fail(err, field, "%s: selects no value", f->name);
 		return SB_OK;
 	}
 }

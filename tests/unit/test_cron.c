@@ -102,6 +102,7 @@ static void test_parse_errors(void **state)
 	parse_fails("0 9 * * 8", 8, "day of week: 8");
 	parse_fails("0 9x * * *", 3, "unexpected character 'x'");
 	parse_fails("", 0, "expected 5 fields");
+	parse_fails("2 2 * jan 7/1", 10, "day of week: selects no value");
 }
 
 static void test_next_basic(void **state)
