@@ -7,6 +7,7 @@
  */
 #include "agents/agent_config.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -146,6 +147,159 @@ static const struct cfg_section agent_context_section = {
     .keys = agent_context_keys,
     .nkeys = sizeof agent_context_keys / sizeof agent_context_keys[0],
     .doc = "Output budgets and context compaction (docs/context.md).",
+};
+
+/* "HH:MM" (00:00..23:59, or 24:00 where allow_24). */
+static const char *agent_config_hhmm(const char *v, bool allow_24)
+{
+	if (!v)
+		return NULL;
+	if (strlen(v) != 5 || v[2] != ':' || v[0] < '0' || v[0] > '2' || v[1] < '0' || v[1] > '9' ||
+	    v[3] < '0' || v[3] > '5' || v[4] < '0' || v[4] > '9')
+		return "expected a time as HH:MM";
+	if ((v[0] - '0') * 10 + (v[1] - '0') > 24 ||
+	    ((v[0] - '0') * 10 + (v[1] - '0') == 24 && (!allow_24 || strcmp(v, "24:00") != 0)))
+		return allow_24 ? "expected 00:00 to 24:00" : "expected 00:00 to 23:59";
+	return NULL;
+}
+
+static const char *agent_config_check_start(const void *field)
+{
+	return agent_config_hhmm(*(char *const *)field, false);
+}
+
+static const char *agent_config_check_end(const void *field)
+{
+	return agent_config_hhmm(*(char *const *)field, true);
+}
+
+static int agent_active_hours_check(void *obj, struct cfg_error_ctx *ctx)
+{
+	const struct agent_active_hours *h = obj;
+
+	if (!h->start != !h->end) {
+		cfg_error_add(ctx, h->start ? "end" : "start", "give both start and end",
+		              "active hours need both start and end");
+		return 1;
+	}
+	return 0;
+}
+
+static const struct cfg_key agent_active_hours_keys[] = {
+    {
+        .name = "start",
+        .type = CFG_STRING,
+        .offset = offsetof(struct agent_active_hours, start),
+        .min = 5,
+        .max = 5,
+        .validate = agent_config_check_start,
+        .doc = "The first minute of the window, `HH:MM` (inclusive).",
+    },
+    {
+        .name = "end",
+        .type = CFG_STRING,
+        .offset = offsetof(struct agent_active_hours, end),
+        .min = 5,
+        .max = 5,
+        .validate = agent_config_check_end,
+        .doc = "The end of the window, `HH:MM` (exclusive; `24:00` is midnight). An end "
+               "before the start wraps past midnight; an end equal to the start is an "
+               "empty window (every tick is skipped).",
+    },
+    {
+        .name = "timezone",
+        .type = CFG_STRING,
+        .offset = offsetof(struct agent_active_hours, timezone),
+        .min = 1,
+        .max = 128,
+        .def = "local",
+        .doc = "`local` (the host's zone), `UTC`, or an IANA zone such as "
+               "`Europe/Berlin`.",
+    },
+};
+
+static const struct cfg_section agent_active_hours_section = {
+    .name = "active_hours",
+    .size = sizeof(struct agent_active_hours),
+    .keys = agent_active_hours_keys,
+    .nkeys = sizeof agent_active_hours_keys / sizeof agent_active_hours_keys[0],
+    .check = agent_active_hours_check,
+    .doc = "When heartbeats may run. Not given: at any hour.",
+};
+
+static const struct cfg_key agent_heartbeat_keys[] = {
+    {
+        .name = "every",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct agent_heartbeat_config, every_ms),
+        .min = 0,
+        .max = 7LL * 86400000,
+        .def = "30m",
+        .doc = "How often the agent wakes up; `0` disables the heartbeat.",
+    },
+    {
+        .name = "prompt",
+        .type = CFG_STRING,
+        .offset = offsetof(struct agent_heartbeat_config, prompt),
+        .min = 1,
+        .max = 16384,
+        .doc = "The text of each heartbeat turn. Default: read HEARTBEAT.md, follow it, "
+               "and reply `HEARTBEAT_OK` when nothing needs attention.",
+    },
+    {
+        .name = "target",
+        .type = CFG_STRING,
+        .offset = offsetof(struct agent_heartbeat_config, target),
+        .min = 1,
+        .max = 64,
+        .def = "none",
+        .doc = "Where replies that are not `HEARTBEAT_OK` go: `none` (the run is kept in "
+               "the transcript only), `last` (the channel and peer the agent last talked "
+               "with), or a channel name with `to` (and `account`).",
+    },
+    {
+        .name = "to",
+        .type = CFG_STRING,
+        .offset = offsetof(struct agent_heartbeat_config, to),
+        .min = 1,
+        .max = 2048,
+        .doc = "The channel's target when `target` names a channel (a chat id, a "
+               "webchat session key, a webhook's name, ...).",
+    },
+    {
+        .name = "account",
+        .type = CFG_STRING,
+        .offset = offsetof(struct agent_heartbeat_config, account),
+        .min = 1,
+        .max = 64,
+        .doc = "The channel account when `target` names a channel. Default: `default` "
+               "(for `webhook`: the hook named by `to`).",
+    },
+    {
+        .name = "ack_max_chars",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_heartbeat_config, ack_max_chars),
+        .min = 0,
+        .max = 100000,
+        .def = "300",
+        .doc = "A reply that starts or ends with `HEARTBEAT_OK` and has at most this many "
+               "other characters is not delivered.",
+    },
+    {
+        .name = "active_hours",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct agent_heartbeat_config, active_hours),
+        .section = &agent_active_hours_section,
+        .doc = "The daily window in which heartbeats run.",
+    },
+};
+
+static const struct cfg_section agent_heartbeat_section = {
+    .name = "heartbeat",
+    .size = sizeof(struct agent_heartbeat_config),
+    .keys = agent_heartbeat_keys,
+    .nkeys = sizeof agent_heartbeat_keys / sizeof agent_heartbeat_keys[0],
+    .doc = "The agent's periodic wake-up (docs/scheduling.md).",
 };
 
 static const struct cfg_key agent_config_keys[] = {
@@ -307,6 +461,13 @@ static const struct cfg_key agent_config_keys[] = {
         .def = "150000",
         .doc = "The most bytes of all workspace files together in the system "
                "prompt; once spent, the remaining files are listed, not included.",
+    },
+    {
+        .name = "heartbeat",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct agent_config, heartbeat),
+        .section = &agent_heartbeat_section,
+        .doc = "Periodic turns in the agent's main session (docs/scheduling.md).",
     },
 };
 

@@ -25,6 +25,25 @@ struct agent_context_config {
 	int64_t batch_result_max; /* one batch's results together, characters */
 };
 
+/* The heartbeat's active hours: ticks outside [start, end) are skipped. */
+struct agent_active_hours {
+	char *start;    /* "HH:MM"; NULL (with end NULL) = always active */
+	char *end;      /* "HH:MM" or "24:00" */
+	char *timezone; /* "local" (default), "UTC" or an IANA zone */
+};
+
+/* The agent's heartbeat (gateway/scheduler.c): a turn in its main session
+ * every `every`, with `prompt`; its reply goes to `target`. */
+struct agent_heartbeat_config {
+	int64_t every_ms; /* 0 disables */
+	char *prompt;     /* NULL: the default prompt (HEARTBEAT.md, HEARTBEAT_OK) */
+	char *target;     /* "none", "last", or a channel name (with to, account) */
+	char *to;
+	char *account;
+	int64_t ack_max_chars; /* an acknowledgement may carry this many other characters */
+	struct agent_active_hours active_hours;
+};
+
 struct agent_config {
 	char *id;         /* [a-z0-9][a-z0-9_-]{0,63} */
 	char *workspace;  /* directory; relative to the home; default workspaces/<id> */
@@ -44,6 +63,7 @@ struct agent_config {
 	struct agent_context_config context;
 	int64_t bootstrap_max_chars;       /* a workspace file's cap in the prompt */
 	int64_t bootstrap_total_max_chars; /* all workspace files' cap */
+	struct agent_heartbeat_config heartbeat;
 };
 
 enum agent_queue_mode {

@@ -746,6 +746,46 @@ static void ctl_status_channels(const json_t *channels)
 	}
 }
 
+/* Heartbeats (last, next due) and cron jobs, when the gateway reports them. */
+static void ctl_status_scheduler(const json_t *sch)
+{
+	const json_t *h;
+	int64_t now = json_integer_value(json_object_get(sch, "now"));
+	size_t i;
+
+	json_array_foreach(json_object_get(sch, "heartbeats"), i, h)
+	{
+		int64_t last = json_integer_value(json_object_get(h, "lastAt")),
+		        next = json_integer_value(json_object_get(h, "nextDue"));
+
+		printf("  heartbeat:   %s: ", json_string_value(json_object_get(h, "agentId")));
+		if (!json_is_true(json_object_get(h, "enabled"))) {
+			printf("off\n");
+			continue;
+		}
+		printf("every %" PRId64 "s, target %s",
+		       (int64_t)json_integer_value(json_object_get(h, "everyMs")) / 1000,
+		       ctl_s(json_string_value(json_object_get(h, "target")), "none"));
+		if (last)
+			printf(", last %" PRId64 "s ago (%s)", (now - last) / 1000,
+			       ctl_s(json_string_value(json_object_get(h, "lastStatus")), "?"));
+		if (next)
+			printf(", next in %" PRId64 "s", (next - now) / 1000);
+		printf("\n");
+	}
+	if (json_object_get(sch, "cron")) {
+		const json_t *cr = json_object_get(sch, "cron");
+		int64_t next = json_integer_value(json_object_get(cr, "nextDue"));
+
+		printf("  cron:        %" PRId64 " jobs, %" PRId64 " enabled",
+		       (int64_t)json_integer_value(json_object_get(cr, "jobs")),
+		       (int64_t)json_integer_value(json_object_get(cr, "enabled")));
+		if (next)
+			printf(", next in %" PRId64 "s", (next - now) / 1000);
+		printf("\n");
+	}
+}
+
 static void ctl_status_frame(struct ctl *c, const json_t *f)
 {
 	const json_t *p = json_object_get(f, "payload"), *ids;
@@ -788,6 +828,7 @@ static void ctl_status_frame(struct ctl *c, const json_t *f)
 	printf("  config:      %s\n",
 	       json_string_value(json_object_get(json_object_get(p, "config"), "path")));
 	ctl_status_channels(json_object_get(p, "channels"));
+	ctl_status_scheduler(json_object_get(p, "scheduler"));
 	fflush(stdout);
 	ctl_finish(c, 0);
 }
@@ -1419,4 +1460,61 @@ int cli_devices(int argc, char **argv)
 		return 2;
 	}
 	return ctl_run(&c);
+}
+
+/* ---- one request (cli_cron.c and other simple verbs) ---- */
+
+struct ctl_call {
+	const char *method;
+	json_t *params;
+	void (*print)(const json_t *payload);
+};
+
+static struct ctl_call ctl_the_call;
+
+static void ctl_call_ready(struct ctl *c)
+{
+	ctl_request(c, ctl_the_call.method, ctl_the_call.params, c->req_id);
+	ctl_the_call.params = NULL;
+}
+
+static void ctl_call_frame(struct ctl *c, const json_t *f)
+{
+	const json_t *p = json_object_get(f, "payload");
+
+	if (!ctl_is_res(f, c->req_id))
+		return;
+	if (!json_is_true(json_object_get(f, "ok"))) {
+		ctl_print_error(c, f);
+		ctl_finish(c, 1);
+		return;
+	}
+	if (c->o.json || !ctl_the_call.print)
+		ctl_print_json(p);
+	else
+		ctl_the_call.print(p);
+	fflush(stdout);
+	ctl_finish(c, 0);
+}
+
+int cli_ctl_call(const struct cli_ctl_common *o, const char *verb, const char *method,
+                 json_t *params, void (*print)(const json_t *payload))
+{
+	static struct ctl_verb v;
+	struct ctl c;
+	int rc;
+
+	memset(&c, 0, sizeof c);
+	v = (struct ctl_verb){.name = verb, .ready = ctl_call_ready, .frame = ctl_call_frame};
+	c.verb = &v;
+	c.o.json = o->json;
+	c.o.url = o->url;
+	c.o.token = o->token;
+	c.o.config = o->config;
+	c.o.timeout_s = o->timeout_s > 0 ? o->timeout_s : CTL_DEFAULT_TIMEOUT_S;
+	ctl_the_call = (struct ctl_call){.method = method, .params = params, .print = print};
+	rc = ctl_run(&c);
+	json_decref(ctl_the_call.params);
+	ctl_the_call.params = NULL;
+	return rc;
 }

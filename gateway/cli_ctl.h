@@ -23,4 +23,26 @@ int cli_send(int argc, char **argv);
 int cli_sessions(int argc, char **argv);
 int cli_devices(int argc, char **argv);
 
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The common options of a control-plane verb, parsed by the verb itself. */
+struct cli_ctl_common {
+	bool json;
+	const char *url;
+	const char *token;
+	const char *config;
+	int64_t timeout_s; /* 0 = the default */
+};
+
+/* One request: connects, calls method with params (taken; may be NULL),
+ * and prints the payload of a successful answer with print (or as JSON
+ * with --json, or when print is NULL). The exit code as above. */
+int cli_ctl_call(const struct cli_ctl_common *o, const char *verb, const char *method,
+                 json_t *params, void (*print)(const json_t *payload));
+
+/* switchboard cron list|add|rm|run|runs (gateway/cli_cron.c). */
+int cli_cron(int argc, char **argv);
+
 #endif

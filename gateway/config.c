@@ -619,7 +619,8 @@ static int config_root_check(void *obj, struct cfg_error_ctx *ctx)
 {
 	const struct config *c = obj;
 	size_t first_default = SIZE_MAX;
-	int added = config_check_providers(c, ctx) + config_check_bindings(c, ctx);
+	int added = config_check_providers(c, ctx) + config_check_bindings(c, ctx) +
+	            cron_config_check(c->cron, c->n_cron, c->agents, c->n_agents, ctx);
 	char key[64];
 
 	for (size_t i = 0; i < c->n_agents; i++) {
@@ -732,6 +733,17 @@ static const struct cfg_key config_root_keys[] = {
         .offset = offsetof(struct config, openai_api),
         .section = &config_openai_api_section,
         .doc = "The OpenAI-compatible endpoint (off by default).",
+    },
+    {
+        .name = "cron",
+        .type = CFG_LIST,
+        .offset = offsetof(struct config, cron),
+        .count_offset = offsetof(struct config, n_cron),
+        .min = 0,
+        .max = 10000,
+        .section = &cron_job_config_section,
+        .doc = "Scheduled agent turns (docs/scheduling.md). Jobs can also be added with "
+               "`switchboard cron add`; those live in the store only.",
     },
 };
 

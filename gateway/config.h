@@ -21,6 +21,7 @@
 #include "bindings/bindings_config.h"
 #include "gateway/channels_config.h"
 #include "gateway/core/cfg.h"
+#include "gateway/cron_config.h"
 
 /* The WebSocket control plane (gateway/control.c): gateway.control. */
 struct config_control {
@@ -101,6 +102,8 @@ struct config {
 	struct session_config session;
 	struct channels_config channels;
 	struct config_openai_api openai_api;
+	struct cron_job_config *cron; /* jobs declared in the file */
+	size_t n_cron;
 
 	char **secrets; /* values of every CFG_SECRET key, for log redaction */
 	size_t n_secrets;

@@ -25,6 +25,7 @@
 #include "gateway/core/log.h"
 #include "gateway/dispatcher.h"
 #include "gateway/metrics.h"
+#include "gateway/scheduler.h"
 #include "gateway/store.h"
 
 #define CONTROL_LIST_DEFAULT 200
@@ -165,26 +166,28 @@ static void control_status(struct control_conn *c, const json_t *id, json_t *par
 	const struct gateway_ctx *g = &c->ctl->ctx;
 	json_t *agents = json_array();
 	json_t *channels = g->channels_status ? g->channels_status(g->ud) : json_object();
+	json_t *payload;
 
 	(void)params;
 	for (size_t i = 0; agents && i < cfg->n_agents; i++)
 		json_array_append_new(agents, json_string(cfg->agents[i].id));
-	control_reply_ok(
-	    c, id,
-	    json_pack("{ss ss sI sI sI s{so ss?} s{sI sI} s{sI sI} s{sI} s{sI sI sI} s{ss} so}",
-	              "version", SB_VERSION, "state", c->ctl->draining ? "draining" : "ready", "ts",
-	              (json_int_t)control_now_ms(), "uptimeMs",
-	              (json_int_t)control_uptime_ms(c->ctl), "pid", (json_int_t)getpid(), "agents",
-	              "ids", agents ? agents : json_array(), "defaultId", def ? def->id : NULL,
-	              "connections", "control", (json_int_t)c->ctl->n_conns, "websocket",
-	              (json_int_t)server_ws_count(c->ctl->ctx.server), "runs", "active",
-	              (json_int_t)(m ? m->runs_active : 0), "waiting",
-	              (json_int_t)dispatcher_busy(c->ctl->ctx.dispatcher), "queues", "inbox",
-	              (json_int_t)(m ? m->inbox_depth : 0), "ingest", "accepted",
-	              (json_int_t)(m ? m->ingest_accepted : 0), "duplicates",
-	              (json_int_t)(m ? m->ingest_duplicates : 0), "rejected",
-	              (json_int_t)(m ? m->ingest_rejected : 0), "config", "path", cfg->path,
-	              "channels", channels ? channels : json_object()));
+	payload = json_pack(
+	    "{ss ss sI sI sI s{so ss?} s{sI sI} s{sI sI} s{sI} s{sI sI sI} s{ss} so}", "version",
+	    SB_VERSION, "state", c->ctl->draining ? "draining" : "ready", "ts",
+	    (json_int_t)control_now_ms(), "uptimeMs", (json_int_t)control_uptime_ms(c->ctl), "pid",
+	    (json_int_t)getpid(), "agents", "ids", agents ? agents : json_array(), "defaultId",
+	    def ? def->id : NULL, "connections", "control", (json_int_t)c->ctl->n_conns,
+	    "websocket", (json_int_t)server_ws_count(c->ctl->ctx.server), "runs", "active",
+	    (json_int_t)(m ? m->runs_active : 0), "waiting",
+	    (json_int_t)dispatcher_busy(c->ctl->ctx.dispatcher), "queues", "inbox",
+	    (json_int_t)(m ? m->inbox_depth : 0), "ingest", "accepted",
+	    (json_int_t)(m ? m->ingest_accepted : 0), "duplicates",
+	    (json_int_t)(m ? m->ingest_duplicates : 0), "rejected",
+	    (json_int_t)(m ? m->ingest_rejected : 0), "config", "path", cfg->path, "channels",
+	    channels ? channels : json_object());
+	if (payload && g->scheduler)
+		json_object_set_new(payload, "scheduler", scheduler_status(g->scheduler));
+	control_reply_ok(c, id, payload);
 	config_unref(cfg);
 }
 
@@ -1121,6 +1124,153 @@ static void control_bindings_list(struct control_conn *c, const json_t *id, json
 
 /* ---- the table ---- */
 
+/* ---- cron (gateway/scheduler.h) ---- */
+
+struct control_cron {
+	struct control_op base;
+};
+
+static void control_cron_done(void *ud, int rc, const char *error, const json_t *result)
+{
+	struct control_cron *op = ud;
+
+	if (control_op_live(&op->base)) {
+		if (rc)
+			control_reply_error(op->base.conn, op->base.id, CONTROL_E_UNAVAILABLE,
+			                    error ? error : sb_strerror(rc), NULL, true, 1000);
+		else
+			control_reply_ok(op->base.conn, op->base.id,
+			                 result ? json_deep_copy(result) : json_object());
+	}
+	control_op_free(&op->base);
+}
+
+static struct scheduler *control_scheduler(struct control_conn *c, const json_t *id)
+{
+	struct scheduler *s = c->ctl->ctx.scheduler;
+
+	if (!s)
+		control_reply_error(c, id, CONTROL_E_UNAVAILABLE, "the scheduler is not running",
+		                    NULL, false, 0);
+	return s;
+}
+
+static struct control_cron *control_cron_op(struct control_conn *c, const json_t *id)
+{
+	struct control_cron *op = calloc(1, sizeof *op);
+
+	if (!op) {
+		control_reply_error(c, id, CONTROL_E_INTERNAL, "out of memory", NULL, false, 0);
+		return NULL;
+	}
+	control_op_start(&op->base, c, id);
+	return op;
+}
+
+/* Answers a scheduler call that did not start (rc != SB_OK). */
+static void control_cron_refused(struct control_conn *c, const json_t *id, int rc, const char *what)
+{
+	if (rc == SB_ERR_NOTFOUND)
+		control_reply_error(c, id, CONTROL_E_NOT_FOUND, "no such cron job", NULL, false, 0);
+	else if (rc == SB_ERR_INVAL || rc == SB_ERR_EXISTS)
+		control_reply_error(c, id, CONTROL_E_INVALID, what, NULL, false, 0);
+	else
+		control_store_busy(c, id, rc);
+}
+
+static void control_cron_list(struct control_conn *c, const json_t *id, json_t *params)
+{
+	struct scheduler *s = control_scheduler(c, id);
+
+	(void)params;
+	if (s)
+		control_reply_ok(c, id,
+		                 json_pack("{sI so}", "now", (json_int_t)scheduler_now_ms(s),
+		                           "jobs", scheduler_cron_list(s)));
+}
+
+static void control_cron_status(struct control_conn *c, const json_t *id, json_t *params)
+{
+	struct scheduler *s = control_scheduler(c, id);
+
+	(void)params;
+	if (s)
+		control_reply_ok(c, id, scheduler_status(s));
+}
+
+static void control_cron_add(struct control_conn *c, const json_t *id, json_t *params)
+{
+	struct scheduler *s = control_scheduler(c, id);
+	const json_t *job = json_object_get(params, "job");
+	struct control_cron *op;
+	char err[256];
+	int rc;
+
+	if (!s)
+		return;
+	if (!json_is_object(job)) {
+		control_bad(c, id, "params.job is the job: {id, cron|every|at, payload, ...}");
+		return;
+	}
+	if (!(op = control_cron_op(c, id)))
+		return;
+	rc = scheduler_cron_add(s, job, err, sizeof err, control_cron_done, op);
+	if (rc) {
+		control_cron_refused(c, id, rc, err);
+		control_op_free(&op->base);
+	}
+}
+
+static void control_cron_by_id(struct control_conn *c, const json_t *id, json_t *params, int which)
+{
+	struct scheduler *s = control_scheduler(c, id);
+	const char *job = control_str(params, "id");
+	int64_t limit = control_int(params, "limit", 20, 1000);
+	struct control_cron *op;
+	int rc;
+
+	if (!s)
+		return;
+	if (which != 2 && !job) {
+		control_bad(c, id, "params.id names the job");
+		return;
+	}
+	if (limit < 0) {
+		control_bad(c, id, "limit is a positive integer");
+		return;
+	}
+	if (!(op = control_cron_op(c, id)))
+		return;
+	if (which == 0)
+		rc = scheduler_cron_remove(s, job, control_cron_done, op);
+	else if (which == 1)
+		rc = scheduler_cron_run(s, job, control_cron_done, op);
+	else
+		rc = scheduler_cron_runs(s, job, (size_t)limit, control_cron_done, op);
+	if (rc) {
+		control_cron_refused(c, id, rc,
+		                     rc == SB_ERR_EXISTS ? "a run of this job is going already"
+		                                         : "a job declared in the config file is "
+		                                           "removed by editing the file");
+		control_op_free(&op->base);
+	}
+}
+
+static void control_cron_remove(struct control_conn *c, const json_t *id, json_t *params)
+{
+	control_cron_by_id(c, id, params, 0);
+}
+
+static void control_cron_run(struct control_conn *c, const json_t *id, json_t *params)
+{
+	control_cron_by_id(c, id, params, 1);
+}
+
+static void control_cron_runs(struct control_conn *c, const json_t *id, json_t *params)
+{
+	control_cron_by_id(c, id, params, 2);
+}
+
 const struct control_method control_methods[] = {
     {"health", CONTROL_SCOPE_READ, control_health},
     {"status", CONTROL_SCOPE_READ, control_status},
@@ -1140,6 +1290,12 @@ const struct control_method control_methods[] = {
     {"devices.list", CONTROL_SCOPE_ADMIN, control_devices_list},
     {"devices.approve", CONTROL_SCOPE_ADMIN, control_devices_approve},
     {"devices.revoke", CONTROL_SCOPE_ADMIN, control_devices_revoke},
+    {"cron.list", CONTROL_SCOPE_READ, control_cron_list},
+    {"cron.status", CONTROL_SCOPE_READ, control_cron_status},
+    {"cron.runs", CONTROL_SCOPE_READ, control_cron_runs},
+    {"cron.add", CONTROL_SCOPE_ADMIN, control_cron_add},
+    {"cron.remove", CONTROL_SCOPE_ADMIN, control_cron_remove},
+    {"cron.run", CONTROL_SCOPE_WRITE, control_cron_run},
     {NULL, 0, NULL},
 };
 

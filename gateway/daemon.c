@@ -215,6 +215,7 @@ static void daemon_reload_done(uv_work_t *w, int status)
 	r->next = NULL;
 	config_unref(old);
 	daemon_reconfigure_channels(d);
+	scheduler_reconfigure(d->scheduler);
 	daemon_apply_logging(d->cfg);
 	d->metrics.config_reloads_ok++;
 	log_info("config", "reloaded", LOG_S("trigger", r->why),
@@ -289,6 +290,7 @@ static void daemon_close_all(struct daemon *d)
 	uv_close((uv_handle_t *)&d->drain_timer, NULL);
 	uv_close((uv_handle_t *)&d->stats_timer, NULL);
 	uv_close((uv_handle_t *)&d->reload_timer, NULL);
+	scheduler_stop(d->scheduler);
 	uv_close((uv_handle_t *)&d->sig_term, NULL);
 	uv_close((uv_handle_t *)&d->sig_int, NULL);
 	uv_close((uv_handle_t *)&d->sig_hup, NULL);
@@ -316,6 +318,9 @@ static void daemon_close_all(struct daemon *d)
 	if (d->store)
 		d->store->ops->close(d->store);
 	d->store = NULL;
+	/* After the store: its last callbacks may still reach the scheduler. */
+	scheduler_free(d->scheduler);
+	d->scheduler = NULL;
 }
 
 static void daemon_stop_tick(uv_timer_t *t)
@@ -397,6 +402,7 @@ static void daemon_on_signal(uv_signal_t *h, int signum)
 	         LOG_I("drain_timeout_ms", d->cfg->gateway.drain_timeout_ms));
 	server_drain(d->server);
 	dispatcher_drain(d->dispatcher);
+	scheduler_stop(d->scheduler);
 	for (size_t i = 0; i < d->n_channels; i++)
 		if (d->channels[i]->ops->stop)
 			d->channels[i]->ops->stop(d->channels[i]);
@@ -484,6 +490,26 @@ static int daemon_start_server(struct daemon *d)
 	return rc;
 }
 
+/* The dispatcher's hooks for the scheduler. */
+static void daemon_scheduled_done(void *ud, const struct envelope *env, const char *agent_id,
+                                  const char *session_key, const char *status, const char *text,
+                                  bool delivered)
+{
+	struct daemon *d = ud;
+
+	if (d->scheduler)
+		scheduler_run_done(d->scheduler, env, agent_id, session_key, status, text,
+		                   delivered);
+}
+
+static void daemon_route_seen(void *ud, const char *agent_id, const struct envelope *env)
+{
+	struct daemon *d = ud;
+
+	if (d->scheduler)
+		scheduler_route_seen(d->scheduler, agent_id, env);
+}
+
 /* The routing table, model router, event bus, runner, dispatcher and
  * outbox sender. */
 static int daemon_start_pipeline(struct daemon *d)
@@ -528,8 +554,19 @@ static int daemon_start_pipeline(struct daemon *d)
 	dopt.outbox_kick = daemon_outbox_kick;
 	dopt.activity = daemon_channel_activity;
 	dopt.max_concurrent = (size_t)d->cfg->gateway.max_concurrent_runs;
+	dopt.scheduled_done = daemon_scheduled_done;
+	dopt.route_seen = daemon_route_seen;
 	if ((rc = dispatcher_new(&d->dispatcher, &dopt)))
 		return rc;
+	{
+		struct scheduler_options so = {.loop = &d->loop,
+		                               .store = d->store,
+		                               .host = &d->host,
+		                               .dispatcher = d->dispatcher};
+
+		if ((rc = scheduler_new(&d->scheduler, &so)))
+			return rc;
+	}
 	memset(&oo, 0, sizeof oo);
 	oo.loop = &d->loop;
 	oo.store = d->store;
@@ -592,6 +629,7 @@ static int daemon_start_parts(struct daemon *d)
 	    .dispatcher = d->dispatcher,
 	    .store = d->store,
 	    .metrics = &d->metrics,
+	    .scheduler = d->scheduler,
 	    .home = d->opt->home,
 	    .channels_status = daemon_channels_status,
 	    .ud = d,
@@ -651,6 +689,7 @@ static void daemon_recovered(void *ud, int rc, int64_t inbox, int64_t outbox)
 	d->metrics.outbox_resent_after_crash += outbox;
 	dispatcher_start(d->dispatcher);
 	outbox_start(d->outbox);
+	scheduler_start(d->scheduler);
 	d->state = DAEMON_READY;
 	daemon_announce(d);
 	if (boot_start(&d->boot, &d->loop, &d->host, d->runner, d->cfg) != SB_OK)

@@ -25,6 +25,7 @@
 #include "gateway/module.h"
 #include "gateway/outbox.h"
 #include "gateway/runner.h"
+#include "gateway/scheduler.h"
 #include "gateway/server.h"
 #include "gateway/store.h"
 
@@ -65,6 +66,7 @@ struct daemon {
 	struct runner *runner;
 	struct dispatcher *dispatcher;
 	struct outbox *outbox;
+	struct scheduler *scheduler; /* heartbeats and cron jobs */
 	struct metrics metrics;
 	struct host host;
 	struct gateway_ctx gctx;

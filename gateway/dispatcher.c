@@ -19,6 +19,7 @@
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
+#include "gateway/scheduler_rules.h"
 
 #define DISPATCH_CLAIM_BATCH 64
 /* A single gateway owns the store (gateway.lock) and releases every claim at
@@ -88,6 +89,36 @@ struct dispatcher {
 
 static void dispatch_claim(struct dispatcher *d);
 static void lane_schedule(struct lane *l);
+
+bool dispatcher_channel_scheduled(const char *channel)
+{
+	return channel && (strcmp(channel, "heartbeat") == 0 || strcmp(channel, "cron") == 0);
+}
+
+/* Where the reply of a scheduler envelope goes (see dispatcher.h): fills
+ * reply's channel, account and target (pointing into *raw, which the caller
+ * releases) and returns true, or false when it goes nowhere (no destination,
+ * or an acknowledgement under ack_max). */
+static bool dispatch_scheduled_route(const struct envelope *e, const char *text, json_t **raw,
+                                     struct store_outbox_new *reply)
+{
+	const json_t *del, *ack;
+
+	*raw = e->raw ? json_loads(e->raw, 0, NULL) : NULL;
+	ack = json_object_get(*raw, "ack_max");
+	if (json_is_integer(ack) && heartbeat_is_ack(text, (size_t)json_integer_value(ack)))
+		return false;
+	del = json_object_get(*raw, "deliver");
+	if (!json_is_string(json_object_get(del, "channel")) ||
+	    !json_is_string(json_object_get(del, "target")))
+		return false;
+	reply->channel = json_string_value(json_object_get(del, "channel"));
+	reply->target = json_string_value(json_object_get(del, "target"));
+	reply->account = json_is_string(json_object_get(del, "account"))
+	                     ? json_string_value(json_object_get(del, "account"))
+	                     : "default";
+	return true;
+}
 
 /* ---- small helpers ---- */
 
@@ -444,6 +475,7 @@ static void run_done(void *ud, const struct run_outcome *o)
 		}
 	} else {
 		struct store_outbox_new reply;
+		json_t *scheduled_raw = NULL;
 		struct reply_commit *c = calloc(1, sizeof *c);
 		char key[64],
 		    *payload = active_reply_payload(a, text.data ? text.data : "", status);
@@ -457,6 +489,20 @@ static void run_done(void *ud, const struct run_outcome *o)
 		reply.target = e->peer_id ? e->peer_id : (e->sender_id ? e->sender_id : "");
 		reply.payload = payload;
 		reply.inbox_id = a->items->inbox_id;
+		if (dispatcher_channel_scheduled(e->channel)) {
+			/* The scheduler said where (and whether) its reply goes. */
+			json_t *raw = NULL;
+			bool out = text.len && dispatch_scheduled_route(
+			                           e, text.data ? text.data : "", &raw, &reply);
+
+			if (!out)
+				text.len = 0; /* committed without a reply */
+			if (d->opt.scheduled_done)
+				d->opt.scheduled_done(d->opt.ud, e, a->items->agent_id, l->key,
+				                      status, text.data ? text.data : "", out);
+			/* raw owns the destination strings until the put is queued */
+			scheduled_raw = raw;
+		}
 		if (c) {
 			c->d = d;
 			c->inbox_id = a->items->inbox_id;
@@ -477,6 +523,7 @@ static void run_done(void *ud, const struct run_outcome *o)
 			}
 		}
 		free(payload);
+		json_decref(scheduled_raw);
 		/* Messages folded into this run were answered by its reply. */
 		for (p = a->items->next; p; p = p->next) {
 			dispatch_done_silent(d, p->inbox_id);
@@ -567,11 +614,12 @@ static void lane_start(struct lane *l)
 	ac = config_agent(cfg, a->items->agent_id);
 	a->queue_mode = ac ? ac->queue_mode : AGENT_QUEUE_STEER;
 	a->run_timeout_ms = ac ? ac->run_timeout_ms : 600000;
-	if (a->queue_mode == AGENT_QUEUE_COLLECT && l->head) {
+	if (a->queue_mode == AGENT_QUEUE_COLLECT && l->head &&
+	    !dispatcher_channel_scheduled(a->items->env.channel)) {
 		/* Everything that waited becomes one turn. */
 		struct pending *tail = a->items;
 
-		while (l->head) {
+		while (l->head && !dispatcher_channel_scheduled(l->head->env.channel)) {
 			tail->next = lane_pop(l);
 			tail = tail->next;
 		}
@@ -603,6 +651,8 @@ static void lane_start(struct lane *l)
 	req.reset = a->items->reset_policy;
 	req.redelivered = a->items->redelivered && !collected;
 	req.ev = &a->ev;
+	if (d->opt.route_seen && !dispatcher_channel_scheduled(e->channel))
+		d->opt.route_seen(d->opt.ud, a->items->agent_id, e);
 	active_publish(a, EVENT_RUN_START, NULL, NULL);
 	if (d->opt.activity)
 		d->opt.activity(d->opt.ud, e, true);
@@ -741,10 +791,20 @@ static void dispatch_accept(struct dispatcher *d, struct pending *p,
 		if (p->marked)
 			p->text = p->marked;
 	}
+	if (dispatcher_channel_scheduled(p->env.channel)) {
+		json_t *raw = p->env.raw ? json_loads(p->env.raw, 0, NULL) : NULL;
+
+		if (json_is_true(json_object_get(raw, "fresh")))
+			p->reset = true;
+		json_decref(raw);
+	}
 	if (!p->agent_id) {
 		dispatch_done_silent(d, p->inbox_id);
 		d->held--;
 		pending_free(p);
+	} else if (dispatcher_channel_scheduled(p->env.channel)) {
+		lane_offer(d, dec->session_key, p, AGENT_QUEUE_FOLLOWUP, ac ? ac->queue_cap : 20,
+		           AGENT_QUEUE_DROP_NEWEST);
 	} else {
 		lane_offer(d, dec->session_key, p, ac ? ac->queue_mode : AGENT_QUEUE_STEER,
 		           ac ? ac->queue_cap : 20, ac ? ac->queue_drop : AGENT_QUEUE_DROP_OLDEST);
@@ -886,7 +946,8 @@ static void dispatch_item(struct dispatcher *d, const struct store_inbox_item *i
 		pending_free(p);
 		return;
 	}
-	if (p->env.route_agent && envelope_channel_trusted(p->env.channel)) {
+	if (p->env.route_agent && (envelope_channel_trusted(p->env.channel) ||
+	                           dispatcher_channel_scheduled(p->env.channel))) {
 		dispatch_explicit(d, p);
 		return;
 	}
@@ -1102,6 +1163,13 @@ void dispatcher_abort_all(struct dispatcher *d, const char *why)
 		lane_maybe_free(lanes[i]);
 	free(lanes);
 	free(c.v);
+}
+
+bool dispatcher_session_busy(const struct dispatcher *d, const char *session_key)
+{
+	const struct lane *l = d ? strmap_get(d->lanes, session_key) : NULL;
+
+	return l && (l->active || l->head);
 }
 
 int dispatcher_abort_session(struct dispatcher *d, const char *session_key, const char *why)

@@ -18,6 +18,7 @@
 #ifndef SB_GATEWAY_DISPATCHER_H
 #define SB_GATEWAY_DISPATCHER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -48,6 +49,18 @@ struct dispatcher_options {
 	/* A run started (running true) or ended for the message env; for
 	 * the channel's typing indicator. Optional. */
 	void (*activity)(void *ud, const struct envelope *env, bool running);
+	/* A run of a scheduler envelope (channel "heartbeat" or "cron") ended
+	 * and its outcome is committed: status as in events ("end_turn",
+	 * "error", "timeout", ...), the reply text, and whether it was put in
+	 * the outbox (false: no destination, or a suppressed HEARTBEAT_OK).
+	 * Optional. */
+	void (*scheduled_done)(void *ud, const struct envelope *env, const char *agent_id,
+	                       const char *session_key, const char *status, const char *text,
+	                       bool delivered);
+	/* A run for a message from a channel (not a scheduler one) is starting:
+	 * where the agent last talked, for heartbeat and cron target "last".
+	 * Optional. */
+	void (*route_seen)(void *ud, const char *agent_id, const struct envelope *env);
 	size_t max_concurrent; /* runs at once over all sessions; 0 = 8 */
 	size_t max_pending;    /* messages held in memory before claiming pauses; 0 = 10000 */
 };
@@ -77,6 +90,20 @@ void dispatcher_free(struct dispatcher *d);
  * timeout_ms with rc SB_ERR_TIMEOUT. */
 int dispatcher_await_reply(struct dispatcher *d, int64_t inbox_id, int64_t timeout_ms,
                            host_reply_cb cb, void *ud);
+
+/* Whether a session has a run going or messages waiting (a heartbeat tick
+ * is deferred while it does). */
+bool dispatcher_session_busy(const struct dispatcher *d, const char *session_key);
+
+/* The scheduler's channels: envelopes on them name their agent and session
+ * (route_agent, route_session) and carry, in raw, where the reply goes:
+ *   {"deliver": {"channel", "account", "target", "peer_kind"?} (absent: nowhere),
+ *    "ack_max": N (heartbeat: a reply that is only HEARTBEAT_OK plus at most N
+ *               characters is not delivered; absent: no such rule),
+ *    "fresh": true (start a new session first)}
+ * They run as followups (never steered into a user's turn) and are never
+ * collected with other messages. */
+bool dispatcher_channel_scheduled(const char *channel);
 
 /* Aborts the run of a session (the control plane's chat.abort).
  * SB_ERR_NOTFOUND when nothing runs there. */

@@ -40,6 +40,7 @@ static const struct main_command main_commands[] = {
     {"sessions", cli_sessions, "list sessions, or show one with its history"},
     {"devices", cli_devices, "list, approve or revoke control-plane devices"},
     {"workspace", cli_workspace, "show, log or create an agent's workspace versions"},
+    {"cron", cli_cron, "list, add, remove or run scheduled jobs, and show their runs"},
     {"version", main_version, "print the version"},
 };
 

@@ -19,6 +19,7 @@ struct events;
 struct dispatcher;
 struct store;
 struct metrics;
+struct scheduler;
 
 /* What a module may use; valid from start to stop. */
 struct gateway_ctx {
@@ -29,6 +30,7 @@ struct gateway_ctx {
 	struct dispatcher *dispatcher;
 	struct store *store;
 	struct metrics *metrics;
+	struct scheduler *scheduler; /* heartbeats and cron jobs */
 	const char *home;
 	/* The channel instances' state, keyed by channel name (a new
 	 * reference): {"available", "running", "accounts": [...]}. */

@@ -122,6 +122,29 @@ struct store_device {
 	int64_t last_seen_at;    /* unix ms */
 };
 
+/* A cron job as stored: its definition and its scheduling state, both JSON
+ * text owned by the scheduler (gateway/cron.h). */
+struct store_cron_job {
+	const char *id;
+	const char *spec;   /* the definition */
+	const char *state;  /* next run, last run, consecutive errors, ... */
+	const char *source; /* "config" (declared in the config file) or "api" */
+	int64_t created_at; /* unix ms; on put, kept when the job exists (0 = now) */
+	int64_t updated_at; /* unix ms; set by put */
+};
+
+/* One run of a cron job, in its history. */
+struct store_cron_run {
+	int64_t id;
+	const char *job_id;
+	int64_t scheduled_at; /* unix ms: when it was due */
+	int64_t started_at;
+	int64_t finished_at;
+	const char *status;      /* "ok", "error", "skipped" */
+	const char *detail;      /* the error, or the start of the reply; may be NULL */
+	const char *session_key; /* where it ran; may be NULL */
+};
+
 struct store_stats {
 	int64_t inbox_pending;  /* not yet done (pending or claimed) */
 	int64_t outbox_pending; /* not yet sent or failed for good */
@@ -153,6 +176,8 @@ typedef void (*store_allow_list_cb)(void *ud, int rc, const struct store_allow_e
 typedef void (*store_device_cb)(void *ud, int rc, const struct store_device *d, bool created);
 typedef void (*store_device_list_cb)(void *ud, int rc, const struct store_device *v, size_t n);
 typedef void (*store_session_list_cb)(void *ud, int rc, const struct store_session *v, size_t n);
+typedef void (*store_cron_jobs_cb)(void *ud, int rc, const struct store_cron_job *v, size_t n);
+typedef void (*store_cron_runs_cb)(void *ud, int rc, const struct store_cron_run *v, size_t n);
 
 /* Called on the loop thread after each group commit (for metrics). */
 typedef void (*store_commit_cb)(void *ud, double seconds, size_t ops, int rc);
@@ -336,6 +361,26 @@ struct store_ops {
 	/* Forgets a device, pending or approved: its token stops working and
 	 * it has to be approved again. SB_ERR_NOTFOUND when unknown. */
 	int (*device_revoke)(struct store *s, const char *device_id, store_done_cb cb, void *ud);
+
+	/* ---- cron jobs (gateway/scheduler.c) ---- */
+
+	/* Inserts or replaces a job (id, spec, state and source required);
+	 * created_at of an existing job is kept. */
+	int (*cron_job_put)(struct store *s, const struct store_cron_job *j, store_done_cb cb,
+	                    void *ud);
+	/* Deletes a job and its run history. SB_ERR_NOTFOUND when unknown. */
+	int (*cron_job_delete)(struct store *s, const char *id, store_done_cb cb, void *ud);
+	/* Every job, oldest first (at most STORE_LIST_MAX). */
+	int (*cron_job_list)(struct store *s, store_cron_jobs_cb cb, void *ud);
+	/* Appends a run to its job's history (job_id and status required) and
+	 * keeps only the newest keep (>= 1) runs of that job; the callback
+	 * gets the run's id. */
+	int (*cron_run_add)(struct store *s, const struct store_cron_run *r, size_t keep,
+	                    store_put_cb cb, void *ud);
+	/* Runs, newest first; job_id NULL = every job's; limit
+	 * 1..STORE_LIST_MAX. */
+	int (*cron_run_list)(struct store *s, const char *job_id, size_t limit,
+	                     store_cron_runs_cb cb, void *ud);
 };
 
 /* Every backend's struct begins with this. */
@@ -350,6 +395,6 @@ extern const struct store_ops store_sqlite_ops;
 const struct store_ops *store_backend(const char *name);
 
 /* The schema version the SQLite backend migrates to. */
-#define STORE_SQLITE_SCHEMA_VERSION 3
+#define STORE_SQLITE_SCHEMA_VERSION 4
 
 #endif

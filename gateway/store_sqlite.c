@@ -127,6 +127,26 @@ static const char *const sq_migrations[] = {
     ") WITHOUT ROWID;"
     "CREATE INDEX devices_token ON devices (token_hash);"
     "CREATE INDEX sessions_updated ON sessions (updated_at);",
+    /* 4: cron jobs and their run history */
+    "CREATE TABLE IF NOT EXISTS cron_jobs ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  spec TEXT NOT NULL,"
+    "  state TEXT NOT NULL,"
+    "  source TEXT NOT NULL,"
+    "  created_at INTEGER NOT NULL,"
+    "  updated_at INTEGER NOT NULL"
+    ") WITHOUT ROWID;"
+    "CREATE TABLE IF NOT EXISTS cron_runs ("
+    "  id INTEGER PRIMARY KEY,"
+    "  job_id TEXT NOT NULL,"
+    "  scheduled_at INTEGER NOT NULL,"
+    "  started_at INTEGER NOT NULL,"
+    "  finished_at INTEGER NOT NULL,"
+    "  status TEXT NOT NULL,"
+    "  detail TEXT,"
+    "  session_key TEXT"
+    ");"
+    "CREATE INDEX IF NOT EXISTS cron_runs_job ON cron_runs (job_id, id);",
 };
 
 _Static_assert(sizeof sq_migrations / sizeof *sq_migrations == STORE_SQLITE_SCHEMA_VERSION,
@@ -183,6 +203,13 @@ enum sq_stmt {
 	SQ_ST_DEV_APPROVE,
 	SQ_ST_DEV_SET_TOKEN,
 	SQ_ST_DEV_DELETE,
+	SQ_ST_CRON_PUT,
+	SQ_ST_CRON_DELETE,
+	SQ_ST_CRON_DELETE_RUNS,
+	SQ_ST_CRON_LIST,
+	SQ_ST_CRON_RUN_INSERT,
+	SQ_ST_CRON_RUN_PRUNE,
+	SQ_ST_CRON_RUN_LIST,
 	SQ_ST__COUNT
 };
 
@@ -301,6 +328,22 @@ static const char *const sq_sql[SQ_ST__COUNT] = {
     [SQ_ST_DEV_SET_TOKEN] = "UPDATE devices SET token_hash = ?2, last_seen_at = ?3"
                             " WHERE device_id = ?1 AND state = 'approved'",
     [SQ_ST_DEV_DELETE] = "DELETE FROM devices WHERE device_id = ?1",
+    [SQ_ST_CRON_PUT] =
+        "INSERT INTO cron_jobs (id, spec, state, source, created_at, updated_at)"
+        " VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO UPDATE SET spec = excluded.spec,"
+        " state = excluded.state, source = excluded.source, updated_at = excluded.updated_at",
+    [SQ_ST_CRON_DELETE] = "DELETE FROM cron_jobs WHERE id = ?1",
+    [SQ_ST_CRON_DELETE_RUNS] = "DELETE FROM cron_runs WHERE job_id = ?1",
+    [SQ_ST_CRON_LIST] = "SELECT id, spec, state, source, created_at, updated_at FROM cron_jobs"
+                        " ORDER BY created_at, id LIMIT ?1",
+    [SQ_ST_CRON_RUN_INSERT] =
+        "INSERT INTO cron_runs (job_id, scheduled_at, started_at, finished_at, status, detail,"
+        " session_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [SQ_ST_CRON_RUN_PRUNE] = "DELETE FROM cron_runs WHERE job_id = ?1 AND id <= (SELECT id FROM"
+                             " cron_runs WHERE job_id = ?1 ORDER BY id DESC LIMIT 1 OFFSET ?2)",
+    [SQ_ST_CRON_RUN_LIST] =
+        "SELECT id, job_id, scheduled_at, started_at, finished_at, status, detail, session_key"
+        " FROM cron_runs WHERE (?1 IS NULL OR job_id = ?1) ORDER BY id DESC LIMIT ?2",
 };
 
 /* ---- operations ---- */
@@ -334,6 +377,11 @@ enum sq_op_type {
 	SQ_OP_DEVICE_APPROVE,
 	SQ_OP_DEVICE_SET_TOKEN,
 	SQ_OP_DEVICE_REVOKE,
+	SQ_OP_CRON_PUT,
+	SQ_OP_CRON_DELETE,
+	SQ_OP_CRON_LIST,
+	SQ_OP_CRON_RUN_ADD,
+	SQ_OP_CRON_RUN_LIST,
 };
 
 struct sq_op {
@@ -357,6 +405,8 @@ struct sq_op {
 		store_session_list_cb session_list;
 		store_device_cb device;
 		store_device_list_cb device_list;
+		store_cron_jobs_cb cron_jobs;
+		store_cron_runs_cb cron_runs;
 	} cb;
 
 	/* Inputs; every string is a copy owned through mem. */
@@ -375,6 +425,9 @@ struct sq_op {
 	struct store_pairing pairing;
 	/* devices: inputs, and the device as result */
 	struct store_device dev;
+	/* cron: inputs */
+	struct store_cron_job cj;
+	struct store_cron_run cr;
 
 	/* Results, filled by the writer. */
 	int64_t res_id;
@@ -390,6 +443,8 @@ struct sq_op {
 	struct store_allow_entry *allows;
 	struct store_session *sessions;
 	struct store_device *devices;
+	struct store_cron_job *cron_jobs;
+	struct store_cron_run *cron_runs;
 
 	/* On the last operation of a batch: the commit, for on_commit. */
 	bool commit_end;
@@ -1546,6 +1601,159 @@ static int sq_run_device_change(struct sq_store *s, struct sq_op *op, enum sq_st
 	return rc;
 }
 
+/* ---- cron ---- */
+
+static int sq_run_cron_put(struct sq_store *s, struct sq_op *op)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t now = sq_now_ms();
+	int rc = sq_stmt(s, SQ_ST_CRON_PUT, &st);
+
+	if (rc != SB_OK)
+		goto out;
+	sq_bind_text(st, 1, op->cj.id);
+	sq_bind_text(st, 2, op->cj.spec);
+	sq_bind_text(st, 3, op->cj.state);
+	sq_bind_text(st, 4, op->cj.source);
+	sqlite3_bind_int64(st, 5, op->cj.created_at > 0 ? op->cj.created_at : now);
+	sqlite3_bind_int64(st, 6, now);
+	rc = sq_step_update(s, st, "cron_job_put", NULL);
+out:
+	sq_finish(st);
+	return rc;
+}
+
+static int sq_run_cron_delete(struct sq_store *s, struct sq_op *op)
+{
+	sqlite3_stmt *st = NULL;
+	int changes = 0;
+	int rc = sq_stmt(s, SQ_ST_CRON_DELETE, &st);
+
+	if (rc != SB_OK)
+		goto out;
+	sq_bind_text(st, 1, op->cj.id);
+	rc = sq_step_update(s, st, "cron_job_delete", &changes);
+	sq_finish(st);
+	st = NULL;
+	if (rc != SB_OK)
+		goto out;
+	if (changes == 0) {
+		rc = SB_ERR_NOTFOUND;
+		goto out;
+	}
+	if ((rc = sq_stmt(s, SQ_ST_CRON_DELETE_RUNS, &st)) != SB_OK)
+		goto out;
+	sq_bind_text(st, 1, op->cj.id);
+	rc = sq_step_update(s, st, "cron_job_delete", NULL);
+out:
+	sq_finish(st);
+	return rc;
+}
+
+static int sq_run_cron_list(struct sq_store *s, struct sq_op *op)
+{
+	sqlite3_stmt *st = NULL;
+	struct store_cron_job *v = NULL;
+	size_t cap = 0;
+	int src;
+	int rc = sq_stmt(s, SQ_ST_CRON_LIST, &st);
+
+	if (rc != SB_OK)
+		goto out;
+	sqlite3_bind_int64(st, 1, STORE_LIST_MAX);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		struct store_cron_job *e;
+
+		if ((rc = sq_grow((void **)&v, &cap, op->nitems, sizeof *v)) != SB_OK)
+			goto out;
+		e = &v[op->nitems++];
+		memset(e, 0, sizeof *e);
+		if ((rc = sq_op_column(op, st, 0, &e->id)) != SB_OK ||
+		    (rc = sq_op_column(op, st, 1, &e->spec)) != SB_OK ||
+		    (rc = sq_op_column(op, st, 2, &e->state)) != SB_OK ||
+		    (rc = sq_op_column(op, st, 3, &e->source)) != SB_OK)
+			goto out;
+		e->created_at = sqlite3_column_int64(st, 4);
+		e->updated_at = sqlite3_column_int64(st, 5);
+	}
+	rc = sq_rc(s, src, "cron_job_list");
+out:
+	sq_finish(st);
+	if (v && sq_op_keep(op, v) == SB_OK)
+		op->cron_jobs = v;
+	else if (v && rc == SB_OK)
+		rc = SB_ERR_NOMEM;
+	return rc;
+}
+
+static int sq_run_cron_run_add(struct sq_store *s, struct sq_op *op)
+{
+	sqlite3_stmt *st = NULL;
+	int rc = sq_stmt(s, SQ_ST_CRON_RUN_INSERT, &st);
+
+	if (rc != SB_OK)
+		goto out;
+	sq_bind_text(st, 1, op->cr.job_id);
+	sqlite3_bind_int64(st, 2, op->cr.scheduled_at);
+	sqlite3_bind_int64(st, 3, op->cr.started_at);
+	sqlite3_bind_int64(st, 4, op->cr.finished_at);
+	sq_bind_text(st, 5, op->cr.status);
+	sq_bind_text(st, 6, op->cr.detail);
+	sq_bind_text(st, 7, op->cr.session_key);
+	if ((rc = sq_step_update(s, st, "cron_run_add", NULL)) != SB_OK)
+		goto out;
+	op->res_id = sqlite3_last_insert_rowid(s->db);
+	sq_finish(st);
+	st = NULL;
+	if ((rc = sq_stmt(s, SQ_ST_CRON_RUN_PRUNE, &st)) != SB_OK)
+		goto out;
+	sq_bind_text(st, 1, op->cr.job_id);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)op->max);
+	rc = sq_step_update(s, st, "cron_run_prune", NULL);
+out:
+	sq_finish(st);
+	return rc;
+}
+
+static int sq_run_cron_run_list(struct sq_store *s, struct sq_op *op)
+{
+	sqlite3_stmt *st = NULL;
+	struct store_cron_run *v = NULL;
+	size_t cap = 0;
+	int src;
+	int rc = sq_stmt(s, SQ_ST_CRON_RUN_LIST, &st);
+
+	if (rc != SB_OK)
+		goto out;
+	sq_bind_text(st, 1, op->cr.job_id);
+	sqlite3_bind_int64(st, 2, (sqlite3_int64)op->max);
+	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
+		struct store_cron_run *e;
+
+		if ((rc = sq_grow((void **)&v, &cap, op->nitems, sizeof *v)) != SB_OK)
+			goto out;
+		e = &v[op->nitems++];
+		memset(e, 0, sizeof *e);
+		e->id = sqlite3_column_int64(st, 0);
+		if ((rc = sq_op_column(op, st, 1, &e->job_id)) != SB_OK ||
+		    (rc = sq_op_column(op, st, 5, &e->status)) != SB_OK ||
+		    (rc = sq_op_column(op, st, 6, &e->detail)) != SB_OK ||
+		    (rc = sq_op_column(op, st, 7, &e->session_key)) != SB_OK)
+			goto out;
+		e->scheduled_at = sqlite3_column_int64(st, 2);
+		e->started_at = sqlite3_column_int64(st, 3);
+		e->finished_at = sqlite3_column_int64(st, 4);
+	}
+	rc = sq_rc(s, src, "cron_run_list");
+out:
+	sq_finish(st);
+	if (v && sq_op_keep(op, v) == SB_OK)
+		op->cron_runs = v;
+	else if (v && rc == SB_OK)
+		rc = SB_ERR_NOMEM;
+	return rc;
+}
+
 static int sq_run_op(struct sq_store *s, struct sq_op *op)
 {
 	switch (op->type) {
@@ -1608,6 +1816,16 @@ static int sq_run_op(struct sq_store *s, struct sq_op *op)
 		return sq_run_device_change(s, op, SQ_ST_DEV_SET_TOKEN);
 	case SQ_OP_DEVICE_REVOKE:
 		return sq_run_device_change(s, op, SQ_ST_DEV_DELETE);
+	case SQ_OP_CRON_PUT:
+		return sq_run_cron_put(s, op);
+	case SQ_OP_CRON_DELETE:
+		return sq_run_cron_delete(s, op);
+	case SQ_OP_CRON_LIST:
+		return sq_run_cron_list(s, op);
+	case SQ_OP_CRON_RUN_ADD:
+		return sq_run_cron_run_add(s, op);
+	case SQ_OP_CRON_RUN_LIST:
+		return sq_run_cron_run_list(s, op);
 	}
 	return SB_ERR_INVAL;
 }
@@ -1804,6 +2022,22 @@ static void sq_op_callback(struct sq_op *op)
 			op->cb.device_list(op->ud, op->rc, ok ? op->devices : NULL,
 			                   ok ? op->nitems : 0);
 		break;
+	case SQ_OP_CRON_LIST:
+		if (op->cb.cron_jobs)
+			op->cb.cron_jobs(op->ud, op->rc, ok ? op->cron_jobs : NULL,
+			                 ok ? op->nitems : 0);
+		break;
+	case SQ_OP_CRON_RUN_LIST:
+		if (op->cb.cron_runs)
+			op->cb.cron_runs(op->ud, op->rc, ok ? op->cron_runs : NULL,
+			                 ok ? op->nitems : 0);
+		break;
+	case SQ_OP_CRON_RUN_ADD:
+		if (op->cb.put)
+			op->cb.put(op->ud, op->rc, ok ? op->res_id : 0, false);
+		break;
+	case SQ_OP_CRON_PUT:
+	case SQ_OP_CRON_DELETE:
 	case SQ_OP_INBOX_DONE:
 	case SQ_OP_INBOX_RELEASE:
 	case SQ_OP_OUTBOX_DONE:
@@ -2791,6 +3025,125 @@ static void sq_close(struct store *base)
 	sq_store_free(s);
 }
 
+static int sq_cron_job_put(struct store *base, const struct store_cron_job *j, store_done_cb cb,
+                           void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct sq_op *op = NULL;
+	int rc = sq_admit(s);
+
+	if (rc != SB_OK)
+		goto out;
+	rc = SB_ERR_INVAL;
+	if (!j || !j->id || !j->spec || !j->state || !j->source)
+		goto out;
+	if ((rc = sq_op_new(SQ_OP_CRON_PUT, ud, &op)) != SB_OK)
+		goto out;
+	op->cb.done = cb;
+	op->cj.created_at = j->created_at;
+	if ((rc = sq_op_strdup(op, j->id, &op->cj.id)) != SB_OK ||
+	    (rc = sq_op_strdup(op, j->spec, &op->cj.spec)) != SB_OK ||
+	    (rc = sq_op_strdup(op, j->state, &op->cj.state)) != SB_OK ||
+	    (rc = sq_op_strdup(op, j->source, &op->cj.source)) != SB_OK)
+		goto out;
+	rc = sq_submit(s, op);
+	op = NULL;
+out:
+	sq_op_free(op);
+	return rc;
+}
+
+static int sq_cron_job_delete(struct store *base, const char *id, store_done_cb cb, void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct sq_op *op = NULL;
+	int rc = sq_admit(s);
+
+	if (rc != SB_OK)
+		goto out;
+	rc = SB_ERR_INVAL;
+	if (!id)
+		goto out;
+	if ((rc = sq_op_new(SQ_OP_CRON_DELETE, ud, &op)) != SB_OK)
+		goto out;
+	op->cb.done = cb;
+	if ((rc = sq_op_strdup(op, id, &op->cj.id)) != SB_OK)
+		goto out;
+	rc = sq_submit(s, op);
+	op = NULL;
+out:
+	sq_op_free(op);
+	return rc;
+}
+
+static int sq_cron_job_list(struct store *base, store_cron_jobs_cb cb, void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct sq_op *op = NULL;
+	int rc = sq_admit(s);
+
+	if (rc != SB_OK)
+		return rc;
+	if ((rc = sq_op_new(SQ_OP_CRON_LIST, ud, &op)) != SB_OK)
+		return rc;
+	op->cb.cron_jobs = cb;
+	return sq_submit(s, op);
+}
+
+static int sq_cron_run_add(struct store *base, const struct store_cron_run *r, size_t keep,
+                           store_put_cb cb, void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct sq_op *op = NULL;
+	int rc = sq_admit(s);
+
+	if (rc != SB_OK)
+		goto out;
+	rc = SB_ERR_INVAL;
+	if (!r || !r->job_id || !r->status || keep < 1 || keep > STORE_LIST_MAX)
+		goto out;
+	if ((rc = sq_op_new(SQ_OP_CRON_RUN_ADD, ud, &op)) != SB_OK)
+		goto out;
+	op->cb.put = cb;
+	op->max = keep;
+	op->cr = *r;
+	if ((rc = sq_op_strdup(op, r->job_id, &op->cr.job_id)) != SB_OK ||
+	    (rc = sq_op_strdup(op, r->status, &op->cr.status)) != SB_OK ||
+	    (rc = sq_op_strdup(op, r->detail, &op->cr.detail)) != SB_OK ||
+	    (rc = sq_op_strdup(op, r->session_key, &op->cr.session_key)) != SB_OK)
+		goto out;
+	rc = sq_submit(s, op);
+	op = NULL;
+out:
+	sq_op_free(op);
+	return rc;
+}
+
+static int sq_cron_run_list(struct store *base, const char *job_id, size_t limit,
+                            store_cron_runs_cb cb, void *ud)
+{
+	struct sq_store *s = (struct sq_store *)base;
+	struct sq_op *op = NULL;
+	int rc = sq_admit(s);
+
+	if (rc != SB_OK)
+		goto out;
+	rc = SB_ERR_INVAL;
+	if (limit < 1 || limit > STORE_LIST_MAX)
+		goto out;
+	if ((rc = sq_op_new(SQ_OP_CRON_RUN_LIST, ud, &op)) != SB_OK)
+		goto out;
+	op->cb.cron_runs = cb;
+	op->max = limit;
+	if ((rc = sq_op_strdup(op, job_id, &op->cr.job_id)) != SB_OK)
+		goto out;
+	rc = sq_submit(s, op);
+	op = NULL;
+out:
+	sq_op_free(op);
+	return rc;
+}
+
 const struct store_ops store_sqlite_ops = {
     .name = "sqlite",
     .open = sq_open,
@@ -2823,4 +3176,9 @@ const struct store_ops store_sqlite_ops = {
     .device_approve = sq_device_approve,
     .device_set_token = sq_device_set_token,
     .device_revoke = sq_device_revoke,
+    .cron_job_put = sq_cron_job_put,
+    .cron_job_delete = sq_cron_job_delete,
+    .cron_job_list = sq_cron_job_list,
+    .cron_run_add = sq_cron_run_add,
+    .cron_run_list = sq_cron_run_list,
 };
