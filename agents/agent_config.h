@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agents/permissions.h"
 #include "gateway/core/cfg.h"
 
 struct agent_config {
@@ -26,6 +27,12 @@ struct agent_config {
 	int queue_mode;          /* enum agent_queue_mode: messages arriving during a run */
 	int64_t queue_cap;       /* messages waiting per session */
 	int queue_drop;          /* enum agent_queue_drop: which to drop past the cap */
+	int profile;             /* enum perm_profile: the tools it may use */
+	int sandbox;             /* enum sandbox_mode: where its processes run */
+	bool sandbox_network;    /* sandboxed processes keep the network */
+	int64_t tool_memory;     /* address-space limit of a tool process (bytes) */
+	struct perm_rule *permissions; /* rules per channel/sender (permissions.h) */
+	size_t n_permissions;
 };
 
 enum agent_queue_mode {

@@ -733,6 +733,13 @@ static const struct cfg_key config_root_keys[] = {
         .section = &config_openai_api_section,
         .doc = "The OpenAI-compatible endpoint (off by default).",
     },
+    {
+        .name = "security",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct config, security),
+        .section = &security_config_section,
+        .doc = "Who the operator is, the hard deny list, and approvals (docs/security.md).",
+    },
 };
 
 const struct cfg_section config_root_section = {

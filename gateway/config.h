@@ -101,6 +101,7 @@ struct config {
 	struct session_config session;
 	struct channels_config channels;
 	struct config_openai_api openai_api;
+	struct security_config security; /* agents/permissions.h */
 
 	char **secrets; /* values of every CFG_SECRET key, for log redaction */
 	size_t n_secrets;
