@@ -386,3 +386,8 @@ size_t approvals_pending(const struct approvals *a)
 {
 	return a ? a->n_pending : 0;
 }
+
+void *approvals_hooks_ud(const struct approvals *a)
+{
+	return a ? a->hooks.ud : NULL;
+}

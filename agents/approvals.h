@@ -108,4 +108,7 @@ json_t *approval_info_json(const struct approval_info *i);
 
 size_t approvals_pending(const struct approvals *a);
 
+/* The ud given in the hooks at approvals_new. */
+void *approvals_hooks_ud(const struct approvals *a);
+
 #endif

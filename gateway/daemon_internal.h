@@ -62,6 +62,7 @@ struct daemon {
 	struct server *server;
 	struct events *events;
 	struct runner *runner;
+	struct approvals *approvals; /* gate 3 (gateway/approvals_notify.h) */
 	struct dispatcher *dispatcher;
 	struct outbox *outbox;
 	struct metrics metrics;

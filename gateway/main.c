@@ -39,6 +39,8 @@ static const struct main_command main_commands[] = {
     {"send", cli_send, "send one message to an agent and print the reply"},
     {"sessions", cli_sessions, "list sessions, or show one with its history"},
     {"devices", cli_devices, "list, approve or revoke control-plane devices"},
+    {"approvals", cli_approvals, "list, approve or deny tool calls waiting for the operator"},
+    {"doctor", cli_doctor, "check the sandbox and the permission settings"},
     {"version", main_version, "print the version"},
 };
 
