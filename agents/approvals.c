@@ -352,7 +352,7 @@ int approvals_resolve(struct approvals *a, const char *id, enum approval_answer 
 json_t *approval_info_json(const struct approval_info *i)
 {
 	const struct approval_request *r = i->req;
-	json_t *o = json_pack("{ss ss* ss ss* ss* ss* ss* ss* sI sI}", "id", i->id, "agentId",
+	json_t *o = json_pack("{ss ss ss* ss ss* ss* ss* ss* ss* sI sI}", "id", i->id, "agentId",
 	                      r->agent_id, "sessionKey", r->session_key, "tool", r->tool,
 	                      "toolUseId", r->tool_use_id, "summary", r->summary, "scope", r->scope,
 	                      "channel", r->channel, "sender", r->sender, "createdAt",
