@@ -1473,7 +1473,8 @@ static void ctl_approvals_frame(struct ctl *c, const json_t *f)
 	else if (!*c->key)
 		ctl_approvals_print(p);
 	else
-		printf("%s %s\n", ctl_s(json_string_value(json_object_get(p, "decision")), "answered"),
+		printf("%s %s\n",
+		       ctl_s(json_string_value(json_object_get(p, "decision")), "answered"),
 		       c->key);
 	fflush(stdout);
 	ctl_finish(c, 0);
@@ -1484,13 +1485,14 @@ static const struct ctl_verb ctl_approvals_verb = {
 
 static void ctl_approvals_usage(FILE *f)
 {
-	fprintf(f, "usage: switchboard approvals [list] [--json]\n"
-	           "       switchboard approvals approve ID [--scope once|session|agent]\n"
-	           "       switchboard approvals deny ID\n\n"
-	           "Tool calls that need the operator's approval wait here (until the\n"
-	           "security.approval_timeout, then they are denied). --scope session or\n"
-	           "agent also approves later calls of the same tool on the same path prefix\n"
-	           "or command, in this session or in every session of the agent.\n" CTL_COMMON_USAGE);
+	fprintf(f,
+	        "usage: switchboard approvals [list] [--json]\n"
+	        "       switchboard approvals approve ID [--scope once|session|agent]\n"
+	        "       switchboard approvals deny ID\n\n"
+	        "Tool calls that need the operator's approval wait here (until the\n"
+	        "security.approval_timeout, then they are denied). --scope session or\n"
+	        "agent also approves later calls of the same tool on the same path prefix\n"
+	        "or command, in this session or in every session of the agent.\n" CTL_COMMON_USAGE);
 }
 
 int cli_approvals(int argc, char **argv)

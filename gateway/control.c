@@ -54,6 +54,7 @@ static const char *const control_default_paths[] = {"/", "/ws"};
 
 static const char *const control_event_names[] = {
     "connect.challenge", "chat", "agent", "tick", "sessions.changed", "shutdown",
+    "approval.requested", "approval.resolved",
 };
 
 /* ---- time ---- */

@@ -1161,8 +1161,8 @@ static void control_approvals_answer(struct control_conn *c, const json_t *id, j
 			return;
 		}
 	}
-	snprintf(by, sizeof by, "%s%s%s", *c->device_id ? "device:" : "client:",
-	         *c->device_id ? c->device_id : c->client_id, "");
+	snprintf(by, sizeof by, "%s%s", *c->device_id ? "device:" : "client:",
+	         *c->device_id ? c->device_id : c->client_id);
 	if (approvals_resolve(c->ctl->ctx.approvals, aid, ans, by) != SB_OK) {
 		control_reply_error(c, id, CONTROL_E_NOT_FOUND,
 		                    "no pending approval with that id (answered, timed out, or "
@@ -1172,7 +1172,7 @@ static void control_approvals_answer(struct control_conn *c, const json_t *id, j
 	}
 	control_reply_ok(c, id,
 	                 json_pack("{ss ss}", "id", aid, "decision",
-	                           !approve                 ? "denied"
+	                           !approve                  ? "denied"
 	                           : ans == APPROVAL_SESSION ? "approved-session"
 	                           : ans == APPROVAL_AGENT   ? "approved-agent"
 	                                                     : "approved-once"));
