@@ -7,7 +7,9 @@
  * 1. A chat asks the agent to make a file: the tool call waits; an operator
  *    client sees `approval.requested` (tool, scope, summary), approves it
  *    for the session, sees `approval.resolved`; the command runs and the
- *    reply arrives.
+ *    reply arrives. The operator's configured channel (a webhook in
+ *    callback mode, received by tests/fakes/callback_receiver.js) got the
+ *    request as a message.
  * 2. A second chat in the same session runs a command of the same scope:
  *    no request is made (the scope is cached), the file appears.
  * 3. In another session the same command is asked for again; the operator
@@ -50,11 +52,15 @@
 	"      - {name: bash, input: {command: \"touch three.txt\"}}\n"                            \
 	"  - text: done third\n"
 
+#define HOOK_SECRET "whsec_c3dpdGNoYm9hcmQtdGVzdC1zZWNyZXQtMDEyMzQ1Njc4OQ=="
+#define CB_SECRET "whsec_Y2FsbGJhY2stc2VjcmV0LWZvci1yZXBsaWVzLTAxMjM0NQ=="
+
 struct fixture {
 	char home[512];
 	char token[256];
 	char url[64];
 	struct harness_daemon d;
+	struct harness_peer receiver; /* the operator's channel: a webhook callback */
 };
 
 static struct fixture fx;
@@ -211,10 +217,13 @@ static int setup(void **state)
 {
 	const char *init[] = {"init", NULL};
 	char path[700], cfg[2048], why[512];
+	const char *rargs[] = {CB_SECRET, NULL};
 	struct buf tok;
 
 	(void)state;
 	memset(&fx, 0, sizeof fx);
+	if (harness_peer_start(&fx.receiver, "callback_receiver.js", rargs) != 0)
+		return -1;
 	if (harness_tmpdir(fx.home, sizeof fx.home) != 0)
 		return -1;
 	/* the approval flow does not depend on the sandbox; it is used where
@@ -229,9 +238,18 @@ static int setup(void **state)
 	         "    sandbox: %s\n"
 	         "    permissions:\n"
 	         "      - {ask_commands: [touch]}\n"
+	         "channels:\n"
+	         "  webhook:\n"
+	         "    hooks:\n"
+	         "      - {name: ops, secret: \"%s\", mode: callback,\n"
+	         "         callback_url: \"http://127.0.0.1:%d/cb\", callback_secret: \"%s\"}\n"
 	         "security:\n"
-	         "  approval_timeout: 30s\n",
-	         sandbox_probe(NULL, why, sizeof why) == 0 ? "workspace-write" : "full");
+	         "  approval_timeout: 30s\n"
+	         "  approval_channel: webhook\n"
+	         "  approval_account: ops\n"
+	         "  approval_target: operator\n",
+	         sandbox_probe(NULL, why, sizeof why) == 0 ? "workspace-write" : "full",
+	         HOOK_SECRET, fx.receiver.port, CB_SECRET);
 	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
 	if (harness_write_file(path, cfg) != 0)
 		return -1;
@@ -264,6 +282,7 @@ static int teardown(void **state)
 		fprintf(stderr, "daemon exit %d\n", code);
 		print_log();
 	}
+	harness_peer_stop(&fx.receiver);
 	harness_rmrf(fx.home);
 	return code == 0 ? 0 : -1;
 }
@@ -295,6 +314,43 @@ static void test_approve_for_the_session_then_cached(void **state)
 	assert_int_equal(requests_logged(), 1);
 	json_decref(o);
 	json_decref(c);
+	/* the operator's channel got the request as a message */
+	{
+		json_t *got = NULL;
+		const char *text = "";
+
+		for (int i = 0; i < 100; i++) {
+			struct buf body;
+
+			buf_init(&body, 1 << 20);
+			if (harness_http(fx.receiver.port, "GET", "/__received", NULL, NULL,
+			                 &body) == 200 &&
+			    body.data)
+				got = json_loads(body.data, 0, NULL);
+			buf_free(&body);
+			if (json_array_size(json_object_get(got, "deliveries")))
+				break;
+			json_decref(got);
+			got = NULL;
+			usleep(50000);
+		}
+		assert_non_null(got);
+		assert_int_equal(json_array_size(json_object_get(got, "deliveries")), 1);
+		{
+			const json_t *b = jget(got, "deliveries.0.body");
+			json_t *parsed = json_is_string(b)
+			                     ? json_loads(json_string_value(b), 0, NULL)
+			                     : json_incref((json_t *)b);
+
+			text = jstr(parsed, "text");
+			assert_non_null(strstr(text, "Approval needed"));
+			assert_non_null(strstr(text, "touch one.txt"));
+			assert_non_null(strstr(text, "switchboard approvals approve"));
+			assert_string_equal(jstr(parsed, "status"), "approval");
+			json_decref(parsed);
+		}
+		json_decref(got);
+	}
 
 	/* 2: same session, same scope: runs without asking */
 	c = ws_client(chat_opts("main", "second: another file", "run-second"));
