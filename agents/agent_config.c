@@ -29,6 +29,15 @@ static const char *agent_config_check_id(const void *field)
 
 static const char *const agent_queue_modes[] = {"steer", "followup", "collect", "interrupt", NULL};
 static const char *const agent_queue_drops[] = {"oldest", "newest", NULL};
+/* In the order of enum perm_profile and enum sandbox_mode. */
+static const char *const agent_profiles[] = {"inherit", "minimal", "messaging", "coding", "full",
+                                             NULL};
+static const char *const agent_sandboxes[] = {"read-only", "workspace-write", "full", NULL};
+
+static const char *agent_config_check_profile(const void *field)
+{
+	return *(const int *)field == 0 ? "must be minimal, messaging, coding or full" : NULL;
+}
 
 const char *agent_queue_mode_name(int mode)
 {
@@ -468,6 +477,56 @@ static const struct cfg_key agent_config_keys[] = {
         .offset = offsetof(struct agent_config, heartbeat),
         .section = &agent_heartbeat_section,
         .doc = "Periodic turns in the agent's main session (docs/scheduling.md).",
+    },
+    {
+        .name = "profile",
+        .type = CFG_ENUM,
+        .offset = offsetof(struct agent_config, profile),
+        .choices = agent_profiles,
+        .def = "coding",
+        .validate = agent_config_check_profile,
+        .doc = "The tools the agent may use (docs/security.md): `minimal` (read, ls, glob, "
+               "grep), `messaging` (those and message), `coding` (every built-in tool; "
+               "others than the operator need approval to change files or run commands "
+               "that do more than read) or `full` (every tool; no default approvals).",
+    },
+    {
+        .name = "sandbox",
+        .type = CFG_ENUM,
+        .offset = offsetof(struct agent_config, sandbox),
+        .choices = agent_sandboxes,
+        .def = "workspace-write",
+        .doc = "Where the agent's commands run (bubblewrap): `read-only` (the workspace "
+               "read-only too), `workspace-write` (the workspace read-write, its `.git` "
+               "read-only) or `full` (no sandbox: only for agents you trust with the "
+               "gateway's own rights). Without bwrap, sandboxed tools are refused.",
+    },
+    {
+        .name = "sandbox_network",
+        .type = CFG_BOOL,
+        .offset = offsetof(struct agent_config, sandbox_network),
+        .def = "false",
+        .doc = "Let sandboxed commands use the network.",
+    },
+    {
+        .name = "tool_memory",
+        .type = CFG_SIZE,
+        .offset = offsetof(struct agent_config, tool_memory),
+        .min = 16 << 20,
+        .max = (int64_t)1 << 40,
+        .def = "4GiB",
+        .doc = "The address-space limit (RLIMIT_AS) of each sandboxed tool process.",
+    },
+    {
+        .name = "permissions",
+        .type = CFG_LIST,
+        .offset = offsetof(struct agent_config, permissions),
+        .count_offset = offsetof(struct agent_config, n_permissions),
+        .min = 0,
+        .max = 256,
+        .section = &perm_rule_section,
+        .doc = "Permission rules by channel and sender (docs/security.md): which tools, "
+               "commands and paths are allowed, need approval, or are denied.",
     },
 };
 

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agents/permissions.h"
 #include "gateway/core/cfg.h"
 
 /* Output budgets and context levels (docs/context.md): the YAML mapping
@@ -64,6 +65,12 @@ struct agent_config {
 	int64_t bootstrap_max_chars;       /* a workspace file's cap in the prompt */
 	int64_t bootstrap_total_max_chars; /* all workspace files' cap */
 	struct agent_heartbeat_config heartbeat;
+	int profile;             /* enum perm_profile: the tools it may use */
+	int sandbox;             /* enum sandbox_mode: where its processes run */
+	bool sandbox_network;    /* sandboxed processes keep the network */
+	int64_t tool_memory;     /* address-space limit of a tool process (bytes) */
+	struct perm_rule *permissions; /* rules per channel/sender (permissions.h) */
+	size_t n_permissions;
 };
 
 enum agent_queue_mode {

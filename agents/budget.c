@@ -26,7 +26,7 @@ bool budget_tool_pages(const struct tool_def *def)
 {
 	/* read pages by offset and limit; persisting its result would make
 	 * the model read the copy, and so on. */
-	return def && (def->result_pages || strcmp(def->name, "read") == 0);
+	return def && def->result_pages;
 }
 
 static size_t budget_max_of(const struct tool_def *def, size_t tool_max)

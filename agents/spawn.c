@@ -29,7 +29,7 @@ struct tool_spawn {
 	void *ud;
 	int open_handles;
 	bool proc_init, exited, eof, closing;
-	bool timed_out, cancelled;
+	bool timed_out, cancelled, sandboxed;
 	int64_t exit_status;
 	int term_signal;
 	int pid;
@@ -82,6 +82,7 @@ static void spawn_deliver(struct tool_spawn *sp)
 	res.output_len = sp->head.len;
 	res.output_dropped = sp->total - sp->head.len - res.tail_len;
 	res.seconds = (double)(uv_hrtime() - sp->t0) / 1e9;
+	res.sandboxed = sp->sandboxed;
 	rc = sp->cancelled ? SB_ERR_ABORTED : sp->timed_out ? SB_ERR_TIMEOUT : SB_OK;
 	sp->cb(sp->ud, rc, &res);
 	free(tail);
@@ -205,7 +206,7 @@ int tool_spawn(uv_loop_t *loop, const struct tool_spawn_options *opt, tool_spawn
 	int rc = SB_ERR_NOMEM, err;
 	struct tool_spawn *sp = NULL;
 	const char *env[SPAWN_MAX_ENV + 4];
-	char *home = NULL;
+	char *home = NULL, **boxed = NULL, why[512];
 	size_t n = 0, i, len;
 	uv_file fds[2] = {-1, -1};
 	uv_stdio_container_t stdio[3];
@@ -242,6 +243,16 @@ int tool_spawn(uv_loop_t *loop, const struct tool_spawn_options *opt, tool_spawn
 		env[n++] = opt->env[i];
 	}
 	env[n] = NULL;
+	if (opt->sandbox && opt->sandbox->mode != SANDBOX_FULL) {
+		why[0] = '\0';
+		rc = sandbox_argv(opt->sandbox, opt->cwd, opt->argv, env, &boxed, why, sizeof why);
+		if (rc != SB_OK) {
+			if (opt->why && opt->why_size)
+				snprintf(opt->why, opt->why_size, "%s", why);
+			goto out;
+		}
+		sp->sandboxed = true;
+	}
 
 	rc = SB_ERR_IO;
 	if (uv_pipe(fds, UV_NONBLOCK_PIPE, 0) != 0)
@@ -271,8 +282,8 @@ int tool_spawn(uv_loop_t *loop, const struct tool_spawn_options *opt, tool_spawn
 	stdio[2].data.fd = fds[1];
 	memset(&po, 0, sizeof po);
 	po.exit_cb = spawn_exited;
-	po.file = opt->argv[0];
-	po.args = (char **)opt->argv;
+	po.file = boxed ? boxed[0] : opt->argv[0];
+	po.args = boxed ? boxed : (char **)opt->argv;
 	po.env = (char **)env;
 	po.cwd = opt->cwd;
 	po.flags = UV_PROCESS_DETACHED;
@@ -285,6 +296,9 @@ int tool_spawn(uv_loop_t *loop, const struct tool_spawn_options *opt, tool_spawn
 	fds[1] = -1;
 	if (err) {
 		rc = err == UV_ENOENT || err == UV_EACCES ? SB_ERR_NOTFOUND : SB_ERR_IO;
+		if (opt->why && opt->why_size)
+			snprintf(opt->why, opt->why_size, "cannot run %s: %s", opt->argv[0],
+			         uv_strerror(err));
 		spawn_close_all(sp);
 		sp = NULL; /* freed by the close callbacks */
 		goto out;
@@ -306,6 +320,7 @@ out:
 		free(sp);
 	}
 	free(home);
+	sandbox_argv_free(boxed);
 	return rc;
 }
 

@@ -1,7 +1,7 @@
 /*
  * spawn.h - every process a tool starts goes through tool_spawn.
  *
- * One function, so that the sandbox (bubblewrap, a later layer) wraps every
+ * One function, so that the sandbox (bubblewrap, sandbox.h) wraps every
  * child in one place. The child runs in cwd with a clean environment (only
  * what env lists, plus PATH, HOME=cwd, LANG), stdin from /dev/null, stdout
  * and stderr captured together up to max_output bytes (and, if keep_tail is
@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "agents/sandbox.h"
+
 #define TOOL_SPAWN_DRAIN_MS 2000
 
 struct tool_spawn;
@@ -35,6 +37,13 @@ struct tool_spawn_options {
 	int64_t timeout_ms;     /* > 0 */
 	size_t max_output;      /* head bytes kept */
 	size_t keep_tail;       /* also keep the last keep_tail bytes (0 = none) */
+	/* The sandbox the child runs in (sandbox.h); NULL or mode
+	 * SANDBOX_FULL: none. The caller decides: the runner always sets the
+	 * agent's policy, so only code that runs no model-chosen command
+	 * (tests of this module) leaves it NULL. */
+	const struct sandbox_policy *sandbox;
+	char *why; /* when not NULL: a sentence on why nothing started */
+	size_t why_size;
 };
 
 struct tool_spawn_result {
@@ -48,6 +57,7 @@ struct tool_spawn_result {
 	const char *tail;      /* the last bytes after those dropped (keep_tail) */
 	size_t tail_len;       /* 0 when everything fitted in output */
 	double seconds;
+	bool sandboxed; /* it ran under bwrap */
 };
 
 /* res is borrowed for the callback's duration. Exactly once. rc: SB_OK when
@@ -57,7 +67,9 @@ typedef void (*tool_spawn_cb)(void *ud, int rc, const struct tool_spawn_result *
 
 /* Starts the process. opt is borrowed for this call only. SB_OK: cb runs
  * later (never from inside this call) and *out (if not NULL) may be
- * cancelled until then. SB_ERR_NOTFOUND: argv[0] cannot be run;
+ * cancelled until then. SB_ERR_NOTFOUND: argv[0] cannot be run, or the sandbox
+ * is asked for and bwrap is missing (opt->why says so: never a silent
+ * fallback to no sandbox);
  * SB_ERR_INVAL, SB_ERR_IO, SB_ERR_NOMEM: nothing started, cb never runs. */
 int tool_spawn(uv_loop_t *loop, const struct tool_spawn_options *opt, tool_spawn_cb cb, void *ud,
                struct tool_spawn **out);

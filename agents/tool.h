@@ -29,6 +29,9 @@
 #define TOOL_RESULT_MAX_DEFAULT 50000
 
 /* What a tool call may use. Borrowed for the duration of the call. */
+struct permissions;
+struct sandbox_policy;
+
 struct tool_ctx {
 	uv_loop_t *loop;
 	const struct host *host;
@@ -45,6 +48,11 @@ struct tool_ctx {
 	const char *results_dir;
 	const char *sessions_dir;
 	const char *session_id;
+	/* The gates (permissions.h) the executor runs before each call, and
+	 * the sandbox (sandbox.h) processes run in. The runner always sets
+	 * both; NULL (tests of a single tool) means no gate and no sandbox. */
+	const struct permissions *perms;
+	const struct sandbox_policy *sandbox;
 };
 
 /* The call's outcome, exactly once. content is handed over (the callee frees
@@ -69,6 +77,10 @@ struct tool_def {
 	/* The tool reads a file: a result over max_result_chars is cut with a
 	 * note to read on (offset/limit), never persisted (budget.h). */
 	bool result_pages;
+	/* The result carries text from outside the operator (file contents,
+	 * command output, file names): the executor labels it untrusted when
+	 * the gates are on. */
+	bool untrusted_output;
 	/* Starts the call. input is valid per input_schema and borrowed for
 	 * the call's duration. On SB_OK, done runs later (never from inside
 	 * call) and *run (if out not NULL) may be used to cancel until then.

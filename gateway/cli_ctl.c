@@ -1518,3 +1518,130 @@ int cli_ctl_call(const struct cli_ctl_common *o, const char *verb, const char *m
 	ctl_the_call.params = NULL;
 	return rc;
 }
+
+/* ---- approvals (gate 3: tool calls waiting for the operator) ---- */
+
+static void ctl_approvals_print(const json_t *p)
+{
+	const json_t *list = json_object_get(p, "approvals"), *a;
+	size_t i;
+
+	printf("waiting for approval (%zu):\n", json_array_size(list));
+	json_array_foreach(list, i, a)
+	{
+		printf("  %s  agent %s, %s: %s\n", json_string_value(json_object_get(a, "id")),
+		       ctl_s(json_string_value(json_object_get(a, "agentId")), "?"),
+		       ctl_s(json_string_value(json_object_get(a, "tool")), "?"),
+		       ctl_s(json_string_value(json_object_get(a, "summary")), ""));
+		printf("      session %s, asked from %s%s%s, scope %s\n",
+		       ctl_s(json_string_value(json_object_get(a, "sessionKey")), "-"),
+		       ctl_s(json_string_value(json_object_get(a, "channel")), "the gateway"),
+		       json_object_get(a, "sender") ? " by " : "",
+		       ctl_s(json_string_value(json_object_get(a, "sender")), ""),
+		       ctl_s(json_string_value(json_object_get(a, "scope")), "-"));
+	}
+	printf("answer with: switchboard approvals approve ID [--scope once|session|agent]\n"
+	       "             switchboard approvals deny ID\n");
+}
+
+static void ctl_approvals_ready(struct ctl *c)
+{
+	if (!*c->key)
+		ctl_request(c, "approvals.list", NULL, c->req_id);
+	else if (c->text)
+		ctl_request(c, c->run_id, json_pack("{ss ss}", "id", c->key, "scope", c->text),
+		            c->req_id);
+	else
+		ctl_request(c, c->run_id, json_pack("{ss}", "id", c->key), c->req_id);
+}
+
+static void ctl_approvals_frame(struct ctl *c, const json_t *f)
+{
+	const json_t *p = json_object_get(f, "payload");
+
+	if (!ctl_is_res(f, c->req_id))
+		return;
+	if (!json_is_true(json_object_get(f, "ok"))) {
+		ctl_print_error(c, f);
+		ctl_finish(c, 1);
+		return;
+	}
+	if (c->o.json)
+		ctl_print_json(p);
+	else if (!*c->key)
+		ctl_approvals_print(p);
+	else
+		printf("%s %s\n",
+		       ctl_s(json_string_value(json_object_get(p, "decision")), "answered"),
+		       c->key);
+	fflush(stdout);
+	ctl_finish(c, 0);
+}
+
+static const struct ctl_verb ctl_approvals_verb = {
+    .name = "approvals", .ready = ctl_approvals_ready, .frame = ctl_approvals_frame};
+
+static void ctl_approvals_usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: switchboard approvals [list] [--json]\n"
+	        "       switchboard approvals approve ID [--scope once|session|agent]\n"
+	        "       switchboard approvals deny ID\n\n"
+	        "Tool calls that need the operator's approval wait here (until the\n"
+	        "security.approval_timeout, then they are denied). --scope session or\n"
+	        "agent also approves later calls of the same tool on the same path prefix\n"
+	        "or command, in this session or in every session of the agent.\n" CTL_COMMON_USAGE);
+}
+
+int cli_approvals(int argc, char **argv)
+{
+	struct ctl c;
+	char *args[64];
+	const char *scope = NULL;
+	int first, rc, n = 0;
+
+	memset(&c, 0, sizeof c);
+	c.verb = &ctl_approvals_verb;
+	c.o.timeout_s = CTL_DEFAULT_TIMEOUT_S;
+	/* --scope is this verb's own option; the rest are the common ones */
+	for (int i = 0; i < argc; i++) {
+		if (strcmp(argv[i], "--scope") == 0 && i + 1 < argc) {
+			scope = argv[++i];
+			continue;
+		}
+		if (strncmp(argv[i], "--scope=", 8) == 0) {
+			scope = argv[i] + 8;
+			continue;
+		}
+		if (n == (int)(sizeof args / sizeof args[0]) - 1) {
+			ctl_approvals_usage(stderr);
+			return 2;
+		}
+		args[n++] = argv[i];
+	}
+	args[n] = NULL;
+	if (scope && strcmp(scope, "once") != 0 && strcmp(scope, "session") != 0 &&
+	    strcmp(scope, "agent") != 0) {
+		ctl_approvals_usage(stderr);
+		return 2;
+	}
+	rc = ctl_parse_opts(&c, n, args, 0, ctl_approvals_usage, &first);
+	if (rc >= 0)
+		return rc;
+	if (first == n || (first + 1 == n && strcmp(args[first], "list") == 0)) {
+		/* list */
+	} else if (first + 2 == n &&
+	           (strcmp(args[first], "approve") == 0 || strcmp(args[first], "deny") == 0)) {
+		snprintf(c.run_id, sizeof c.run_id, "approvals.%s", args[first]);
+		if (snprintf(c.key, sizeof c.key, "%s", args[first + 1]) >= (int)sizeof c.key) {
+			ctl_err(&c, "the approval id is too long");
+			return 2;
+		}
+		if (strcmp(args[first], "approve") == 0)
+			c.text = scope;
+	} else {
+		ctl_approvals_usage(stderr);
+		return 2;
+	}
+	return ctl_run(&c);
+}

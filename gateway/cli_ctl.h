@@ -22,6 +22,7 @@ int cli_chat(int argc, char **argv);
 int cli_send(int argc, char **argv);
 int cli_sessions(int argc, char **argv);
 int cli_devices(int argc, char **argv);
+int cli_approvals(int argc, char **argv);
 
 #include <jansson.h>
 #include <stdbool.h>

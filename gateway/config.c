@@ -745,6 +745,13 @@ static const struct cfg_key config_root_keys[] = {
         .doc = "Scheduled agent turns (docs/scheduling.md). Jobs can also be added with "
                "`switchboard cron add`; those live in the store only.",
     },
+    {
+        .name = "security",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct config, security),
+        .section = &security_config_section,
+        .doc = "Who the operator is, the hard deny list, and approvals (docs/security.md).",
+    },
 };
 
 const struct cfg_section config_root_section = {

@@ -104,6 +104,7 @@ struct config {
 	struct config_openai_api openai_api;
 	struct cron_job_config *cron; /* jobs declared in the file */
 	size_t n_cron;
+	struct security_config security; /* agents/permissions.h */
 
 	char **secrets; /* values of every CFG_SECRET key, for log redaction */
 	size_t n_secrets;

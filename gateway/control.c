@@ -54,6 +54,7 @@ static const char *const control_default_paths[] = {"/", "/ws"};
 
 static const char *const control_event_names[] = {
     "connect.challenge", "chat", "agent", "tick", "sessions.changed", "shutdown",
+    "approval.requested", "approval.resolved",
 };
 
 /* ---- time ---- */
@@ -1407,6 +1408,15 @@ static void control_on_event(void *ud, const struct event *e)
 		control_broadcast(ctl, NULL, 0, "shutdown",
 		                  json_pack("{ss sn}", "reason", e->text ? e->text : "shutdown",
 		                            "restartExpectedMs"));
+		return;
+	case EVENT_APPROVAL_REQUESTED:
+	case EVENT_APPROVAL_RESOLVED:
+		/* operators who may answer them: the admin scope */
+		if (e->input)
+			control_broadcast(ctl, NULL, CONTROL_SCOPE_ADMIN,
+			                  e->kind == EVENT_APPROVAL_REQUESTED ? "approval.requested"
+			                                                      : "approval.resolved",
+			                  json_deep_copy(e->input));
 		return;
 	}
 }

@@ -18,6 +18,7 @@
 #include <sodium.h>
 #include <unistd.h>
 
+#include "agents/approvals.h"
 #include "agents/transcript.h"
 #include "bindings/bindings.h"
 #include "channels/channel.h"
@@ -1271,10 +1272,79 @@ static void control_cron_runs(struct control_conn *c, const json_t *id, json_t *
 	control_cron_by_id(c, id, params, 2);
 }
 
+/* ---- approvals (gate 3: agents/approvals.h) ---- */
+
+static void control_approvals_list(struct control_conn *c, const json_t *id, json_t *params)
+{
+	json_t *list;
+
+	(void)params;
+	list = approvals_list_json(c->ctl->ctx.approvals);
+	if (!list) {
+		control_reply_error(c, id, CONTROL_E_INTERNAL, "out of memory", NULL, true, 0);
+		return;
+	}
+	control_reply_ok(c, id, json_pack("{so}", "approvals", list));
+}
+
+static void control_approvals_answer(struct control_conn *c, const json_t *id, json_t *params,
+                                     bool approve)
+{
+	const char *aid = control_str(params, "id");
+	const char *scope = control_str(params, "scope");
+	enum approval_answer ans = APPROVAL_DENY;
+	char by[128];
+
+	if (!aid) {
+		control_bad(c, id, "id is required");
+		return;
+	}
+	if (approve) {
+		if (!scope || strcmp(scope, "once") == 0)
+			ans = APPROVAL_ONCE;
+		else if (strcmp(scope, "session") == 0)
+			ans = APPROVAL_SESSION;
+		else if (strcmp(scope, "agent") == 0)
+			ans = APPROVAL_AGENT;
+		else {
+			control_bad(c, id, "scope must be once, session or agent");
+			return;
+		}
+	}
+	snprintf(by, sizeof by, "%s%s", *c->device_id ? "device:" : "client:",
+	         *c->device_id ? c->device_id : c->client_id);
+	if (approvals_resolve(c->ctl->ctx.approvals, aid, ans, by) != SB_OK) {
+		control_reply_error(c, id, CONTROL_E_NOT_FOUND,
+		                    "no pending approval with that id (answered, timed out, or "
+		                    "ambiguous)",
+		                    NULL, false, 0);
+		return;
+	}
+	control_reply_ok(c, id,
+	                 json_pack("{ss ss}", "id", aid, "decision",
+	                           !approve                  ? "denied"
+	                           : ans == APPROVAL_SESSION ? "approved-session"
+	                           : ans == APPROVAL_AGENT   ? "approved-agent"
+	                                                     : "approved-once"));
+}
+
+static void control_approvals_approve(struct control_conn *c, const json_t *id, json_t *params)
+{
+	control_approvals_answer(c, id, params, true);
+}
+
+static void control_approvals_deny(struct control_conn *c, const json_t *id, json_t *params)
+{
+	control_approvals_answer(c, id, params, false);
+}
+
 const struct control_method control_methods[] = {
     {"health", CONTROL_SCOPE_READ, control_health},
     {"status", CONTROL_SCOPE_READ, control_status},
     {"agents.list", CONTROL_SCOPE_READ, control_agents_list},
+    {"approvals.approve", CONTROL_SCOPE_ADMIN, control_approvals_approve},
+    {"approvals.deny", CONTROL_SCOPE_ADMIN, control_approvals_deny},
+    {"approvals.list", CONTROL_SCOPE_ADMIN, control_approvals_list},
     {"bindings.explain", CONTROL_SCOPE_READ, control_bindings_explain},
     {"bindings.list", CONTROL_SCOPE_READ, control_bindings_list},
     {"channels.status", CONTROL_SCOPE_READ, control_channels_status},

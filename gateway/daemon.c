@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "gateway/approvals_notify.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/daemon_internal.h"
@@ -311,6 +312,8 @@ static void daemon_close_all(struct daemon *d)
 	d->boot = NULL;
 	runner_free(d->runner);
 	d->runner = NULL;
+	approvals_notify_free(d->approvals);
+	d->approvals = NULL;
 	daemon_gen_unref(d->gen);
 	d->gen = NULL;
 	httpc_close(d->httpc);
@@ -540,6 +543,9 @@ static int daemon_start_pipeline(struct daemon *d)
 	ro.acquire = daemon_models_acquire;
 	ro.release = daemon_models_release;
 	ro.metrics = &d->metrics;
+	if ((rc = approvals_notify_new(&d->approvals, &d->loop, d->events, &d->host)))
+		return rc;
+	ro.approvals = d->approvals;
 	if ((rc = runner_new(&d->runner, &ro)))
 		return rc;
 	memset(&dopt, 0, sizeof dopt);
@@ -631,6 +637,7 @@ static int daemon_start_parts(struct daemon *d)
 	    .metrics = &d->metrics,
 	    .scheduler = d->scheduler,
 	    .home = d->opt->home,
+	    .approvals = d->approvals,
 	    .channels_status = daemon_channels_status,
 	    .ud = d,
 	};

@@ -64,6 +64,7 @@ struct daemon {
 	struct server *server;
 	struct events *events;
 	struct runner *runner;
+	struct approvals *approvals; /* gate 3 (gateway/approvals_notify.h) */
 	struct dispatcher *dispatcher;
 	struct outbox *outbox;
 	struct scheduler *scheduler; /* heartbeats and cron jobs */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agents/permissions.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
@@ -645,6 +646,8 @@ static void lane_start(struct lane *l)
 	req.channel = e->channel;
 	req.account = e->account;
 	req.target = e->peer_id;
+	req.sender = e->sender_id;
+	req.group = e->peer_kind != ENVELOPE_PEER_DIRECT;
 	req.main_session = dispatch_is_main_session(l->key, a->items->agent_id) &&
 	                   e->peer_kind == ENVELOPE_PEER_DIRECT;
 	req.new_session = a->items->reset;
@@ -776,8 +779,11 @@ static void dispatch_accept(struct dispatcher *d, struct pending *p,
 		p->reset = true;
 		p->text = rest;
 	}
-	if (p->env.untrusted && *p->text) {
-		/* Content from outside the operator: the model is told it is data. */
+	if ((p->env.untrusted ||
+	     !permissions_is_owner(&cfg->security, p->env.channel, p->env.sender_id)) &&
+	    *p->text) {
+		/* Content from outside the operator (a webhook, a sender not in
+		 * security.owners): the model is told it is data. */
 		struct buf b;
 
 		buf_init(&b, DISPATCH_TEXT_MAX);

@@ -29,11 +29,12 @@ struct events {
 
 static const char *const event_kind_names[] = {
     "run_start", "delta", "tool_start", "tool_end", "run_end", "sessions_changed", "shutdown",
+    "approval_requested", "approval_resolved",
 };
 
 const char *event_kind_name(enum event_kind k)
 {
-	return (unsigned)k <= EVENT_SHUTDOWN ? event_kind_names[k] : "unknown";
+	return (unsigned)k <= EVENT_APPROVAL_RESOLVED ? event_kind_names[k] : "unknown";
 }
 
 int events_new(struct events **out)

@@ -32,6 +32,7 @@ struct gateway_ctx {
 	struct metrics *metrics;
 	struct scheduler *scheduler; /* heartbeats and cron jobs */
 	const char *home;
+	struct approvals *approvals; /* pending tool approvals (agents/approvals.h) */
 	/* The channel instances' state, keyed by channel name (a new
 	 * reference): {"available", "running", "accounts": [...]}. */
 	json_t *(*channels_status)(void *ud);

@@ -16,6 +16,8 @@
 #include <time.h>
 
 #include "agents/message.h"
+#include "agents/permissions.h"
+#include "agents/sandbox.h"
 #include "bindings/bindings.h"
 #include "agents/transcript.h"
 #include "gateway/core/buf.h"
@@ -45,7 +47,8 @@ struct run_job {
 	struct models *models; /* likewise */
 	void *token;
 	const struct agent_config *agent;
-	char *agent_id, *session_key, *text, *channel, *account, *target;
+	char *agent_id, *session_key, *text, *channel, *account, *target, *sender;
+	bool group;
 	bool main_session;
 	bool redelivered;
 	bool new_session;
@@ -76,6 +79,8 @@ struct run_job {
 	const char **chain;
 	size_t n_chain;
 	struct turn *turn;
+	struct permissions perms;
+	struct sandbox_policy sandbox;
 
 	/* the turn's result, kept past its callback */
 	struct turn_result result;
@@ -121,6 +126,7 @@ static void run_job_free(struct run_job *j)
 	free(j->channel);
 	free(j->account);
 	free(j->target);
+	free(j->sender);
 	free(j->abort_why);
 	json_decref(j->history);
 	json_decref(j->last_prompt);
@@ -291,6 +297,40 @@ static void run_stamp_workspace(struct run_job *j)
 	json_decref(brief);
 }
 
+/* The permission gates and the sandbox of this run, from the agent's
+ * config and who is asking. */
+static void run_gates(struct run_job *j)
+{
+	const struct agent_config *a = j->agent;
+	const char *user_home = getenv("HOME");
+
+	memset(&j->perms, 0, sizeof j->perms);
+	j->perms.security = &j->cfg->security;
+	j->perms.agent.profile = a->profile ? a->profile : PERM_PROFILE_CODING;
+	j->perms.agent.rules = a->permissions;
+	j->perms.agent.n_rules = a->n_permissions;
+	j->perms.owner = permissions_is_owner(&j->cfg->security, j->channel, j->sender);
+	j->perms.group = j->group;
+	j->perms.channel = j->channel;
+	j->perms.sender = j->sender;
+	j->perms.home = j->cfg->home;
+	j->perms.workspace = j->workspace;
+	j->perms.approvals = j->r->opt.approvals;
+	j->perms.approval_timeout_ms = j->cfg->security.approval_timeout_ms;
+
+	memset(&j->sandbox, 0, sizeof j->sandbox);
+	j->sandbox.mode = (enum sandbox_mode)a->sandbox;
+	j->sandbox.network = a->sandbox_network;
+	j->sandbox.memory_bytes = a->tool_memory;
+	/* What a tool process must not see: the gateway's home (config,
+	 * secrets, state, other agents' transcripts) and the home of the
+	 * user the gateway runs as. The workspace is bound back on top. */
+	j->sandbox.hide[j->sandbox.n_hide++] = j->cfg->home;
+	if (user_home && user_home[0] == '/' && user_home[1])
+		j->sandbox.hide[j->sandbox.n_hide++] = user_home;
+	j->sandbox.hide[j->sandbox.n_hide++] = "/root";
+}
+
 static void run_start_turn(struct run_job *j)
 {
 	const struct agent_config *a = j->agent;
@@ -333,6 +373,9 @@ static void run_start_turn(struct run_job *j)
 	to.tool_ctx.channel = j->channel;
 	to.tool_ctx.account = j->account;
 	to.tool_ctx.target = j->target;
+	run_gates(j);
+	to.tool_ctx.perms = &j->perms;
+	to.tool_ctx.sandbox = &j->sandbox;
 	to.max_turns = a->max_turns;
 	to.budget = &j->budget;
 	to.transcript = j->transcript;
@@ -558,6 +601,8 @@ int runner_run(struct runner *r, const struct run_request *req, run_done_cb done
 	j->channel = run_dup(req->channel);
 	j->account = run_dup(req->account);
 	j->target = run_dup(req->target);
+	j->sender = run_dup(req->sender);
+	j->group = req->group;
 	j->main_session = req->main_session;
 	j->redelivered = req->redelivered;
 	j->new_session = req->new_session;

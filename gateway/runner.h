@@ -37,6 +37,10 @@ struct runner_options {
 	/* Where runs count their context figures (cache breaks, compactions);
 	 * may be NULL. */
 	struct metrics *metrics;
+	/* Gate 3: where tool calls that need the operator's approval wait
+	 * (agents/approvals.h); NULL = nobody can be asked, such calls are
+	 * denied (the CLI's `agent run`). */
+	struct approvals *approvals;
 };
 
 struct run_request {
@@ -46,6 +50,11 @@ struct run_request {
 	const char *channel; /* where the message came from (for the message tool); may be NULL */
 	const char *account;
 	const char *target;
+	/* Who is asking, for the permission rules (agents/permissions.h):
+	 * the sender's id on channel, and whether the conversation is a group
+	 * or channel rather than a direct message. */
+	const char *sender;
+	bool group;
 	bool main_session; /* the agent's private main session (MEMORY.md) */
 	bool new_session;  /* start a fresh session under the key first (/new);
 	                    * with an empty text, only that */

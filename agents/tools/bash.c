@@ -1,8 +1,9 @@
 /*
  * bash.c - the bash tool: runs a shell command in the workspace.
  *
- * The command runs as /bin/sh -c through tool_spawn (so the sandbox, which
- * wraps tool_spawn, applies to it): its own process group, a clean
+ * The command runs as /bin/sh -c through tool_spawn, under the run's
+ * sandbox (ctx->sandbox: bubblewrap; a missing bwrap is an error result,
+ * never a run without the sandbox): its own process group, a clean
  * environment, a time limit that kills the whole group. The model sees the
  * output (the head and the tail of a long one) and how the command ended; a
  * non-zero exit status is not an error of the tool (the model decides what
@@ -82,6 +83,9 @@ static char *bash_format(const struct bash_run *b, const struct tool_spawn_resul
 		                 strsignal(r->term_signal));
 	else
 		(void)buf_printf(&out, "exit code %d", r->exit_code);
+	if (r->sandboxed && sandbox_failure(r->exit_code, r->output, r->output_len))
+		(void)buf_printf(&out, "\n%s",
+		                 sandbox_failure(r->exit_code, r->output, r->output_len));
 	return buf_steal(&out);
 }
 
@@ -122,6 +126,7 @@ static int bash_call(const struct tool_ctx *ctx, const json_t *input, tool_done_
 	const char *argv[4];
 	int64_t limit = ctx->timeout_ms > 0 ? ctx->timeout_ms : BASH_TIMEOUT_DEFAULT;
 	int64_t want = tool_in_int(input, "timeout_ms", limit);
+	char why[512];
 	int rc;
 
 	if (!ctx->workspace || !ctx->loop)
@@ -143,9 +148,15 @@ static int bash_call(const struct tool_ctx *ctx, const json_t *input, tool_done_
 	o.timeout_ms = b->timeout_ms;
 	o.max_output = BASH_HEAD;
 	o.keep_tail = BASH_TAIL;
+	o.sandbox = ctx->sandbox;
+	why[0] = '\0';
+	o.why = why;
+	o.why_size = sizeof why;
 	rc = tool_spawn(ctx->loop, &o, bash_spawned, b, &b->sp);
 	if (rc != SB_OK) {
 		free(b);
+		if (why[0] && rc != SB_ERR_NOMEM)
+			return tool_job_error(ctx->loop, why, done, ud, run);
 		return rc;
 	}
 	if (run)
@@ -172,5 +183,6 @@ const struct tool_def tool_bash = {
     .read_only = tool_never,
     .concurrency_safe = tool_never,
     .max_result_chars = 0,
+    .untrusted_output = true,
     .call = bash_call,
 };

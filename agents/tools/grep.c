@@ -284,5 +284,6 @@ const struct tool_def tool_grep = {
     .read_only = tool_always,
     .concurrency_safe = tool_always,
     .max_result_chars = 0,
+    .untrusted_output = true,
     .call = grep_call,
 };

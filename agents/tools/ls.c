@@ -108,5 +108,6 @@ const struct tool_def tool_ls = {
     .read_only = tool_always,
     .concurrency_safe = tool_always,
     .max_result_chars = 0,
+    .untrusted_output = true,
     .call = ls_call,
 };

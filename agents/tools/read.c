@@ -178,5 +178,7 @@ const struct tool_def tool_read = {
     .read_only = tool_always,
     .concurrency_safe = tool_always,
     .max_result_chars = 0,
+    .untrusted_output = true,
+    .result_pages = true,
     .call = read_call,
 };

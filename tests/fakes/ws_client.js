@@ -8,7 +8,7 @@
 // Options: url, scenario (below), token, scopes (array; omitted = all),
 // minProtocol/maxProtocol, sessionKey, message, idempotencyKey, keyfile
 // (a PEM private key; created when missing), sigVersion (2 or 3),
-// deviceToken, attempts, timeoutMs.
+// deviceToken, attempts, timeoutMs, answer and scope (approver).
 //
 // It prints one JSON line with what happened and exits 0; a client-side
 // failure (timeout, unexpected frame) is reported in that line as "fail".
@@ -317,6 +317,39 @@ async function scenario() {
 		process.stderr.write('READY\n');
 		const ev = await next(c, (f) => f.type === 'event' && f.event === 'shutdown');
 		return { shutdown: ev, closed: await closed(c) };
+	}
+	case 'approver': {
+		// an operator client: answers the first pending tool approval
+		// (from approvals.list, or the approval.requested event) with
+		// opt.answer ('approve' or 'deny') and opt.scope, then waits for
+		// its approval.resolved event.
+		const r = await connect(c);
+		if (!r.res || !r.res.ok)
+			return { hello: r.res };
+		process.stderr.write('READY\n');
+		let requested = null;
+		const ev = next(c, (f) => f.type === 'event' && f.event === 'approval.requested');
+		for (;;) {
+			const l = await res(c, send(c, 'approvals.list', {}));
+			if (l && l.ok && l.payload.approvals.length) {
+				requested = { payload: l.payload.approvals[0], fromList: true };
+				break;
+			}
+			const got = await Promise.race([ev, new Promise((ok) => setTimeout(ok, 200))]);
+			if (got) {
+				requested = got;
+				break;
+			}
+		}
+		const id = requested.payload.id;
+		const answer = await res(c, send(c, 'approvals.' + (opt.answer || 'approve'),
+			{ id, scope: opt.scope }));
+		const resolved = await next(c, (f) => f.type === 'event' &&
+			f.event === 'approval.resolved' && f.payload.id === id);
+		const after = await res(c, send(c, 'approvals.list', {}));
+		c.ws.close(1000);
+		return { requested: requested.payload, answer, resolved: resolved.payload,
+			after: after.payload };
 	}
 	default:
 		return { fail: 'unknown scenario ' + opt.scenario };

@@ -24,6 +24,7 @@
 #include <jansson.h>
 
 #include "agents/message.h"
+#include "agents/sandbox.h"
 #include "agents/transcript.h"
 #include "harness.h"
 
@@ -49,8 +50,14 @@ static void write_home_file(const char *rel, const char *text)
 
 static int setup(void **state)
 {
-	char cfg[2048];
+	char cfg[2048], why[512];
 	const char *init[] = {"init", NULL};
+	/* claude's commands run in the sandbox where bwrap works (test_sandbox
+	 * covers the sandbox itself); main runs unsandboxed because the abort
+	 * test reads its command's process id, which a PID namespace hides;
+	 * resilient too, so the timeout test runs on hosts without bwrap. */
+	const char *claude_sandbox =
+	    sandbox_probe(NULL, why, sizeof why) == 0 ? "workspace-write" : "full";
 
 	(void)state;
 	memset(&fx, 0, sizeof fx);
@@ -65,11 +72,11 @@ static int setup(void **state)
 	         "  - {id: an, api: anthropic-messages, base_url: \"http://127.0.0.1:%d\", "
 	         "api_key: test-key-anthropic, max_retries: 1, timeout: 5s}\n"
 	         "agents:\n"
-	         "  - {id: main, default: true, model: oa/gpt-test}\n"
-	         "  - {id: claude, model: an/claude-test}\n"
+	         "  - {id: main, default: true, model: oa/gpt-test, sandbox: full}\n"
+	         "  - {id: claude, model: an/claude-test, sandbox: %s}\n"
 	         "  - {id: resilient, model: oa/gpt-test, fallbacks: [an/claude-test], "
-	         "tool_timeout: 1s, max_turns: 3}\n",
-	         fx.llm.port, fx.llm.port);
+	         "tool_timeout: 1s, max_turns: 3, sandbox: full}\n",
+	         fx.llm.port, fx.llm.port, claude_sandbox);
 	write_home_file("switchboard.yaml", cfg);
 	if (harness_cli(fx.home, NULL, init) != 0)
 		return -1;

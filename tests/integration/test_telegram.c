@@ -102,6 +102,9 @@ static int prepare_home(void)
 	         "  - {id: s, api: scripted, script: script.yaml}\n"
 	         "agents:\n"
 	         "  - {id: main, default: true, model: s/echo}\n"
+	         /* The test users are the operator: their text reaches the
+	          * agent as it is (others' is marked untrusted). */
+	         "security: {owners: [\"telegram:*\"]}\n"
 	         "channels:\n"
 	         "  telegram:\n"
 	         "    dm_policy: open\n"

@@ -62,6 +62,9 @@ static int setup(void **state)
 	         "  - {id: s, api: scripted, script: script.yaml}\n"
 	         "agents:\n"
 	         "  - {id: main, default: true, model: s/echo}\n"
+	         /* The test users are the operator: their text reaches the
+	          * agent as it is (others' is marked untrusted). */
+	         "security: {owners: [\"telegram:*\"]}\n"
 	         "channels:\n"
 	         "  telegram:\n"
 	         "    dm_policy: open\n"

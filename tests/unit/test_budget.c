@@ -75,7 +75,7 @@ static void batch(size_t n, const char *const *names, const size_t *sizes, json_
 	*assistant = msg_assistant_new();
 	*results = msg_user_new();
 	for (size_t i = 0; i < n; i++) {
-		char id[16];
+		char id[32];
 		char *text = filled(sizes[i], (char)('a' + i));
 
 		snprintf(id, sizeof id, "t%zu", i);

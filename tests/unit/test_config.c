@@ -332,7 +332,7 @@ static void test_unknown_key_suggestion(void **state)
 	              "watch_config, control)\n");
 	expect_errors("routes: []\n" AGENTS,
 	              "t.yaml:1:1: routes: unknown key (hint: valid keys: gateway, log, store, "
-	              "http_client, agents, providers, bindings, session, channels, openai_api, cron)\n");
+	              "http_client, agents, providers, bindings, session, channels, openai_api, cron, security)\n");
 }
 
 static void test_wrong_types(void **state)

@@ -1,0 +1,446 @@
+/*
+ * test_approvals.c - gate 3 end to end: the real daemon with a scripted
+ * agent whose rules ask for approval before `touch`; control-plane clients
+ * (tests/fakes/ws_client.js, a separate Node process) chat with it and
+ * answer as the operator; the CLI lists and denies.
+ *
+ * 1. A chat asks the agent to make a file: the tool call waits; an operator
+ *    client sees `approval.requested` (tool, scope, summary), approves it
+ *    for the session, sees `approval.resolved`; the command runs and the
+ *    reply arrives. The operator's configured channel (a webhook in
+ *    callback mode, received by tests/fakes/callback_receiver.js) got the
+ *    request as a message.
+ * 2. A second chat in the same session runs a command of the same scope:
+ *    no request is made (the scope is cached), the file appears.
+ * 3. In another session the same command is asked for again; the operator
+ *    denies it with `switchboard approvals deny`; the file never appears,
+ *    the model gets the denial as a tool result and still answers.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <dirent.h>
+#include <jansson.h>
+
+#include "agents/sandbox.h"
+#include "harness.h"
+
+#define SCRIPT                                                                                     \
+	"steps:\n"                                                                                 \
+	"  - match: first\n"                                                                       \
+	"    tool_calls:\n"                                                                        \
+	"      - {name: bash, input: {command: \"touch one.txt\"}}\n"                              \
+	"  - text: done first\n"                                                                   \
+	"  - match: second\n"                                                                      \
+	"    tool_calls:\n"                                                                        \
+	"      - {name: bash, input: {command: \"touch two.txt && ls\"}}\n"                        \
+	"  - text: done second\n"                                                                  \
+	"  - match: third\n"                                                                       \
+	"    tool_calls:\n"                                                                        \
+	"      - {name: bash, input: {command: \"touch three.txt\"}}\n"                            \
+	"  - text: done third\n"
+
+#define HOOK_SECRET "whsec_c3dpdGNoYm9hcmQtdGVzdC1zZWNyZXQtMDEyMzQ1Njc4OQ=="
+#define CB_SECRET "whsec_Y2FsbGJhY2stc2VjcmV0LWZvci1yZXBsaWVzLTAxMjM0NQ=="
+
+struct fixture {
+	char home[512];
+	char token[256];
+	char url[64];
+	struct harness_daemon d;
+	struct harness_peer receiver; /* the operator's channel: a webhook callback */
+};
+
+static struct fixture fx;
+
+static void print_log(void)
+{
+	struct buf log;
+
+	buf_init(&log, 64 << 20);
+	harness_daemon_log(&fx.d, &log);
+	fprintf(stderr, "daemon log:\n%s\n", log.data ? log.data : "");
+	buf_free(&log);
+}
+
+struct client {
+	pid_t pid;
+	int fd;
+};
+
+static struct client ws_client_start(json_t *opts)
+{
+	char script[1024], *arg;
+	struct client cl;
+	int fds[2];
+
+	json_object_set_new(opts, "url", json_string(fx.url));
+	json_object_set_new(opts, "token", json_string(fx.token));
+	if (!json_object_get(opts, "timeoutMs"))
+		json_object_set_new(opts, "timeoutMs", json_integer(25000));
+	arg = json_dumps(opts, JSON_COMPACT);
+	json_decref(opts);
+	assert_non_null(arg);
+	snprintf(script, sizeof script, "%s/tests/fakes/ws_client.js", SB_SOURCE_DIR);
+	assert_int_equal(pipe(fds), 0);
+	cl.pid = fork();
+	if (cl.pid == 0) {
+		const char *argv[] = {"node", script, arg, NULL};
+
+		dup2(fds[1], STDOUT_FILENO);
+		close(fds[0]);
+		close(fds[1]);
+		execvp("node", (char *const *)argv);
+		_exit(127);
+	}
+	free(arg);
+	close(fds[1]);
+	cl.fd = fds[0];
+	return cl;
+}
+
+static json_t *ws_client_finish(struct client cl)
+{
+	struct buf out;
+	json_t *r = NULL;
+	long waited = 0;
+	int st = 0;
+
+	buf_init(&out, 16 << 20);
+	for (;;) {
+		struct pollfd pf = {.fd = cl.fd, .events = POLLIN};
+		char chunk[4096];
+		ssize_t n;
+
+		if (poll(&pf, 1, 1000) == 0) {
+			if ((waited += 1000) > 60000)
+				break;
+			continue;
+		}
+		n = read(cl.fd, chunk, sizeof chunk);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		buf_append(&out, chunk, (size_t)n);
+	}
+	close(cl.fd);
+	if (waitpid(cl.pid, &st, WNOHANG) == 0) {
+		kill(cl.pid, SIGKILL);
+		waitpid(cl.pid, &st, 0);
+	}
+	if (out.data)
+		r = json_loads(out.data, JSON_DISABLE_EOF_CHECK, NULL);
+	if (!r || json_object_get(r, "fail")) {
+		fprintf(stderr, "ws_client: %s\n", out.data ? out.data : "(no output)");
+		print_log();
+	}
+	buf_free(&out);
+	assert_non_null(r);
+	assert_null(json_object_get(r, "fail"));
+	return r;
+}
+
+static json_t *ws_client(json_t *opts)
+{
+	return ws_client_finish(ws_client_start(opts));
+}
+
+static const json_t *jget(const json_t *j, const char *path)
+{
+	char part[128];
+
+	while (j && *path) {
+		size_t n = strcspn(path, ".");
+		char *end;
+		long idx;
+
+		snprintf(part, sizeof part, "%.*s", (int)n, path);
+		idx = strtol(part, &end, 10);
+		j = (json_is_array(j) && *end == '\0') ? json_array_get(j, (size_t)idx)
+		                                       : json_object_get(j, part);
+		path += n;
+		if (*path == '.')
+			path++;
+	}
+	return j;
+}
+
+static const char *jstr(const json_t *j, const char *path)
+{
+	const char *s = json_string_value(jget(j, path));
+
+	return s ? s : "";
+}
+
+static bool ws_file(const char *name)
+{
+	char path[1024];
+
+	snprintf(path, sizeof path, "%s/workspaces/main/%s", fx.home, name);
+	return access(path, F_OK) == 0;
+}
+
+/* How many times the daemon logged that a call waits for approval. */
+static int requests_logged(void)
+{
+	struct buf log;
+	int n = 0;
+
+	buf_init(&log, 64 << 20);
+	harness_daemon_log(&fx.d, &log);
+	for (const char *p = log.data; p && (p = strstr(p, "a tool call waits for approval")); p++)
+		n++;
+	buf_free(&log);
+	return n;
+}
+
+static json_t *chat_opts(const char *session, const char *message, const char *key)
+{
+	return json_pack("{ss ss ss ss}", "scenario", "chat", "sessionKey", session, "message",
+	                 message, "idempotencyKey", key);
+}
+
+static int setup(void **state)
+{
+	const char *init[] = {"init", NULL};
+	char path[700], cfg[2048], why[512];
+	const char *rargs[] = {CB_SECRET, NULL};
+	struct buf tok;
+
+	(void)state;
+	memset(&fx, 0, sizeof fx);
+	if (harness_peer_start(&fx.receiver, "callback_receiver.js", rargs) != 0)
+		return -1;
+	if (harness_tmpdir(fx.home, sizeof fx.home) != 0)
+		return -1;
+	/* the approval flow does not depend on the sandbox; it is used where
+	 * it works (test_sandbox checks it, and fails where bwrap is broken) */
+	snprintf(cfg, sizeof cfg,
+	         "providers:\n"
+	         "  - {id: s, api: scripted, script: script.yaml}\n"
+	         "agents:\n"
+	         "  - id: main\n"
+	         "    default: true\n"
+	         "    model: s/echo\n"
+	         "    sandbox: %s\n"
+	         "    permissions:\n"
+	         "      - {ask_commands: [touch]}\n"
+	         "channels:\n"
+	         "  webhook:\n"
+	         "    hooks:\n"
+	         "      - {name: ops, secret: \"%s\", mode: callback,\n"
+	         "         callback_url: \"http://127.0.0.1:%d/cb\", callback_secret: \"%s\"}\n"
+	         "security:\n"
+	         "  approval_timeout: 30s\n"
+	         "  approval_channel: webhook\n"
+	         "  approval_account: ops\n"
+	         "  approval_target: operator\n",
+	         sandbox_probe(NULL, why, sizeof why) == 0 ? "workspace-write" : "full",
+	         HOOK_SECRET, fx.receiver.port, CB_SECRET);
+	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
+	if (harness_write_file(path, cfg) != 0)
+		return -1;
+	snprintf(path, sizeof path, "%s/script.yaml", fx.home);
+	if (harness_write_file(path, SCRIPT) != 0)
+		return -1;
+	if (harness_cli(fx.home, NULL, init) != 0)
+		return -1;
+	snprintf(path, sizeof path, "%s/gateway.token", fx.home);
+	buf_init(&tok, 4096);
+	if (harness_read_file(path, &tok) != 0 || !tok.data) {
+		buf_free(&tok);
+		return -1;
+	}
+	snprintf(fx.token, sizeof fx.token, "%.*s", (int)strcspn(tok.data, "\r\n"), tok.data);
+	buf_free(&tok);
+	if (harness_daemon_start(&fx.d, fx.home, NULL) != 0 || harness_wait_ready(&fx.d, 20000))
+		return -1;
+	snprintf(fx.url, sizeof fx.url, "ws://127.0.0.1:%d/", fx.d.port);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	int code;
+
+	(void)state;
+	code = fx.d.pid > 0 ? harness_daemon_stop(&fx.d, SIGTERM, 20000) : 0;
+	if (code != 0) {
+		fprintf(stderr, "daemon exit %d\n", code);
+		print_log();
+	}
+	harness_peer_stop(&fx.receiver);
+	harness_rmrf(fx.home);
+	return code == 0 ? 0 : -1;
+}
+
+static void test_approve_for_the_session_then_cached(void **state)
+{
+	struct client chat, op;
+	json_t *c, *o;
+
+	(void)state;
+	/* 1: the call waits; the operator approves for the session */
+	op = ws_client_start(json_pack("{ss ss ss}", "scenario", "approver", "answer", "approve",
+	                               "scope", "session"));
+	chat = ws_client_start(chat_opts("main", "first: make a file", "run-first"));
+	o = ws_client_finish(op);
+	c = ws_client_finish(chat);
+	assert_string_equal(jstr(o, "requested.tool"), "bash");
+	assert_string_equal(jstr(o, "requested.scope"), "bash:cmd:touch");
+	assert_string_equal(jstr(o, "requested.sessionKey"), "agent:main:main");
+	assert_string_equal(jstr(o, "requested.channel"), "webchat");
+	assert_non_null(strstr(jstr(o, "requested.summary"), "touch one.txt"));
+	assert_true(json_is_true(jget(o, "answer.ok")));
+	assert_string_equal(jstr(o, "answer.payload.decision"), "approved-session");
+	assert_string_equal(jstr(o, "resolved.decision"), "approved-session");
+	assert_int_equal(json_array_size(jget(o, "after.approvals")), 0);
+	assert_string_equal(jstr(c, "final.state"), "final");
+	assert_non_null(strstr(jstr(c, "final.message.content.0.text"), "done first"));
+	assert_true(ws_file("one.txt"));
+	assert_int_equal(requests_logged(), 1);
+	json_decref(o);
+	json_decref(c);
+	/* the operator's channel got the request as a message */
+	{
+		json_t *got = NULL;
+		const char *text = "";
+
+		for (int i = 0; i < 100; i++) {
+			struct buf body;
+
+			buf_init(&body, 1 << 20);
+			if (harness_http(fx.receiver.port, "GET", "/__received", NULL, NULL,
+			                 &body) == 200 &&
+			    body.data)
+				got = json_loads(body.data, 0, NULL);
+			buf_free(&body);
+			if (json_array_size(json_object_get(got, "deliveries")))
+				break;
+			json_decref(got);
+			got = NULL;
+			usleep(50000);
+		}
+		assert_non_null(got);
+		assert_int_equal(json_array_size(json_object_get(got, "deliveries")), 1);
+		{
+			const json_t *b = jget(got, "deliveries.0.body");
+			json_t *parsed = json_is_string(b)
+			                     ? json_loads(json_string_value(b), 0, NULL)
+			                     : json_incref((json_t *)b);
+
+			text = jstr(parsed, "text");
+			assert_non_null(strstr(text, "Approval needed"));
+			assert_non_null(strstr(text, "touch one.txt"));
+			assert_non_null(strstr(text, "switchboard approvals approve"));
+			assert_string_equal(jstr(parsed, "status"), "approval");
+			json_decref(parsed);
+		}
+		json_decref(got);
+	}
+
+	/* 2: same session, same scope: runs without asking */
+	c = ws_client(chat_opts("main", "second: another file", "run-second"));
+	assert_string_equal(jstr(c, "final.state"), "final");
+	assert_non_null(strstr(jstr(c, "final.message.content.0.text"), "done second"));
+	assert_true(ws_file("two.txt"));
+	assert_int_equal(requests_logged(), 1);
+	json_decref(c);
+}
+
+static void test_deny_from_the_cli_in_another_session(void **state)
+{
+	struct client chat;
+	struct buf out;
+	json_t *list = NULL, *c;
+	char id[64] = "";
+	const char *ls[] = {"approvals", "list", "--json", "--url", fx.url, NULL};
+	char sessions[1024];
+	bool denial_seen = false;
+	DIR *dir;
+	struct dirent *de;
+
+	(void)state;
+	chat = ws_client_start(chat_opts("other", "third: one more", "run-third"));
+	/* the request shows up in the CLI's list */
+	for (int i = 0; i < 200 && !*id; i++) {
+		buf_init(&out, 1 << 20);
+		if (harness_cli(fx.home, &out, ls) == 0 && out.data) {
+			list = json_loads(out.data, 0, NULL);
+			if (json_array_size(json_object_get(list, "approvals")) == 1)
+				snprintf(id, sizeof id, "%s", jstr(list, "approvals.0.id"));
+			if (*id) {
+				assert_string_equal(jstr(list, "approvals.0.sessionKey"),
+				                    "agent:main:other");
+				assert_string_equal(jstr(list, "approvals.0.scope"),
+				                    "bash:cmd:touch");
+			}
+			json_decref(list);
+		}
+		buf_free(&out);
+		if (!*id)
+			usleep(100000);
+	}
+	assert_true(*id);
+	{
+		const char *deny[] = {"approvals", "deny", id, "--url", fx.url, NULL};
+
+		buf_init(&out, 1 << 20);
+		assert_int_equal(harness_cli(fx.home, &out, deny), 0);
+		assert_non_null(strstr(out.data, "denied"));
+		buf_free(&out);
+		/* answered already */
+		buf_init(&out, 1 << 20);
+		assert_int_equal(harness_cli(fx.home, &out, deny), 1);
+		buf_free(&out);
+	}
+	c = ws_client_finish(chat);
+	/* the loop did not abort: the model got the denial and answered */
+	assert_string_equal(jstr(c, "final.state"), "final");
+	assert_non_null(strstr(jstr(c, "final.message.content.0.text"), "done third"));
+	json_decref(c);
+	assert_false(ws_file("three.txt"));
+	assert_int_equal(requests_logged(), 2);
+	/* the denial is in the session's transcript, as a tool result */
+	snprintf(sessions, sizeof sessions, "%s/agents/main/sessions", fx.home);
+	dir = opendir(sessions);
+	assert_non_null(dir);
+	while ((de = readdir(dir))) {
+		char path[2048];
+		struct buf t;
+
+		if (!strstr(de->d_name, ".jsonl"))
+			continue;
+		snprintf(path, sizeof path, "%s/%s", sessions, de->d_name);
+		buf_init(&t, 16 << 20);
+		if (harness_read_file(path, &t) == 0 && t.data &&
+		    strstr(t.data, "permission denied: denied by the operator"))
+			denial_seen = true;
+		buf_free(&t);
+	}
+	closedir(dir);
+	assert_true(denial_seen);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_approve_for_the_session_then_cached),
+	    cmocka_unit_test(test_deny_from_the_cli_in_another_session),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,379 @@
+/*
+ * test_sandbox.c - the bubblewrap sandbox (agents/sandbox.c) through the one
+ * place tools start processes (agents/spawn.c), with its properties checked
+ * from inside: the user (65534 when the tests run as root), no
+ * capabilities, no network unless allowed, the workspace writable and its
+ * .git read-only (or everything read-only), the gateway's home and the
+ * host's /tmp out of sight, a clean environment, the memory limit, and the
+ * time limit killing the command. Also: a missing bwrap refuses the command
+ * (the bash tool answers with an error and nothing runs unsandboxed).
+ *
+ * Hosts differ: without bwrap the tests that need it are skipped with a
+ * message; with a bwrap that cannot build a sandbox (user namespaces off)
+ * they fail and say so, since the gateway would refuse its tools there.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "agents/sandbox.h"
+#include "agents/spawn.h"
+#include "agents/tool.h"
+#include "gateway/core/err.h"
+
+struct fixture {
+	char root[64];
+	char home[PATH_MAX]; /* stands for the gateway's home (hidden) */
+	char ws[PATH_MAX];   /* the workspace, inside it */
+	char host_tmp[PATH_MAX];
+	uv_loop_t loop;
+	bool have_bwrap;
+};
+
+static struct fixture fx;
+
+static int rm_entry(const char *p, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)st;
+	(void)flag;
+	(void)f;
+	return remove(p);
+}
+
+static void put(const char *dir, const char *name, const char *text)
+{
+	char path[PATH_MAX + 64];
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	assert_int_equal(fclose(f), 0);
+}
+
+static int setup(void **state)
+{
+	char p[PATH_MAX + 64], why[1024], bwrap[PATH_MAX];
+	struct sandbox_policy probe;
+
+	(void)state;
+	memset(&fx, 0, sizeof fx);
+	snprintf(fx.root, sizeof fx.root, "/tmp/sb-box-XXXXXX");
+	if (!mkdtemp(fx.root))
+		return -1;
+	snprintf(p, sizeof p, "%s/home", fx.root);
+	mkdir(p, 0700);
+	if (!realpath(p, fx.home))
+		return -1;
+	snprintf(p, sizeof p, "%s/workspaces", fx.home);
+	mkdir(p, 0700);
+	snprintf(p, sizeof p, "%s/workspaces/main", fx.home);
+	mkdir(p, 0755);
+	if (!realpath(p, fx.ws))
+		return -1;
+	snprintf(p, sizeof p, "%s/.git", fx.ws);
+	mkdir(p, 0755);
+	put(fx.home, "secret.txt", "the gateway's secret\n");
+	put(fx.ws, "notes.txt", "workspace notes\n");
+	snprintf(p, sizeof p, "%s/.git", fx.ws);
+	put(p, "HEAD", "ref: refs/heads/main\n");
+	snprintf(fx.host_tmp, sizeof fx.host_tmp, "%s/host-only-marker", fx.root);
+	put(fx.root, "host-only-marker", "x");
+	uv_loop_init(&fx.loop);
+	memset(&probe, 0, sizeof probe);
+	fx.have_bwrap = sandbox_find_bwrap(&probe, bwrap, sizeof bwrap) == SB_OK;
+	if (!fx.have_bwrap) {
+		fprintf(stderr, "test_sandbox: bubblewrap is not installed here; the tests that "
+		                "need it are skipped\n");
+	} else if (sandbox_probe(&probe, why, sizeof why) != SB_OK) {
+		fprintf(stderr, "test_sandbox: %s is installed but cannot build a sandbox: %s\n",
+		        bwrap, why);
+		return -1;
+	}
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	uv_run(&fx.loop, UV_RUN_DEFAULT);
+	uv_loop_close(&fx.loop);
+	nftw(fx.root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	return 0;
+}
+
+static void need_bwrap(void)
+{
+	if (!fx.have_bwrap)
+		skip();
+}
+
+static void policy_init(struct sandbox_policy *p, enum sandbox_mode mode)
+{
+	memset(p, 0, sizeof *p);
+	p->mode = mode;
+	p->memory_bytes = (int64_t)1 << 30;
+	p->hide[p->n_hide++] = fx.home;
+}
+
+struct outcome {
+	bool done;
+	int rc, exit_code;
+	bool timed_out, sandboxed;
+	char out[8192];
+};
+
+static void on_spawned(void *ud, int rc, const struct tool_spawn_result *r)
+{
+	struct outcome *o = ud;
+
+	o->done = true;
+	o->rc = rc;
+	o->exit_code = r->exit_code;
+	o->timed_out = r->timed_out;
+	o->sandboxed = r->sandboxed;
+	snprintf(o->out, sizeof o->out, "%.*s", (int)r->output_len, r->output);
+}
+
+/* Runs `sh -c script` in the workspace under p; returns spawn's rc. */
+static int run(const struct sandbox_policy *p, const char *script, int64_t timeout_ms,
+               struct outcome *o)
+{
+	const char *argv[] = {"/bin/sh", "-c", script, NULL};
+	const char *env[] = {"SB_EXTRA=given", NULL};
+	struct tool_spawn_options opt;
+	char why[512];
+	int rc;
+
+	memset(o, 0, sizeof *o);
+	memset(&opt, 0, sizeof opt);
+	opt.argv = argv;
+	opt.cwd = fx.ws;
+	opt.env = env;
+	opt.timeout_ms = timeout_ms;
+	opt.max_output = sizeof o->out - 1;
+	opt.sandbox = p;
+	opt.why = why;
+	opt.why_size = sizeof why;
+	rc = tool_spawn(&fx.loop, &opt, on_spawned, o, NULL);
+	if (rc != SB_OK) {
+		snprintf(o->out, sizeof o->out, "%s", why);
+		return rc;
+	}
+	while (!o->done)
+		uv_run(&fx.loop, UV_RUN_ONCE);
+	return o->rc;
+}
+
+static void test_command_line(void **state)
+{
+	struct sandbox_policy p;
+	const char *argv[] = {"/bin/true", NULL};
+	const char *env[] = {"PATH=/usr/bin:/bin", NULL};
+	char **v = NULL, why[512], joined[8192] = "", gitro[3 * PATH_MAX];
+
+	(void)state;
+	need_bwrap();
+	policy_init(&p, SANDBOX_WORKSPACE_WRITE);
+	assert_int_equal(sandbox_argv(&p, fx.ws, argv, env, &v, why, sizeof why), SB_OK);
+	for (size_t i = 0; v[i]; i++) {
+		strncat(joined, v[i], sizeof joined - strlen(joined) - 2);
+		strncat(joined, " ", sizeof joined - strlen(joined) - 1);
+	}
+	assert_non_null(strstr(joined, "--unshare-all "));
+	assert_null(strstr(joined, "--share-net"));
+	assert_non_null(strstr(joined, "--die-with-parent "));
+	assert_non_null(strstr(joined, "--cap-drop ALL "));
+	assert_non_null(strstr(joined, "--clearenv "));
+	assert_non_null(strstr(joined, "--tmpfs /tmp "));
+	if (geteuid() == 0)
+		assert_non_null(strstr(joined, "--uid 65534 --gid 65534 "));
+	snprintf(gitro, sizeof gitro, "--ro-bind %s/.git %s/.git ", fx.ws, fx.ws);
+	assert_non_null(strstr(joined, gitro));
+	sandbox_argv_free(v);
+	p.network = true;
+	assert_int_equal(sandbox_argv(&p, fx.ws, argv, env, &v, why, sizeof why), SB_OK);
+	joined[0] = '\0';
+	for (size_t i = 0; v[i]; i++) {
+		strncat(joined, v[i], sizeof joined - strlen(joined) - 2);
+		strncat(joined, " ", sizeof joined - strlen(joined) - 1);
+	}
+	assert_non_null(strstr(joined, "--share-net"));
+	sandbox_argv_free(v);
+	/* "full" is no sandbox: nothing to build */
+	p.mode = SANDBOX_FULL;
+	assert_int_equal(sandbox_argv(&p, fx.ws, argv, env, &v, why, sizeof why), SB_ERR_INVAL);
+}
+
+static void test_properties_from_inside(void **state)
+{
+	struct sandbox_policy p;
+	struct outcome o;
+	char script[PATH_MAX * 4];
+
+	(void)state;
+	need_bwrap();
+	policy_init(&p, SANDBOX_WORKSPACE_WRITE);
+	setenv("SB_GATEWAY_SECRET", "hunter2", 1);
+
+	/* it really ran in the sandbox, as an unprivileged user */
+	assert_int_equal(run(&p, "id -u", 10000, &o), SB_OK);
+	assert_true(o.sandboxed);
+	if (geteuid() == 0)
+		assert_string_equal(o.out, "65534\n");
+	/* no capabilities */
+	assert_int_equal(run(&p, "grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status", 10000, &o),
+	                 SB_OK);
+	assert_non_null(strstr(o.out, "CapEff:\t0000000000000000"));
+	assert_non_null(strstr(o.out, "CapPrm:\t0000000000000000"));
+	assert_non_null(strstr(o.out, "CapBnd:\t0000000000000000"));
+	/* no network: only a loopback of its own */
+	assert_int_equal(run(&p, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '", 10000, &o),
+	                 SB_OK);
+	assert_string_equal(o.out, "lo\n");
+	/* its own PID namespace: it is nearly alone */
+	assert_int_equal(run(&p, "ls /proc | grep -c '^[0-9]'", 10000, &o), SB_OK);
+	assert_true(strtol(o.out, NULL, 10) < 6);
+	/* the workspace is writable, its .git is not */
+	assert_int_equal(run(&p, "echo new > made.txt && cat notes.txt", 10000, &o), SB_OK);
+	assert_int_equal(o.exit_code, 0);
+	assert_string_equal(o.out, "workspace notes\n");
+	assert_int_equal(run(&p, "echo evil > .git/HEAD", 10000, &o), SB_OK);
+	assert_int_not_equal(o.exit_code, 0);
+	assert_non_null(strstr(o.out, "Read-only file system"));
+	assert_int_equal(run(&p, "cat .git/HEAD", 10000, &o), SB_OK);
+	assert_string_equal(o.out, "ref: refs/heads/main\n");
+	/* the gateway's home is out of sight, the workspace inside it is not */
+	snprintf(script, sizeof script, "cat %s/secret.txt; ls -a %s; ls %s/workspaces", fx.home,
+	         fx.home, fx.home);
+	assert_int_equal(run(&p, script, 10000, &o), SB_OK);
+	assert_null(strstr(o.out, "the gateway's secret"));
+	assert_null(strstr(o.out, "secret.txt\n"));
+	assert_non_null(strstr(o.out, "main"));
+	assert_int_equal(run(&p, "cat /etc/shadow 2>/dev/null | wc -c", 10000, &o), SB_OK);
+	assert_string_equal(o.out, "0\n");
+	/* a private /tmp: the host's files are not there, ours do not leak out */
+	snprintf(script, sizeof script, "ls %s 2>&1; echo inside > /tmp/from-sandbox; ls /tmp",
+	         fx.host_tmp);
+	assert_int_equal(run(&p, script, 10000, &o), SB_OK);
+	assert_non_null(strstr(o.out, "No such file"));
+	assert_non_null(strstr(o.out, "from-sandbox"));
+	assert_int_not_equal(access("/tmp/from-sandbox", F_OK), 0);
+	/* a clean environment: what the tool gave, nothing of the gateway's */
+	assert_int_equal(run(&p, "env | sort", 10000, &o), SB_OK);
+	assert_null(strstr(o.out, "SB_GATEWAY_SECRET"));
+	assert_null(strstr(o.out, "hunter2"));
+	assert_non_null(strstr(o.out, "SB_EXTRA=given\n"));
+	assert_non_null(strstr(o.out, "PATH=/usr/local/bin:/usr/bin:/bin\n"));
+	/* the memory limit */
+	assert_int_equal(run(&p, "ulimit -v", 10000, &o), SB_OK);
+	assert_string_equal(o.out, "1048576\n");
+	/* the time limit kills the command and what it started */
+	assert_int_equal(run(&p, "sleep 30 & sleep 30", 500, &o), SB_ERR_TIMEOUT);
+	assert_true(o.timed_out);
+	unsetenv("SB_GATEWAY_SECRET");
+}
+
+static void test_read_only_and_network(void **state)
+{
+	struct sandbox_policy p;
+	struct outcome o;
+
+	(void)state;
+	need_bwrap();
+	policy_init(&p, SANDBOX_READ_ONLY);
+	assert_int_equal(run(&p, "echo x > ro.txt", 10000, &o), SB_OK);
+	assert_int_not_equal(o.exit_code, 0);
+	assert_non_null(strstr(o.out, "Read-only file system"));
+	assert_int_equal(run(&p, "cat notes.txt", 10000, &o), SB_OK);
+	assert_string_equal(o.out, "workspace notes\n");
+	/* network allowed: the host's interfaces are there */
+	policy_init(&p, SANDBOX_WORKSPACE_WRITE);
+	p.network = true;
+	assert_int_equal(run(&p, "tail -n +3 /proc/net/dev | wc -l", 10000, &o), SB_OK);
+	assert_true(strtol(o.out, NULL, 10) >= 1);
+}
+
+struct tool_outcome {
+	bool done;
+	int rc;
+	bool is_error;
+	char *content;
+};
+
+static void on_tool_done(void *ud, int rc, char *content, bool is_error)
+{
+	struct tool_outcome *t = ud;
+
+	t->done = true;
+	t->rc = rc;
+	t->is_error = is_error;
+	t->content = content;
+}
+
+static void test_missing_bwrap_refuses(void **state)
+{
+	struct sandbox_policy p;
+	struct outcome o;
+	struct tool_ctx ctx;
+	struct tool_outcome t;
+	json_t *in;
+	char marker[PATH_MAX + 64];
+
+	(void)state;
+	policy_init(&p, SANDBOX_WORKSPACE_WRITE);
+	p.bwrap = "/nonexistent/bwrap";
+	assert_int_equal(run(&p, "touch ran-anyway", 10000, &o), SB_ERR_NOTFOUND);
+	assert_non_null(strstr(o.out, "bubblewrap (bwrap) is not installed"));
+	/* the bash tool says so to the model, and nothing ran */
+	memset(&ctx, 0, sizeof ctx);
+	ctx.loop = &fx.loop;
+	ctx.workspace = fx.ws;
+	ctx.timeout_ms = 10000;
+	ctx.sandbox = &p;
+	memset(&t, 0, sizeof t);
+	in = json_pack("{ss}", "command", "touch ran-anyway");
+	assert_int_equal(tool_bash.call(&ctx, in, on_tool_done, &t, NULL), SB_OK);
+	while (!t.done)
+		uv_run(&fx.loop, UV_RUN_ONCE);
+	assert_true(t.is_error);
+	assert_non_null(strstr(t.content, "sandbox is not available"));
+	free(t.content);
+	json_decref(in);
+	snprintf(marker, sizeof marker, "%s/ran-anyway", fx.ws);
+	assert_int_not_equal(access(marker, F_OK), 0);
+	/* and the probe says why */
+	{
+		char why[512];
+
+		assert_int_equal(sandbox_probe(&p, why, sizeof why), SB_ERR_NOTFOUND);
+	}
+	/* bwrap's own failure is recognised and explained */
+	assert_non_null(sandbox_failure(1, "bwrap: No permissions to create new namespace\n", 46));
+	assert_null(sandbox_failure(1, "grep: x: No such file\n", 22));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_command_line),
+	    cmocka_unit_test(test_properties_from_inside),
+	    cmocka_unit_test(test_read_only_and_network),
+	    cmocka_unit_test(test_missing_bwrap_refuses),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
