@@ -224,7 +224,7 @@ static void test_byte_stable(void **state)
  * uncached build. */
 static void test_byte_stable_across_turns(void **state)
 {
-	char dir[512], year[8];
+	char dir[512], year[16];
 	struct buf first, b, plain;
 	struct prompt_options opt = {.agent_id = "main", .main_session = true};
 	struct workspace_cache *c;
