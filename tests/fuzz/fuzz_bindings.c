@@ -181,8 +181,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if ((f & 7) == 7) {
 		/* The text is the bindings list of a configuration of its own. */
-		if (memchr(p, 0, text_len) || text_len > 4096 ||
-		    load(text, &own) != SB_OK)
+		if (memchr(p, 0, text_len) || text_len > 4096 || load(text, &own) != SB_OK)
 			goto out;
 		t = own.t;
 	} else {
