@@ -412,11 +412,38 @@ static void store_commit_failure(void **state)
 	harness_rmrf(home);
 }
 
+/* Found by fuzz_bindings: `route --json` with an argument that is not
+ * UTF-8 said "out of memory"; it now says what is wrong. */
+static void route_json_non_utf8(void **state)
+{
+	static const char *const init[] = {"init", NULL};
+	static const char *const bad[] = {
+	    "route", "--channel", "webchat", "--peer", "direct:al\x88ice", "--json", NULL};
+	static const char *const good[] = {"route",        "--channel", "webchat", "--peer",
+	                                   "direct:alice", "--json",    NULL};
+	char home[512];
+	struct buf out;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_cli(home, NULL, init), 0);
+	buf_init(&out, 1 << 20);
+	assert_int_equal(harness_cli(home, &out, bad), 2);
+	assert_non_null(strstr(out.data, "UTF-8"));
+	assert_null(strstr(out.data, "out of memory"));
+	buf_reset(&out);
+	assert_int_equal(harness_cli(home, &out, good), 0);
+	assert_non_null(strstr(out.data, "\"agent\""));
+	buf_free(&out);
+	harness_rmrf(home);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(upstream_faults),
 	    cmocka_unit_test(store_commit_failure),
+	    cmocka_unit_test(route_json_non_utf8),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
