@@ -7,9 +7,9 @@
 //
 // Listens on 127.0.0.1 and prints "PORT <n>" first. Every conversation gets
 // the same two-call script, decided from the request alone:
-//   - the last message is not a tool result: one call of tool NAME (default
+//   - no tool result in the conversation yet: one call of tool NAME (default
 //     `ls`) with arguments JSON (default {"path": "."});
-//   - the last message is a tool result: the text "done: <last user text>".
+//   - a tool result in it: the text "done: <last user text>".
 // A conversation whose tools do not include NAME gets the text answer at once.
 // GET /__stats answers {requests, busy_ms} (busy_ms: summed time from a
 // request's arrival to the end of its answer, the provider's share of a
@@ -60,8 +60,8 @@ function hasTool(body) {
 
 function answer(body, res, done) {
 	const msgs = Array.isArray(body.messages) ? body.messages : [];
-	const last = msgs[msgs.length - 1] || {};
-	const callTool = last.role !== 'tool' && hasTool(body);
+	// Each conversation is new: once any tool result is in it, answer.
+	const callTool = !msgs.some((m) => m && m.role === 'tool') && hasTool(body);
 	const id = `call_${++seq}`;
 	const text = callTool ? null : 'done: ' + lastUserText(msgs).slice(-200);
 	const base = {id: 'chatcmpl-bench', created: 1700000000, model: body.model};
