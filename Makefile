@@ -2,6 +2,9 @@
 #   make run    install what is missing, build, create the home on first run, run the gateway
 #   make test   install what the tests need, build with ASan+UBSan and -Werror, run every test
 #   make bench  build optimised and print the benchmark figures
+#   make bench-openclaw  the same start-up, memory and pipeline figures beside OpenClaw
+#   make soak   1,000,000 webhooks through the pipeline (fails on RSS growth >= 2%), then kill -9 runs
+#   make fuzz   every libFuzzer harness for FUZZ_SECONDS each (CI smoke: FUZZ_SECONDS=10)
 
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 RELEASE   := build/release
@@ -9,7 +12,7 @@ TESTBUILD := build/test
 SWITCHBOARD_HOME ?= $(HOME)/.switchboard
 export SWITCHBOARD_HOME
 
-.PHONY: run build deps test test-deps check bench fuzz clean format
+.PHONY: run build deps test test-deps check bench fuzz clean format bench-openclaw soak
 
 run: build
 	@test -f "$(SWITCHBOARD_HOME)/switchboard.yaml" || $(RELEASE)/switchboard init
@@ -40,6 +43,18 @@ bench: deps
 	@cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSB_TESTS=OFF >/dev/null
 	@cmake --build build/bench -j$(JOBS)
 	@tests/bench/run.sh build/bench
+
+bench-openclaw: deps test-deps
+	@cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSB_TESTS=OFF >/dev/null
+	@cmake --build build/bench -j$(JOBS)
+	@tests/bench/openclaw.sh build/bench
+
+soak: deps test-deps
+	@cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSB_TESTS=OFF >/dev/null
+	@cmake --build build/bench -j$(JOBS) --target switchboard
+	@cmake -S . -B $(TESTBUILD) -DCMAKE_BUILD_TYPE=Debug -DSB_SANITIZE=ON -DSB_WERROR=ON >/dev/null
+	@cmake --build $(TESTBUILD) -j$(JOBS) --target test_crash_webhooks
+	@tests/soak/run.sh build/bench $(TESTBUILD)
 
 FUZZ_SECONDS ?= 60
 fuzz: test-deps

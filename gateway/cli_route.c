@@ -194,6 +194,15 @@ static void cr_allow_cb(void *ud, int rc, bool allowed)
 	a->allowed = allowed;
 }
 
+/* Whether s (NULL: yes) is valid UTF-8: JSON carries nothing else. */
+static bool cr_utf8(const char *s)
+{
+	json_t *j = s ? json_string(s) : NULL;
+
+	json_decref(j);
+	return !s || j != NULL;
+}
+
 static bool cr_approved(void *ud, const char *channel, const char *account, const char *sender)
 {
 	const struct cr_allow *a = ud;
@@ -353,6 +362,12 @@ int cli_route(int argc, char **argv)
 		fprintf(stderr, "switchboard route: give --peer, or --sender for a direct "
 		                "message\n\n");
 		cr_route_usage(stderr);
+		return 2;
+	}
+	if (json && (!cr_utf8(e.channel) || !cr_utf8(e.account) || !cr_utf8(e.team_id) ||
+	             !cr_utf8(e.guild_id) || !cr_utf8(peer) || !cr_utf8(parent) ||
+	             !cr_utf8(e.thread_id) || !cr_utf8(e.sender_id) || !cr_utf8(e.text))) {
+		fprintf(stderr, "switchboard route: --json needs every argument in UTF-8\n");
 		return 2;
 	}
 	if (!peer)

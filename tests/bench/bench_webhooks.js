@@ -14,6 +14,21 @@
 // session's history (bench_turn measures that). Latency is send -> verified
 // callback; throughput is completed round trips per second over the level.
 // Prints `name: value` lines. LEVELS defaults to "1,8".
+//
+// Environment:
+//   LLM_PORT   use the OpenAI-compatible model server bench_llm.js on this port
+//              (provider api openai-chat) instead of the in-process scripted
+//              provider; the figures then include the provider's own time,
+//              which is subtracted for webhook_cN_gateway_overhead_ms
+//   IDLE       seconds to stay idle after start before reading idle memory
+//              (default 0: no idle figure)
+//   PREFIX     prefix of every figure's name (default "webhook_")
+//   SOAK       soak mode: send this many messages at the first level, sample
+//              memory every SAMPLE_SECONDS (default 10), and compare the last
+//              sample with the one after WARMUP messages (default 5% of SOAK);
+//              exit 1 when RSS grew by MAX_GROWTH percent (default 2) or more
+// After each level the gateway's RSS and private memory (smaps_rollup) are
+// printed as <prefix>cN_after_rss_kib / _private_kib.
 'use strict';
 
 const fs = require('fs');
@@ -29,6 +44,14 @@ if (!bin || !home) {
 	process.exit(2);
 }
 const perLevel = Number(perLevelArg || 400);
+const LLM_PORT = process.env.LLM_PORT ? Number(process.env.LLM_PORT) : 0;
+const IDLE = Number(process.env.IDLE || 0);
+const PREFIX = process.env.PREFIX === undefined ? 'webhook_' : process.env.PREFIX;
+const SOAK = Number(process.env.SOAK || 0);
+const SAMPLE_SECONDS = Number(process.env.SAMPLE_SECONDS || 10);
+const WARMUP = Number(process.env.WARMUP || Math.floor(SOAK / 20));
+const MAX_GROWTH = Number(process.env.MAX_GROWTH || 2);
+let gwPid = 0;
 const levels = (levelsArg || '1,8').split(',').map(Number);
 const HOOK_SECRET = 'whsec_' + Buffer.from('bench-hook-secret-0123456789abcdef').toString('base64');
 const CB_SECRET = 'whsec_' + Buffer.from('bench-callback-secret-0123456789ab').toString('base64');
@@ -107,6 +130,41 @@ function get(port, urlPath) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// {rss, pss, priv} in KiB from /proc/PID/smaps_rollup.
+function memory(pid) {
+	const text = fs.readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+	const field = (name) => {
+		const m = text.match(new RegExp('^' + name + ':\\s+(\\d+) kB', 'm'));
+		return m ? Number(m[1]) : NaN;
+	};
+	return {rss: field('Rss'), pss: field('Pss'),
+		priv: field('Private_Clean') + field('Private_Dirty')};
+}
+
+function cpuSeconds(pid) {
+	const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+	return (Number(f[11]) + Number(f[12])) / 100; // utime + stime, in USER_HZ (100)
+}
+
+function llmStats() {
+	return new Promise((resolve) => {
+		if (!LLM_PORT)
+			return resolve({requests: 0, busy_ms: 0});
+		http.get({host: '127.0.0.1', port: LLM_PORT, path: '/__stats'}, (res) => {
+			const c = [];
+			res.on('data', (d) => c.push(d));
+			res.on('end', () => resolve(JSON.parse(Buffer.concat(c).toString())));
+		}).on('error', () => resolve({requests: 0, busy_ms: 0}));
+	});
+}
+
+function printMemory(name) {
+	const m = memory(gwPid);
+	console.log(`${PREFIX}${name}_rss_kib: ${m.rss}`);
+	console.log(`${PREFIX}${name}_private_kib: ${m.priv}`);
+	return m;
+}
+
 let seq = 0;
 async function roundTrip(port, sender) {
 	const id = `bench_${process.pid}_${++seq}`;
@@ -147,19 +205,86 @@ async function level(port, c, n) {
 		}
 	};
 	const ws = [];
+	const s0 = await llmStats();
 	for (let k = 0; k < c; k++)
 		ws.push(worker(k));
 	await Promise.all(ws);
 	const secs = (performance.now() - t0) / 1000;
+	const s1 = await llmStats();
 	lat.sort((a, b) => a - b);
 	ack.sort((a, b) => a - b);
 	const f = (x) => x.toFixed(2);
-	console.log(`webhook_c${c}_messages: ${lat.length}`);
-	console.log(`webhook_c${c}_throughput_msgs_per_s: ${(lat.length / secs).toFixed(1)}`);
-	console.log(`webhook_c${c}_latency_p50_ms: ${f(pct(lat, 50))}`);
-	console.log(`webhook_c${c}_latency_p99_ms: ${f(pct(lat, 99))}`);
-	console.log(`webhook_c${c}_ack_p50_ms: ${f(pct(ack, 50))}`);
-	console.log(`webhook_c${c}_ack_p99_ms: ${f(pct(ack, 99))}`);
+	const mean = lat.reduce((a, b) => a + b, 0) / (lat.length || 1);
+	const provider = (s1.busy_ms - s0.busy_ms) / (lat.length || 1);
+	const P = PREFIX;
+	console.log(`${P}c${c}_messages: ${lat.length}`);
+	console.log(`${P}c${c}_throughput_msgs_per_s: ${(lat.length / secs).toFixed(1)}`);
+	console.log(`${P}c${c}_latency_p50_ms: ${f(pct(lat, 50))}`);
+	console.log(`${P}c${c}_latency_p99_ms: ${f(pct(lat, 99))}`);
+	console.log(`${P}c${c}_latency_mean_ms: ${f(mean)}`);
+	console.log(`${P}c${c}_ack_p50_ms: ${f(pct(ack, 50))}`);
+	console.log(`${P}c${c}_ack_p99_ms: ${f(pct(ack, 99))}`);
+	console.log(`${P}c${c}_provider_calls_per_msg: ${((s1.requests - s0.requests) / (lat.length || 1)).toFixed(2)}`);
+	console.log(`${P}c${c}_provider_ms_per_msg: ${f(provider)}`);
+	console.log(`${P}c${c}_gateway_overhead_ms: ${f(mean - provider)}`);
+	printMemory(`c${c}_after`);
+}
+
+// Soak: n messages at c senders; memory every SAMPLE_SECONDS.
+async function soak(port, c, n) {
+	let next = 0;
+	let done = 0;
+	let warm = null;
+	let last = null;
+	let peak = 0;
+	const t0 = performance.now();
+	const cpu0 = cpuSeconds(gwPid);
+	let stop = false;
+	const sampler = (async () => {
+		while (!stop) {
+			await sleep(SAMPLE_SECONDS * 1000);
+			if (stop)
+				break;
+			const m = memory(gwPid);
+			peak = Math.max(peak, m.rss);
+			if (done >= WARMUP && !warm) {
+				warm = {m, done};
+				console.log(`soak_warm_rss_kib: ${m.rss} (after ${done} messages)`);
+			}
+			last = {m, done};
+			const secs = (performance.now() - t0) / 1000;
+			console.log(`soak_progress: ${done} messages, ${(done / secs).toFixed(0)} msg/s, ` +
+				`rss ${m.rss} KiB, private ${m.priv} KiB`);
+		}
+	})();
+	const worker = async (k) => {
+		while (next < n) {
+			next++;
+			await roundTrip(port, `soak-s${k}`);
+			done++;
+		}
+	};
+	const ws = [];
+	for (let k = 0; k < c; k++)
+		ws.push(worker(k));
+	await Promise.all(ws);
+	stop = true;
+	const secs = (performance.now() - t0) / 1000;
+	const end = memory(gwPid);
+	if (!warm)
+		warm = {m: end, done};
+	const growth = 100 * (end.rss - warm.m.rss) / warm.m.rss;
+	console.log(`soak_messages: ${done}`);
+	console.log(`soak_seconds: ${secs.toFixed(0)}`);
+	console.log(`soak_throughput_msgs_per_s: ${(done / secs).toFixed(1)}`);
+	console.log(`soak_gateway_cpu_seconds: ${(cpuSeconds(gwPid) - cpu0).toFixed(1)}`);
+	console.log(`soak_rss_after_warmup_kib: ${warm.m.rss}`);
+	console.log(`soak_rss_end_kib: ${end.rss}`);
+	console.log(`soak_private_end_kib: ${end.priv}`);
+	console.log(`soak_rss_peak_kib: ${Math.max(peak, end.rss)}`);
+	console.log(`soak_rss_growth_after_warmup_pct: ${growth.toFixed(2)}`);
+	await sleep(1000);
+	return growth;
 }
 
 async function main() {
@@ -170,14 +295,17 @@ async function main() {
 		'  - match: "/./"\n' +
 		'    tool_calls: [{name: ls, input: {path: "."}}]\n' +
 		'  - text: "done: {{user_text}}"\n');
+	const provider = LLM_PORT
+		? `  - {id: s, api: openai-chat, base_url: "http://127.0.0.1:${LLM_PORT}/v1", api_key: bench}\n`
+		: '  - {id: s, api: scripted, script: bench-script.yaml}\n';
 	fs.writeFileSync(path.join(home, 'switchboard.yaml'),
 		'gateway: {bind: 127.0.0.1}\n' +
 		'log: {level: warn}\n' +
-		'providers:\n' +
-		'  - {id: s, api: scripted, script: bench-script.yaml}\n' +
+		'providers:\n' + provider +
 		'agents:\n' +
 		'  - {id: main, default: true, model: s/bench, queue_mode: followup}\n' +
 		'channels:\n' +
+		'  webchat: {dm_policy: open, allow_from: ["*"]}\n' +
 		'  webhook:\n' +
 		'    dm_policy: open\n' +
 		'    allow_from: ["*"]\n' +
@@ -193,20 +321,30 @@ async function main() {
 		{env: Object.assign({}, process.env, {SWITCHBOARD_HOME: home}),
 			stdio: ['ignore', log, log]});
 	let exited = null;
+	gwPid = gw.pid;
 	gw.on('exit', (code, sig) => { exited = sig ? 128 : code; });
 	for (let i = 0; i < 500 && (await get(port, '/readyz')) !== 200; i++) {
 		if (exited !== null)
 			throw new Error('the gateway exited; see ' + path.join(home, 'gateway.log'));
 		await sleep(10);
 	}
-	// Warm up: sessions, transcripts, the HTTP client's connections.
-	for (const c of levels)
-		for (let k = 0; k < c; k++)
-			await roundTrip(port, `bench-c${c}-s${k}`);
-	for (const c of levels)
-		await level(port, c, perLevel);
-	console.log(`webhook_invalid_callbacks: ${invalid}`);
-	console.log(`webhook_duplicate_callbacks: ${duplicateReplies}`);
+	if (IDLE > 0) {
+		await sleep(IDLE * 1000);
+		printMemory('idle');
+	}
+	let failed = false;
+	if (SOAK > 0) {
+		failed = (await soak(port, levels[0], SOAK)) >= MAX_GROWTH;
+	} else {
+		// Warm up: sessions, transcripts, the HTTP client's connections.
+		for (const c of levels)
+			for (let k = 0; k < c; k++)
+				await roundTrip(port, `bench-c${c}-s${k}`);
+		for (const c of levels)
+			await level(port, c, perLevel);
+	}
+	console.log(`${PREFIX}invalid_callbacks: ${invalid}`);
+	console.log(`${PREFIX}duplicate_callbacks: ${duplicateReplies}`);
 	gw.kill('SIGTERM');
 	while (exited === null)
 		await sleep(20);
@@ -214,6 +352,10 @@ async function main() {
 	agent.destroy();
 	if (exited !== 0)
 		throw new Error(`the gateway exited with ${exited}`);
+	if (failed)
+		throw new Error(`RSS grew by ${MAX_GROWTH}% or more after warm-up`);
+	if (invalid || duplicateReplies)
+		throw new Error('invalid or duplicate callbacks');
 }
 
 main().catch((e) => {

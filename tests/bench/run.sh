@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Prints the gateway's benchmark figures as `name: value` lines.
 #   tests/bench/run.sh BUILD_DIR      (make bench builds an optimised BUILD_DIR first)
-# Environment: RUNS (start-ups, default 30), IDLE (seconds before reading memory, default 10).
+# Environment: RUNS (start-ups, default 30), IDLE (seconds before reading memory, default 10),
+# AGENT_COUNTS (default "1 100 632"), MESSAGES and LEVELS (pipeline, default 400 and 1,8,64).
+# The side-by-side run with OpenClaw is tests/bench/openclaw.sh (make bench-openclaw).
 set -euo pipefail
+cd "$(dirname "$0")/../.."
 build=${1:-build/bench}
 bin="$build/switchboard"
 runs=${RUNS:-30}
@@ -21,9 +24,45 @@ echo "binary_bytes: $(stat -c %s "$bin")"
 echo "binary_stripped_bytes: $(stat -c %s "$stripped")"
 echo "shared_libraries: $(ldd "$bin" | wc -l)"
 "$build/readyprobe" "$bin" "$home" "$runs" "$idle"
+# Start-up with a fleet: 1, 100 and 632 agents, each with its own workspace
+# (copies of the default one), a webhook hook and the web chat configured.
+# (A Telegram poller joins when the adapter is in the tree: channels/telegram.c.)
+for n in ${AGENT_COUNTS:-1 100 632}; do
+  fleet="$home/fleet$n"
+  mkdir -p "$fleet"
+  SWITCHBOARD_HOME="$fleet" "$bin" init >/dev/null
+  {
+    echo "gateway: {bind: 127.0.0.1}"
+    echo "log: {level: warn}"
+    echo "agents:"
+    for i in $(seq 1 "$n"); do
+      [ "$i" = 1 ] && echo "  - {id: main, default: true}" && continue
+      echo "  - {id: a$i, workspace: workspaces/a$i}"
+      cp -r "$fleet/workspaces/main" "$fleet/workspaces/a$i"
+    done
+    echo "channels:"
+    echo "  webchat: {dm_policy: open, allow_from: [\"*\"]}"
+    echo "  webhook:"
+    echo "    hooks:"
+    echo "      - {name: in, verify: bearer, secret: \"bench-bearer-token-0123456789\", mode: none}"
+  } >"$fleet/switchboard.yaml"
+  if [ -f channels/telegram.c ]; then :; else [ "$n" = 1 ] && echo "note: no Telegram adapter in this tree; idle memory is without a Telegram poller"; fi
+  "$build/readyprobe" "$bin" "$fleet" "$runs" "$( [ "$n" = 1 ] && echo "$idle" || echo 1)" |
+    sed -n "s/^startup_to_ready_ms_\(median\|min\|max\)/agents_${n}_startup_ms_\1/p; s/^idle_\(rss\|private\)_kib/agents_${n}_idle_\1_kib/p"
+done
 # The routing table: compile time, memory and decisions per second with 10, 1,000 and 10,000 bindings.
 "$build/bench_bindings"
 # The agent runtime: time per turn without model time (scripted provider, 3 tool calls) and memory per loaded session history.
 "$build/bench_turn"
-# Webhooks end to end: signed webhook -> scripted agent (one tool call) -> signed callback, at 1 and 8 concurrent senders.
-tests/bench/bench_webhooks.sh "$build"
+# Webhooks end to end: signed webhook -> scripted agent (one tool call) -> signed callback, at 1, 8 and 64
+# concurrent senders; first with the in-process scripted provider, then with the OpenAI-compatible
+# scripted model server over HTTP (bench_llm.js), whose own time is subtracted for the gateway's overhead.
+LEVELS=${LEVELS:-1,8,64} IDLE=$idle tests/bench/bench_webhooks.sh "$build"
+if command -v node >/dev/null; then
+  llm_out=$(mktemp)
+  exec {llm_in}> >(node tests/bench/bench_llm.js 0 >"$llm_out")
+  for _ in $(seq 1 100); do grep -q PORT "$llm_out" && break; sleep 0.05; done
+  LLM_PORT=$(awk '/PORT/ {print $2}' "$llm_out") PREFIX=http_ LEVELS=${LEVELS:-1,8,64} tests/bench/bench_webhooks.sh "$build"
+  exec {llm_in}>&-
+  rm -f "$llm_out"
+fi
