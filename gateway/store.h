@@ -21,7 +21,10 @@
  * Any other return means nothing was queued and the callback never runs:
  *   SB_ERR_INVAL   a required field is NULL or a number is out of range
  *   SB_ERR_NOMEM   copying the arguments failed
- *   SB_ERR_AGAIN   queue_max operations are outstanding (try again later)
+ *   SB_ERR_AGAIN   queue_max operations are outstanding (try again later);
+ *                  never for inbox_done, inbox_release, outbox_done and
+ *                  outbox_failed, which finish claimed work and are bounded
+ *                  by what can be claimed
  *   SB_ERR_CLOSED  close() has started (e.g. called from a callback it runs)
  * Codes a callback may see: SB_OK; SB_ERR_NOTFOUND (no such row, see each
  * operation); SB_ERR_INVAL (a constraint was violated, e.g. an unknown

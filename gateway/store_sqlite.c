@@ -2103,6 +2103,23 @@ static int sq_admit(struct sq_store *s)
 	return SB_OK;
 }
 
+/* Operations that finish work already claimed (an inbox entry done or
+ * released, a delivery's outcome) are never refused for a full queue:
+ * refusing them would strand what was claimed until a restart, and they
+ * are bounded anyway by how much can be claimed at once. */
+static bool sq_finishing(enum sq_op_type t)
+{
+	return t == SQ_OP_INBOX_DONE || t == SQ_OP_INBOX_RELEASE || t == SQ_OP_OUTBOX_DONE ||
+	       t == SQ_OP_OUTBOX_FAILED;
+}
+
+static int sq_admit_op(struct sq_store *s, enum sq_op_type t)
+{
+	if (sq_finishing(t))
+		return s->closing ? SB_ERR_CLOSED : SB_OK;
+	return sq_admit(s);
+}
+
 static int sq_op_new(enum sq_op_type type, void *ud, struct sq_op **out)
 {
 	struct sq_op *op = calloc(1, sizeof *op);
@@ -2118,7 +2135,7 @@ static int sq_op_new(enum sq_op_type type, void *ud, struct sq_op **out)
 /* Queues op for the writer; takes ownership of op whatever the result. */
 static int sq_submit(struct sq_store *s, struct sq_op *op)
 {
-	int rc = sq_admit(s);
+	int rc = sq_admit_op(s, op->type);
 
 	if (rc != SB_OK) {
 		sq_op_free(op);
@@ -2221,7 +2238,7 @@ static int sq_inbox_done(struct store *base, int64_t inbox_id,
 	struct sq_store *s = (struct sq_store *)base;
 	struct sq_op *op = NULL;
 	void *copies = NULL;
-	int rc = sq_admit(s);
+	int rc = sq_admit_op(s, SQ_OP_INBOX_DONE);
 
 	if (rc != SB_OK)
 		goto out;
@@ -2256,7 +2273,7 @@ static int sq_submit_id(struct sq_store *s, enum sq_op_type type, int64_t id, co
                         int64_t retry_at, store_done_cb cb, void *ud)
 {
 	struct sq_op *op = NULL;
-	int rc = sq_admit(s);
+	int rc = sq_admit_op(s, type);
 
 	if (rc != SB_OK)
 		goto out;

@@ -1231,6 +1231,31 @@ static void test_queue_full(void **state)
 	wait_calls(f, 4);
 	assert_int_equal(r[3].calls, 1);
 	assert_int_equal(r[3].rc, SB_OK);
+
+	/* Work already claimed is finished even while the queue is full:
+	 * refusing it would leave the entries claimed until a restart. */
+	{
+		struct claim_res c;
+		struct done_res d[2];
+		struct put_res more[3];
+
+		memset(d, 0, sizeof d);
+		memset(more, 0, sizeof more);
+		claim_inbox_wait(f, 2, 60000, &c);
+		assert_int_equal(c.n, 2);
+		put_inbox(f, "default", "q4", "{}", &more[0]);
+		put_inbox(f, "default", "q5", "{}", &more[1]);
+		put_inbox(f, "default", "q6", "{}", &more[2]);
+		assert_int_equal(f->ops->inbox_put(f->st, &m, put_cb, &r[3]), SB_ERR_AGAIN);
+		assert_int_equal(f->ops->inbox_done(f->st, c.items[0].id, NULL, 0, done_cb, &d[0]),
+		                 SB_OK);
+		assert_int_equal(f->ops->inbox_release(f->st, c.items[1].id, done_cb, &d[1]), SB_OK);
+		wait_calls(f, g_calls + 5);
+		assert_int_equal(d[0].rc, SB_OK);
+		assert_int_equal(d[1].rc, SB_OK);
+		assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE state = 'done'"),
+		                 1);
+	}
 }
 
 static void test_group_commit(void **state)
