@@ -26,7 +26,12 @@ echo "shared_libraries: $(ldd "$bin" | wc -l)"
 "$build/readyprobe" "$bin" "$home" "$runs" "$idle"
 # Start-up with a fleet: 1, 100 and 632 agents, each with its own workspace
 # (copies of the default one), a webhook hook and the web chat configured.
-# (A Telegram poller joins when the adapter is in the tree: channels/telegram.c.)
+# A Telegram bot long-polls a local fake Bot API (tests/fakes/fake_telegram.js)
+# so that idle memory includes a poller with a request open.
+tg_out=$(mktemp)
+exec {tg_in}> >(node tests/fakes/fake_telegram.js 0 "777:BENCH-token" >"$tg_out")
+for _ in $(seq 1 100); do grep -q PORT "$tg_out" && break; sleep 0.05; done
+TG_PORT=$(awk '/PORT/ {print $2}' "$tg_out")
 for n in ${AGENT_COUNTS:-1 100 632}; do
   fleet="$home/fleet$n"
   mkdir -p "$fleet"
@@ -45,11 +50,15 @@ for n in ${AGENT_COUNTS:-1 100 632}; do
     echo "  webhook:"
     echo "    hooks:"
     echo "      - {name: in, verify: bearer, secret: \"bench-bearer-token-0123456789\", mode: none}"
+    echo "  telegram:"
+    echo "    accounts:"
+    echo "      - {id: bench, token: \"777:BENCH-token\", api_base: \"http://127.0.0.1:$TG_PORT\", poll_timeout: 30s}"
   } >"$fleet/switchboard.yaml"
-  if [ -f channels/telegram.c ]; then :; else [ "$n" = 1 ] && echo "note: no Telegram adapter in this tree; idle memory is without a Telegram poller"; fi
   "$build/readyprobe" "$bin" "$fleet" "$runs" "$( [ "$n" = 1 ] && echo "$idle" || echo 1)" |
     sed -n "s/^startup_to_ready_ms_\(median\|min\|max\)/agents_${n}_startup_ms_\1/p; s/^idle_\(rss\|private\)_kib/agents_${n}_idle_\1_kib/p"
 done
+exec {tg_in}>&-
+rm -f "$tg_out"
 # The routing table: compile time, memory and decisions per second with 10, 1,000 and 10,000 bindings.
 "$build/bench_bindings"
 # The agent runtime: time per turn without model time (scripted provider, 3 tool calls) and memory per loaded session history.
