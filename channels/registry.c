@@ -4,11 +4,13 @@
 #include <string.h>
 
 #include "channels/channel.h"
+#include "channels/slack.h"
 
 const struct channel_ops *const channel_registry[] = {
     &channel_webchat_ops,
     &channel_webhook_ops,
     &channel_http_ops,
+    &channel_slack_ops,
     NULL,
 };
 
