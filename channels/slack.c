@@ -721,7 +721,8 @@ static void slack_ping_fire(uv_timer_t *t)
 
 	if (!s || s->stopping || !s->ws || !s->acct)
 		return;
-	if (now - s->last_rx_ms > s->acct->ping_timeout_ms) {
+	if (now - s->last_rx_ms > s->acct->ping_timeout_ms ||
+	    (!s->hello && now - s->ws_since_ms > s->acct->ping_timeout_ms)) {
 		log_warn("slack", "Socket Mode connection silent; reconnecting",
 		         LOG_S("account", s->base.account), LOG_I("silent_ms", now - s->last_rx_ms),
 		         LOG_I("hello", s->hello));

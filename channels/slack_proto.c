@@ -604,7 +604,7 @@ size_t slack_chunk(const char *text, size_t limit, char ***out)
 {
 	char **v = NULL;
 	size_t n = 0, cap = 0, len = text ? strlen(text) : 0, pos = 0;
-	bool reopen = false;
+	bool reopen = false, fences = text && strstr(text, "```");
 
 	*out = NULL;
 	if (limit < 16)
@@ -617,7 +617,7 @@ size_t slack_chunk(const char *text, size_t limit, char ***out)
 	}
 	while (pos < len) {
 		/* Room for a fence reopened at the start and closed at the end. */
-		size_t budget = limit - (reopen ? 4 : 0) - 4;
+		size_t budget = limit - (fences ? 8 : 0);
 		size_t max = slack_utf8_prefix(text + pos, len - pos, budget);
 		size_t cut = max, next;
 		bool open;

@@ -323,6 +323,9 @@ static int server_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	struct server_pss *pss = user;
 	struct server *s;
 
+	/* lws tells only the first protocol that a wsi is destroyed. */
+	if (reason == LWS_CALLBACK_WSI_DESTROY && server_wsc_owns(wsi))
+		return server_wsc_callback(wsi, reason, user, in, len);
 	if (server_ws_handles(reason))
 		return server_ws_callback(server_of(wsi)->ws, wsi, reason, pss ? &pss->ws : NULL,
 		                          in, len);

@@ -252,6 +252,13 @@ static int wsc_receive(struct lws *wsi, struct host_ws *ws, const void *in, size
 	return 0;
 }
 
+bool server_wsc_owns(struct lws *wsi)
+{
+	const struct lws_protocols *p = wsi ? lws_get_protocol(wsi) : NULL;
+
+	return p && p->name && strcmp(p->name, SERVER_WSC_PROTOCOL) == 0;
+}
+
 int server_wsc_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                         size_t len)
 {

@@ -9,6 +9,7 @@
 #ifndef SB_GATEWAY_SERVER_WSC_H
 #define SB_GATEWAY_SERVER_WSC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include <libwebsockets.h>
@@ -27,6 +28,9 @@ int server_wsc_connect(struct server *s, const char *url, const struct host_ws_h
 int server_wsc_send(struct host_ws *ws, const char *data, size_t len);
 int server_wsc_ping(struct host_ws *ws);
 void server_wsc_close(struct host_ws *ws);
+
+/* Whether wsi is a client connection of SERVER_WSC_PROTOCOL. */
+bool server_wsc_owns(struct lws *wsi);
 
 /* The lws callback of SERVER_WSC_PROTOCOL. */
 int server_wsc_callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
