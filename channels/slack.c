@@ -95,6 +95,8 @@ struct slack {
 	struct host_ws *ws;
 	uint64_t ws_gen; /* changes whenever ws is dropped */
 	bool opening;    /* apps.connections.open in flight */
+	bool closing;    /* ws is shutting down; on_close follows */
+	bool again_now;  /* reconnect as soon as it is gone */
 	bool hello;      /* the live socket said hello */
 	bool disabled;   /* link_disabled: no more reconnects */
 	int64_t backoff_ms;
@@ -431,16 +433,43 @@ static void slack_sm_drop(struct slack *s)
 		s->base.host->ws_close(s->base.host->ctx, s->ws);
 		s->ws = NULL;
 	}
+	s->closing = false;
 	s->hello = false;
 	s->ws_gen++;
+}
+
+/* Shuts the socket down and, once it is gone (on_close), opens the next
+ * one at once (now) or after the backoff: never two at a time. */
+static void slack_sm_restart(struct slack *s, bool abrupt, bool now)
+{
+	if (!s->ws) {
+		if (now)
+			slack_retry_in(s, 0);
+		return;
+	}
+	s->again_now = s->again_now || now;
+	if (s->closing)
+		return;
+	s->closing = true;
+	s->hello = false;
+	s->ws_gen++;
+	if (s->base.host->ws_shutdown) {
+		s->base.host->ws_shutdown(s->base.host->ctx, s->ws, abrupt);
+	} else {
+		slack_sm_drop(s);
+		if (now)
+			slack_retry_in(s, 0);
+	}
 }
 
 static void slack_sm_failed(struct slack *s, const char *why)
 {
 	int64_t delay;
 
+	if (s->disabled)
+		return; /* keep the link_disabled error */
 	slack_error(s, why);
-	if (s->stopping || s->disabled)
+	if (s->stopping)
 		return;
 	delay = slack_backoff_next(&s->backoff_ms, s->acct ? s->acct->reconnect_max_ms : 60000);
 	log_warn("slack", "Socket Mode connection lost; reconnecting",
@@ -453,7 +482,7 @@ static void slack_ack(struct slack *s, const char *envelope_id)
 	json_t *o = json_pack("{ss}", "envelope_id", envelope_id);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 
-	if (text && s->ws)
+	if (text && s->ws && !s->closing)
 		s->base.host->ws_send(s->base.host->ctx, s->ws, text, strlen(text));
 	free(text);
 	json_decref(o);
@@ -472,7 +501,7 @@ static void slack_env_ingested(void *ud, int rc, int64_t inbox_id, bool duplicat
 			          LOG_S("account", s->base.account),
 			          LOG_S("error", sb_strerror(rc)));
 			slack_error(s, "cannot store an event");
-		} else if (e->gen == s->ws_gen && s->ws) {
+		} else if (e->gen == s->ws_gen && s->ws && !s->closing) {
 			slack_ack(s, e->id);
 		} else {
 			log_info("slack",
@@ -612,14 +641,13 @@ static void slack_ws_message(void *ud, struct host_ws *ws, const char *data, siz
 			          "Socket Mode is turned off in the app's settings; not "
 			          "reconnecting",
 			          LOG_S("account", s->base.account));
-			s->disabled = true;
-			slack_sm_drop(s);
 			slack_error(s, "Socket Mode is disabled for this app (link_disabled)");
+			s->disabled = true;
+			slack_sm_restart(s, false, false);
 		} else {
 			log_info("slack", "Slack asked for a new connection",
 			         LOG_S("account", s->base.account), LOG_S("reason", reason));
-			slack_sm_drop(s);
-			slack_retry_in(s, 0);
+			slack_sm_restart(s, false, true);
 		}
 	} else if (json_object_get(m, "envelope_id")) {
 		slack_on_envelope(s, m);
@@ -647,11 +675,20 @@ static void slack_ws_closed(void *ud, struct host_ws *ws, int code, const char *
 {
 	struct slack *s = ud;
 	char msg[SLACK_ERR_MAX];
+	bool planned = s->closing;
 
 	(void)ws;
 	s->ws = NULL;
+	s->closing = false;
 	s->hello = false;
 	s->ws_gen++;
+	if (s->again_now && !s->stopping && !s->disabled) {
+		s->again_now = false;
+		slack_retry_in(s, 0);
+		return;
+	}
+	if (planned && s->disabled)
+		return;
 	snprintf(msg, sizeof msg, "Socket Mode: %s (code %d)", why ? why : "closed", code);
 	slack_sm_failed(s, msg);
 }
@@ -719,16 +756,15 @@ static void slack_ping_fire(uv_timer_t *t)
 	struct slack *s = t->data;
 	int64_t now = slack_now_ms();
 
-	if (!s || s->stopping || !s->ws || !s->acct)
+	if (!s || s->stopping || !s->ws || s->closing || !s->acct)
 		return;
 	if (now - s->last_rx_ms > s->acct->ping_timeout_ms ||
 	    (!s->hello && now - s->ws_since_ms > s->acct->ping_timeout_ms)) {
 		log_warn("slack", "Socket Mode connection silent; reconnecting",
 		         LOG_S("account", s->base.account), LOG_I("silent_ms", now - s->last_rx_ms),
 		         LOG_I("hello", s->hello));
-		slack_sm_drop(s);
 		slack_error(s, "Socket Mode: no frame or pong within ping_timeout");
-		slack_retry_in(s, 0);
+		slack_sm_restart(s, true, true);
 		return;
 	}
 	s->base.host->ws_ping(s->base.host->ctx, s->ws);

@@ -300,6 +300,12 @@ static void daemon_ws_close(void *ctx, struct host_ws *ws)
 	server_wsc_close(ws);
 }
 
+static void daemon_ws_shutdown(void *ctx, struct host_ws *ws, bool abrupt)
+{
+	(void)ctx;
+	server_wsc_shutdown(ws, abrupt);
+}
+
 void daemon_host_init(struct daemon *d)
 {
 	d->host = (struct host){
@@ -318,6 +324,7 @@ void daemon_host_init(struct daemon *d)
 	    .ws_send = daemon_ws_send,
 	    .ws_ping = daemon_ws_ping,
 	    .ws_close = daemon_ws_close,
+	    .ws_shutdown = daemon_ws_shutdown,
 	};
 }
 

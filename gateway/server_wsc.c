@@ -38,6 +38,7 @@ struct host_ws {
 	struct host_ws_handlers h;
 	void *ud;
 	bool detached;    /* the owner closed it: no more handlers */
+	bool closing;     /* the owner shut it down: on_close only */
 	bool established; /* the handshake completed */
 	bool in_connect;  /* inside lws_client_connect_via_info */
 	bool gone;        /* lws destroyed the wsi */
@@ -141,6 +142,9 @@ int server_wsc_connect(struct server *s, const char *url, const struct host_ws_h
 		goto fail;
 	}
 	ws->wsi = wsi;
+	/* lws on a foreign loop may leave the new connection's next step
+	 * waiting for some other event; wake its service now. */
+	lws_cancel_service(ctx);
 	*out = ws;
 	return SB_OK;
 fail:
@@ -153,7 +157,7 @@ int server_wsc_send(struct host_ws *ws, const char *data, size_t len)
 {
 	struct wsc_out *o;
 
-	if (!ws || ws->detached || ws->gone || !ws->wsi)
+	if (!ws || ws->detached || ws->closing || ws->gone || !ws->wsi)
 		return SB_ERR_CLOSED;
 	if (len > SERVER_WSC_MSG_MAX)
 		return SB_ERR_TOOBIG;
@@ -175,7 +179,7 @@ int server_wsc_send(struct host_ws *ws, const char *data, size_t len)
 
 int server_wsc_ping(struct host_ws *ws)
 {
-	if (!ws || ws->detached || ws->gone || !ws->wsi)
+	if (!ws || ws->detached || ws->closing || ws->gone || !ws->wsi)
 		return SB_ERR_CLOSED;
 	ws->ping = true;
 	if (ws->established)
@@ -198,9 +202,30 @@ void server_wsc_close(struct host_ws *ws)
 		lws_set_timeout(ws->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
 }
 
+void server_wsc_shutdown(struct host_ws *ws, bool abrupt)
+{
+	if (!ws || ws->detached || ws->closing)
+		return;
+	ws->closing = true;
+	wsc_queue_free(ws);
+	if (ws->gone || ws->reported || !ws->wsi)
+		return;
+	/* An open socket always gets a close frame (lws then waits for the
+	 * peer's close only so long): with lws 4.1 on a foreign loop, an
+	 * asynchronous kill of an open socket left the next connection
+	 * unserviced. abrupt only shortens that wait. */
+	if (ws->established) {
+		lws_callback_on_writable(ws->wsi);
+		if (abrupt)
+			lws_set_timeout(ws->wsi, PENDING_TIMEOUT_CLOSE_SEND, 2);
+	} else {
+		lws_set_timeout(ws->wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_ASYNC);
+	}
+}
+
 static int wsc_writeable(struct lws *wsi, struct host_ws *ws)
 {
-	if (ws->detached) {
+	if (ws->detached || ws->closing) {
 		if (!ws->close_sent) {
 			ws->close_sent = true;
 			lws_close_reason(wsi, LWS_CLOSE_STATUS_NORMAL, NULL, 0);
@@ -236,7 +261,7 @@ static int wsc_writeable(struct lws *wsi, struct host_ws *ws)
 
 static int wsc_receive(struct lws *wsi, struct host_ws *ws, const void *in, size_t len)
 {
-	if (ws->detached)
+	if (ws->detached || ws->closing)
 		return 0;
 	if (buf_append(&ws->rx, in, len) != SB_OK) {
 		log_warn("ws-client", "a message is over the size limit; closing",
@@ -271,15 +296,15 @@ int server_wsc_callback(struct lws *wsi, enum lws_callback_reasons reason, void 
 	switch (reason) {
 	case LWS_CALLBACK_CLIENT_ESTABLISHED:
 		ws->established = true;
-		if (ws->detached || ws->head || ws->ping)
+		if (ws->detached || ws->closing || ws->head || ws->ping)
 			lws_callback_on_writable(wsi);
-		if (!ws->detached && ws->h.on_open)
+		if (!ws->detached && !ws->closing && ws->h.on_open)
 			ws->h.on_open(ws->ud, ws);
 		return 0;
 	case LWS_CALLBACK_CLIENT_RECEIVE:
 		return wsc_receive(wsi, ws, in, len);
 	case LWS_CALLBACK_CLIENT_RECEIVE_PONG:
-		if (!ws->detached && ws->h.on_pong)
+		if (!ws->detached && !ws->closing && ws->h.on_pong)
 			ws->h.on_pong(ws->ud, ws);
 		return 0;
 	case LWS_CALLBACK_CLIENT_WRITEABLE:

@@ -28,6 +28,7 @@ int server_wsc_connect(struct server *s, const char *url, const struct host_ws_h
 int server_wsc_send(struct host_ws *ws, const char *data, size_t len);
 int server_wsc_ping(struct host_ws *ws);
 void server_wsc_close(struct host_ws *ws);
+void server_wsc_shutdown(struct host_ws *ws, bool abrupt);
 
 /* Whether wsi is a client connection of SERVER_WSC_PROTOCOL. */
 bool server_wsc_owns(struct lws *wsi);

@@ -131,6 +131,11 @@ struct host {
 	/* Closes the connection (close code 1000 when it is open); no handler
 	 * runs for it any more and ws may not be used again. */
 	void (*ws_close)(void *ctx, struct host_ws *ws);
+	/* Starts closing the connection but keeps its handlers: nothing more
+	 * is delivered, and on_close runs once the socket is really gone (so
+	 * that a new one can be opened after it, never beside it). abrupt:
+	 * drop the TCP connection without a close handshake (a dead peer). */
+	void (*ws_shutdown)(void *ctx, struct host_ws *ws, bool abrupt);
 };
 
 #endif

@@ -28,7 +28,7 @@
 	"token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id="     \
 	"G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-" \
 	"collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%"         \
-	"2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121."            \
+	"2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121."           \
 	"803a0bc887a14d10d2c447fce8b6703c"
 #define VEC_SIG "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503"
 
@@ -100,7 +100,8 @@ static enum slack_event_kind parse(const char *json, const struct slack_norm_opt
 	return k;
 }
 
-#define CB(ev) "{\"type\":\"event_callback\",\"team_id\":\"T1\",\"event_id\":\"Ev1\",\"event\":" ev "}"
+#define CB(ev)                                                                                     \
+	"{\"type\":\"event_callback\",\"team_id\":\"T1\",\"event_id\":\"Ev1\",\"event\":" ev "}"
 
 static void test_normalise_kinds(void **state)
 {
@@ -108,10 +109,11 @@ static void test_normalise_kinds(void **state)
 
 	(void)state;
 	/* A DM. */
-	assert_int_equal(parse(CB("{\"type\":\"message\",\"channel\":\"D1\",\"channel_type\":\"im\","
-	                          "\"user\":\"U1\",\"text\":\"hi &amp; bye\",\"ts\":\"1.000100\"}"),
-	                       NULL, &ev),
-	                 SLACK_EVENT_MESSAGE);
+	assert_int_equal(
+	    parse(CB("{\"type\":\"message\",\"channel\":\"D1\",\"channel_type\":\"im\","
+	             "\"user\":\"U1\",\"text\":\"hi &amp; bye\",\"ts\":\"1.000100\"}"),
+	          NULL, &ev),
+	    SLACK_EVENT_MESSAGE);
 	assert_int_equal(ev.peer_kind, ENVELOPE_PEER_DIRECT);
 	assert_true(ev.mentioned);
 	assert_string_equal(ev.team_id, "T1");
@@ -124,17 +126,19 @@ static void test_normalise_kinds(void **state)
 	slack_event_release(&ev);
 
 	/* mpim is a group; channel and group are channels. */
-	assert_int_equal(parse(CB("{\"type\":\"message\",\"channel\":\"G1\",\"channel_type\":\"mpim\","
-	                          "\"user\":\"U1\",\"text\":\"x\",\"ts\":\"2.0\"}"),
-	                       NULL, &ev),
-	                 SLACK_EVENT_MESSAGE);
+	assert_int_equal(
+	    parse(CB("{\"type\":\"message\",\"channel\":\"G1\",\"channel_type\":\"mpim\","
+	             "\"user\":\"U1\",\"text\":\"x\",\"ts\":\"2.0\"}"),
+	          NULL, &ev),
+	    SLACK_EVENT_MESSAGE);
 	assert_int_equal(ev.peer_kind, ENVELOPE_PEER_GROUP);
 	assert_false(ev.mentioned);
 	slack_event_release(&ev);
-	assert_int_equal(parse(CB("{\"type\":\"message\",\"channel\":\"G2\",\"channel_type\":\"group\","
-	                          "\"user\":\"U1\",\"text\":\"x\",\"ts\":\"2.0\"}"),
-	                       NULL, &ev),
-	                 SLACK_EVENT_MESSAGE);
+	assert_int_equal(
+	    parse(CB("{\"type\":\"message\",\"channel\":\"G2\",\"channel_type\":\"group\","
+	             "\"user\":\"U1\",\"text\":\"x\",\"ts\":\"2.0\"}"),
+	          NULL, &ev),
+	    SLACK_EVENT_MESSAGE);
 	assert_int_equal(ev.peer_kind, ENVELOPE_PEER_CHANNEL);
 	slack_event_release(&ev);
 
@@ -153,10 +157,11 @@ static void test_normalise_kinds(void **state)
 	slack_event_release(&ev);
 
 	/* Someone else mentioned: not us. <@UBOTX> is not <@UBOT>. */
-	assert_int_equal(parse(CB("{\"type\":\"message\",\"channel\":\"C1\",\"channel_type\":"
-	                          "\"channel\",\"user\":\"U1\",\"text\":\"<@UBOTX> hey\",\"ts\":\"3.3\"}"),
-	                       NULL, &ev),
-	                 SLACK_EVENT_MESSAGE);
+	assert_int_equal(
+	    parse(CB("{\"type\":\"message\",\"channel\":\"C1\",\"channel_type\":"
+	             "\"channel\",\"user\":\"U1\",\"text\":\"<@UBOTX> hey\",\"ts\":\"3.3\"}"),
+	          NULL, &ev),
+	    SLACK_EVENT_MESSAGE);
 	assert_false(ev.mentioned);
 	assert_string_equal(ev.text, "<@UBOTX> hey");
 	slack_event_release(&ev);
@@ -177,8 +182,9 @@ static void test_normalise_kinds(void **state)
 	                 SLACK_EVENT_URL_VERIFICATION);
 	assert_string_equal(ev.challenge, "abc");
 	slack_event_release(&ev);
-	assert_int_equal(parse("{\"type\":\"app_rate_limited\",\"minute_rate_limited\":1}", NULL, &ev),
-	                 SLACK_EVENT_DROP);
+	assert_int_equal(
+	    parse("{\"type\":\"app_rate_limited\",\"minute_rate_limited\":1}", NULL, &ev),
+	    SLACK_EVENT_DROP);
 	slack_event_release(&ev);
 	assert_int_equal(parse(CB("{\"type\":\"reaction_added\",\"user\":\"U1\"}"), NULL, &ev),
 	                 SLACK_EVENT_DROP);
@@ -189,39 +195,43 @@ static void test_normalise_drops(void **state)
 {
 	struct slack_norm_opts bots = opts, edits = opts;
 	struct slack_event ev;
-	const char *edit = CB(
-	    "{\"type\":\"message\",\"subtype\":\"message_changed\",\"channel\":\"C1\","
-	    "\"channel_type\":\"channel\",\"ts\":\"9.9\",\"event_ts\":\"9.9\","
-	    "\"message\":{\"user\":\"U1\",\"text\":\"new <@UBOT>\",\"ts\":\"9.1\"},"
-	    "\"previous_message\":{\"user\":\"U1\",\"text\":\"old\",\"ts\":\"9.1\"}}");
+	const char *edit =
+	    CB("{\"type\":\"message\",\"subtype\":\"message_changed\",\"channel\":\"C1\","
+	       "\"channel_type\":\"channel\",\"ts\":\"9.9\",\"event_ts\":\"9.9\","
+	       "\"message\":{\"user\":\"U1\",\"text\":\"new <@UBOT>\",\"ts\":\"9.1\"},"
+	       "\"previous_message\":{\"user\":\"U1\",\"text\":\"old\",\"ts\":\"9.1\"}}");
 
 	(void)state;
 	bots.allow_bots = true;
 	edits.handle_edits = true;
 	/* Own messages, by user and by bot id, always dropped. */
-	assert_int_equal(parse(CB("{\"type\":\"message\",\"channel\":\"D1\",\"channel_type\":\"im\","
-	                          "\"user\":\"UBOT\",\"text\":\"mine\",\"ts\":\"1.0\"}"),
-	                       &bots, &ev),
-	                 SLACK_EVENT_DROP);
+	assert_int_equal(
+	    parse(CB("{\"type\":\"message\",\"channel\":\"D1\",\"channel_type\":\"im\","
+	             "\"user\":\"UBOT\",\"text\":\"mine\",\"ts\":\"1.0\"}"),
+	          &bots, &ev),
+	    SLACK_EVENT_DROP);
 	assert_string_equal(ev.why, "the bot's own message");
 	slack_event_release(&ev);
-	assert_int_equal(parse(CB("{\"type\":\"message\",\"subtype\":\"bot_message\",\"channel\":"
-	                          "\"D1\",\"channel_type\":\"im\",\"bot_id\":\"BBOT\",\"text\":\"m\","
-	                          "\"ts\":\"1.0\"}"),
-	                       &bots, &ev),
-	                 SLACK_EVENT_DROP);
+	assert_int_equal(
+	    parse(CB("{\"type\":\"message\",\"subtype\":\"bot_message\",\"channel\":"
+	             "\"D1\",\"channel_type\":\"im\",\"bot_id\":\"BBOT\",\"text\":\"m\","
+	             "\"ts\":\"1.0\"}"),
+	          &bots, &ev),
+	    SLACK_EVENT_DROP);
 	slack_event_release(&ev);
 	/* Other bots: only with allow_bots. */
-	assert_int_equal(parse(CB("{\"type\":\"message\",\"channel\":\"D1\",\"channel_type\":\"im\","
-	                          "\"bot_id\":\"B2\",\"user\":\"U9\",\"text\":\"beep\",\"ts\":\"1.0\"}"),
-	                       NULL, &ev),
-	                 SLACK_EVENT_DROP);
+	assert_int_equal(
+	    parse(CB("{\"type\":\"message\",\"channel\":\"D1\",\"channel_type\":\"im\","
+	             "\"bot_id\":\"B2\",\"user\":\"U9\",\"text\":\"beep\",\"ts\":\"1.0\"}"),
+	          NULL, &ev),
+	    SLACK_EVENT_DROP);
 	slack_event_release(&ev);
-	assert_int_equal(parse(CB("{\"type\":\"message\",\"subtype\":\"bot_message\",\"channel\":"
-	                          "\"D1\",\"channel_type\":\"im\",\"bot_id\":\"B2\",\"text\":\"beep\","
-	                          "\"ts\":\"1.0\"}"),
-	                       &bots, &ev),
-	                 SLACK_EVENT_MESSAGE);
+	assert_int_equal(
+	    parse(CB("{\"type\":\"message\",\"subtype\":\"bot_message\",\"channel\":"
+	             "\"D1\",\"channel_type\":\"im\",\"bot_id\":\"B2\",\"text\":\"beep\","
+	             "\"ts\":\"1.0\"}"),
+	          &bots, &ev),
+	    SLACK_EVENT_MESSAGE);
 	assert_string_equal(ev.user_id, "B2");
 	slack_event_release(&ev);
 	/* Edits only when configured; deletions and joins never. */
@@ -459,17 +469,20 @@ static void test_config(void **state)
 	                            "app_token"));
 	free(err);
 
-	err = load_errors("agents: [{id: main}]\n"
-	                  "channels:\n"
-	                  "  slack:\n"
-	                  "    accounts:\n"
-	                  "      - {id: one, bot_token: xoxp-user, signing_secret: abcdefgh12345678}\n"
-	                  "      - {id: one, bot_token: xoxb-2, signing_secret: abcdefgh12345678, "
-	                  "events_path: /elsewhere}\n");
+	err = load_errors(
+	    "agents: [{id: main}]\n"
+	    "channels:\n"
+	    "  slack:\n"
+	    "    accounts:\n"
+	    "      - {id: one, bot_token: xoxp-user, signing_secret: abcdefgh12345678}\n"
+	    "      - {id: one, bot_token: xoxb-2, signing_secret: abcdefgh12345678, "
+	    "events_path: /elsewhere}\n");
 	assert_non_null(err);
-	assert_non_null(strstr(err, "t.yaml:5:30: channels.slack.accounts[0].bot_token: a bot token "
-	                            "starts with xoxb-"));
-	assert_non_null(strstr(err, "accounts[1].events_path: an events path must start with /slack/"));
+	assert_non_null(strstr(err,
+	                       "t.yaml:5:30: channels.slack.accounts[0].bot_token: a bot token "
+	                       "starts with xoxb-"));
+	assert_non_null(
+	    strstr(err, "accounts[1].events_path: an events path must start with /slack/"));
 	assert_non_null(strstr(err, "account \"one\" is defined twice"));
 	free(err);
 
@@ -492,7 +505,7 @@ static void test_config(void **state)
 	                  "  slack:\n"
 	                  "    accounts:\n"
 	                  "      - {id: a, bot_token: xoxb-1, signing_secret: abcdefgh12345678, "
-	                  "chunk_limit: 50, mode: carrier-pigeon, api_base: ftp://x}\n");
+	                  "chunk_limit: 50, mode: carrier-pigeon, api_base: ftp://example.com}\n");
 	assert_non_null(err);
 	assert_non_null(strstr(err, "accounts[0].chunk_limit"));
 	assert_non_null(strstr(err, "accounts[0].mode"));
