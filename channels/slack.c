@@ -72,6 +72,8 @@
 #define SLACK_BACKOFF_MIN_MS 1000
 #define SLACK_API_MAX_BYTES (1u << 20)
 #define SLACK_RETRY_AFTER_DEFAULT_MS 1000
+#define SLACK_ENV_TRIES 40 /* 250 ms apart: ten seconds */
+#define SLACK_ENV_RETRY_MS 250
 
 struct slack_call;
 struct slack_req;
@@ -140,6 +142,10 @@ struct slack_env {
 	struct slack_env *prev, *next;
 	uint64_t gen;
 	char id[128];
+	json_t *payload;
+	uv_timer_t *timer; /* the next try, when the store said "not now" */
+	bool timed;        /* waiting for timer, not for the store */
+	int tries;
 };
 
 /* One outbox entry being posted, piece by piece. */
@@ -488,31 +494,6 @@ static void slack_ack(struct slack *s, const char *envelope_id)
 	json_decref(o);
 }
 
-static void slack_env_ingested(void *ud, int rc, int64_t inbox_id, bool duplicate)
-{
-	struct slack_env *e = ud;
-	struct slack *s = e->s;
-
-	(void)inbox_id;
-	if (s) {
-		SLACK_UNLINK(s->envs, e);
-		if (rc) {
-			log_error("slack", "cannot store an event; Slack will send it again",
-			          LOG_S("account", s->base.account),
-			          LOG_S("error", sb_strerror(rc)));
-			slack_error(s, "cannot store an event");
-		} else if (e->gen == s->ws_gen && s->ws && !s->closing) {
-			slack_ack(s, e->id);
-		} else {
-			log_info("slack",
-			         "an event was stored after its socket closed; Slack "
-			         "redelivers it and the copy is recognised",
-			         LOG_S("account", s->base.account), LOG_I("duplicate", duplicate));
-		}
-	}
-	free(e);
-}
-
 /* Normalises one event callback body and hands a message to the inbox.
  * Returns 0 when cb will run (the message is on its way), 1 when there is
  * nothing to store (acknowledge at once), -1 for a malformed event, or -2
@@ -573,13 +554,102 @@ done:
 	return out;
 }
 
+static void slack_env_free(struct slack_env *e)
+{
+	slack_timer_close(&e->timer);
+	json_decref(e->payload);
+	free(e);
+}
+
+static void slack_env_try(struct slack_env *e);
+
+static void slack_env_fire(uv_timer_t *t)
+{
+	struct slack_env *e = t->data;
+	struct slack *s = e ? e->s : NULL;
+
+	if (!e)
+		return;
+	e->timed = false;
+	if (!s || s->stopping || e->gen != s->ws_gen || s->closing) {
+		/* Not acked: Slack sends it again on the next socket. */
+		if (s)
+			SLACK_UNLINK(s->envs, e);
+		slack_env_free(e);
+		return;
+	}
+	slack_env_try(e);
+}
+
+/* The store could not take it now: try again shortly while the envelope's
+ * socket lives (it stays unacknowledged meanwhile); false when that is
+ * over. */
+static bool slack_env_later(struct slack *s, struct slack_env *e)
+{
+	if (e->tries++ >= SLACK_ENV_TRIES || s->stopping || e->gen != s->ws_gen)
+		return false;
+	if (!e->timer && !(e->timer = slack_timer_new(s, e)))
+		return false;
+	e->timed = true;
+	uv_timer_start(e->timer, slack_env_fire, SLACK_ENV_RETRY_MS, 0);
+	return true;
+}
+
+static void slack_env_ingested(void *ud, int rc, int64_t inbox_id, bool duplicate)
+{
+	struct slack_env *e = ud;
+	struct slack *s = e->s;
+
+	(void)inbox_id;
+	if (!s) {
+		slack_env_free(e);
+		return;
+	}
+	if (rc) {
+		if (slack_env_later(s, e))
+			return;
+		log_error("slack", "cannot store an event; Slack will send it again",
+		          LOG_S("account", s->base.account), LOG_S("error", sb_strerror(rc)));
+		slack_error(s, "cannot store an event");
+	} else if (e->gen == s->ws_gen && s->ws && !s->closing) {
+		slack_ack(s, e->id);
+	} else {
+		log_info("slack",
+		         "an event was stored after its socket closed; Slack redelivers it and "
+		         "the copy is recognised",
+		         LOG_S("account", s->base.account), LOG_I("duplicate", duplicate));
+	}
+	SLACK_UNLINK(s->envs, e);
+	slack_env_free(e);
+}
+
+static void slack_env_try(struct slack_env *e)
+{
+	struct slack *s = e->s;
+	const char *why = NULL;
+	int r = slack_ingest_event(s, e->payload, slack_env_ingested, e, &why);
+
+	if (r == 0 || (r == -2 && slack_env_later(s, e)))
+		return;
+	if (r > 0) {
+		slack_ack(s, e->id);
+	} else {
+		log_warn("slack", "an envelope was not accepted", LOG_S("account", s->base.account),
+		         LOG_S("why", why ? why : ""));
+		/* A malformed payload would come back forever: ack it. A store
+		 * that keeps refusing is not acked: Slack redelivers. */
+		if (r == -1)
+			slack_ack(s, e->id);
+	}
+	SLACK_UNLINK(s->envs, e);
+	slack_env_free(e);
+}
+
 static void slack_on_envelope(struct slack *s, json_t *m)
 {
 	const char *id = json_string_value(json_object_get(m, "envelope_id"));
 	const char *type = json_string_value(json_object_get(m, "type"));
 	struct slack_env *e;
-	const char *why;
-	int r;
 
 	if (!id || !*id || strlen(id) >= sizeof e->id)
 		return;
@@ -592,22 +662,9 @@ static void slack_on_envelope(struct slack *s, json_t *m)
 		return; /* not acked: Slack sends it again */
 	snprintf(e->id, sizeof e->id, "%s", id);
 	e->gen = s->ws_gen;
+	e->payload = json_incref(json_object_get(m, "payload"));
 	SLACK_LINK(s->envs, e, s);
-	r = slack_ingest_event(s, json_object_get(m, "payload"), slack_env_ingested, e, &why);
-	if (r == 0)
-		return;
-	SLACK_UNLINK(s->envs, e);
-	free(e);
-	if (r > 0) {
-		slack_ack(s, id);
-		return;
-	}
-	log_warn("slack", "an envelope was not accepted", LOG_S("account", s->base.account),
-	         LOG_S("why", why ? why : ""));
-	/* A malformed payload would come back forever: ack it. A refusing
-	 * store is not acked: Slack redelivers. */
-	if (r == -1)
-		slack_ack(s, id);
+	slack_env_try(e);
 }
 
 static void slack_ws_message(void *ud, struct host_ws *ws, const char *data, size_t len)
@@ -1289,8 +1346,13 @@ static void slack_destroy(struct channel *c)
 	slack_flush(s, true);
 	if (s->base.host->ws_close)
 		slack_sm_drop(s);
-	while (s->envs)
-		SLACK_UNLINK(s->envs, s->envs);
+	while (s->envs) {
+		struct slack_env *e = s->envs;
+
+		SLACK_UNLINK(s->envs, e);
+		if (e->timed) /* no store callback will come for it */
+			slack_env_free(e);
+	}
 	while (s->sends)
 		SLACK_UNLINK(s->sends, s->sends);
 	while (s->calls)
