@@ -50,10 +50,31 @@ static size_t non_blank(const char *s)
 	return n;
 }
 
+/* Whether s is well-formed UTF-8 (as every JSON string jansson gives). */
+static int utf8_valid(const unsigned char *s)
+{
+	while (*s) {
+		int n = *s < 0x80             ? 0
+		        : (*s & 0xE0) == 0xC0 ? 1
+		        : (*s & 0xF0) == 0xE0 ? 2
+		        : (*s & 0xF8) == 0xF0 ? 3
+		                              : -1;
+
+		if (n < 0)
+			return 0;
+		s++;
+		for (int i = 0; i < n; i++, s++)
+			if ((*s & 0xC0) != 0x80)
+				return 0;
+	}
+	return 1;
+}
+
 static void check_chunks(const char *text, size_t limit)
 {
 	char *md = slack_mrkdwn(text), **v = NULL;
 	size_t n, total = 0, want;
+	int valid = utf8_valid((const unsigned char *)text);
 
 	if (!md)
 		return;
@@ -65,8 +86,8 @@ static void check_chunks(const char *text, size_t limit)
 
 		if (slack_utf8_len(v[i], len) > limit)
 			abort();
-		/* A piece never begins with a continuation byte. */
-		if (len && ((unsigned char)v[i][0] & 0xC0) == 0x80)
+		/* In well-formed text a piece never begins inside a character. */
+		if (valid && len && ((unsigned char)v[i][0] & 0xC0) == 0x80)
 			abort();
 		total += non_blank(v[i]);
 		free(v[i]);
