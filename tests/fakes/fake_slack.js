@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // fake_slack.js - a loopback test double of Slack's Web API and Socket Mode.
 //
-// Usage: node fake_slack.js <port|0>
+// Usage: node fake_slack.js <port|0> [--tls CERT KEY]
 // Listens on 127.0.0.1; prints "PORT <n>" first. Exits when stdin closes or on
-// SIGTERM. Also usable as a module: require('./fake_slack').start(port) gives a
-// promise of {port, server, state, close()}.
+// SIGTERM. Also usable as a module: require('./fake_slack').start(port, tls) gives
+// a promise of {port, server, state, close()}. With --tls (PEM files) the
+// Socket Mode URLs are wss:// on a second, TLS listener, as Slack's are.
 //
 // Web API: POST /api/<method> with "Authorization: Bearer <token>", form or
 // JSON body; every answer is HTTP 200 {"ok":...} except scripted 429s.
@@ -28,7 +29,9 @@
 //   GET  /_test/state    {posts, acks, calls, opens, live, peak, pending, hellos}
 'use strict';
 
+const fs = require('fs');
 const http = require('http');
+const https = require('https');
 const {WebSocketServer} = require('ws');
 
 const BOT = {user_id: 'UBOT', bot_id: 'BBOT', team_id: 'T0TEST', team: 'Test', user: 'switchboard'};
@@ -64,10 +67,10 @@ function bearer(req) {
 	return h.startsWith('Bearer ') ? h.slice(7).trim() : '';
 }
 
-function start(port) {
+function start(port, tls) {
 	const st = newState();
 	const sockets = new Set();
-	let server;
+	let server, tlsServer = null;
 
 	const json = (res, status, obj, headers) => {
 		const b = Buffer.from(JSON.stringify(obj));
@@ -101,7 +104,9 @@ function start(port) {
 		if (method === 'apps.connections.open') {
 			if (!tok.startsWith('xapp-')) return json(res, 200, {ok: false, error: 'not_allowed_token_type'});
 			st.opens++;
-			return json(res, 200, {ok: true, url: `ws://127.0.0.1:${server.address().port}/link/?ticket=${st.opens}&app_id=A0TEST`});
+			const link = tlsServer ? `wss://127.0.0.1:${tlsServer.address().port}`
+				: `ws://127.0.0.1:${server.address().port}`;
+			return json(res, 200, {ok: true, url: `${link}/link/?ticket=${st.opens}&app_id=A0TEST`});
 		}
 		if (!tok.startsWith('xoxb-')) return json(res, 200, {ok: false, error: 'invalid_auth'});
 		if (method === 'auth.test')
@@ -127,7 +132,8 @@ function start(port) {
 		try { b = raw ? JSON.parse(raw) : {}; } catch (e) { return json(res, 400, {error: 'json'}); }
 		if (path === '/_test/state')
 			return json(res, 200, {posts: st.posts, acks: st.acks, calls: st.calls, opens: st.opens,
-				live: st.live, peak: st.peak, pending: st.pending.length, hellos: st.hellos});
+				live: st.live, peak: st.peak, pending: st.pending.length, hellos: st.hellos,
+				tls_errors: st.tls_errors || 0});
 		if (path === '/_test/script') {
 			st.scripts[b.method] = (st.scripts[b.method] || []).concat(b.responses || []);
 			return json(res, 200, {ok: true});
@@ -172,14 +178,20 @@ function start(port) {
 	});
 
 	const wss = new WebSocketServer({noServer: true, autoPong: false});
-	server.on('upgrade', (req, socket, head) => {
+	if (tls) {
+		tlsServer = https.createServer({cert: fs.readFileSync(tls.cert), key: fs.readFileSync(tls.key)});
+		tlsServer.on('tlsClientError', (e) => { st.tls_errors = (st.tls_errors || 0) + 1; });
+	}
+	const onUpgrade = (req, socket, head) => {
 		const url = new URL(req.url, 'http://x');
 		if (url.pathname !== '/link/' || !url.searchParams.get('ticket')) {
 			socket.destroy();
 			return;
 		}
 		wss.handleUpgrade(req, socket, head, (ws) => wss.emit('connection', ws));
-	});
+	};
+	server.on('upgrade', onUpgrade);
+	if (tlsServer) tlsServer.on('upgrade', onUpgrade);
 	wss.on('connection', (ws) => {
 		ws.sent = new Set();
 		sockets.add(ws);
@@ -209,22 +221,26 @@ function start(port) {
 		// What earlier sockets left unacked comes again here.
 		for (const e of st.pending) { ws.sent.add(e.envelope_id); sendEnvelope(ws, e); }
 	});
-	return new Promise((resolve) => {
+	const listenTls = () => new Promise((r) => (tlsServer ? tlsServer.listen(0, '127.0.0.1', r) : r()));
+	return listenTls().then(() => new Promise((resolve) => {
 		server.listen(port, '127.0.0.1', () => resolve({
 			port: server.address().port, server, state: st,
 			close: () => new Promise((r) => {
 				for (const ws of sockets) ws.terminate();
 				wss.close();
+				if (tlsServer) tlsServer.close();
 				server.close(() => r());
 			}),
 		}));
-	});
+	}));
 }
 
 module.exports = {start};
 
 if (require.main === module) {
-	start(Number(process.argv[2] || 0)).then((f) => {
+	const i = process.argv.indexOf('--tls');
+	const tls = i > 0 ? {cert: process.argv[i + 1], key: process.argv[i + 2]} : null;
+	start(Number(process.argv[2] || 0), tls).then((f) => {
 		process.stdout.write(`PORT ${f.port}\n`);
 		process.stdin.resume();
 		process.stdin.on('end', () => process.exit(0));
