@@ -509,6 +509,56 @@ static void test_rate_limit_and_errors(void **state)
 	assert_true(found);
 }
 
+/* A reply in pieces whose second piece fails: the retry posts only the
+ * pieces still missing (the progress is in the store). */
+static void test_resume_after_partial_failure(void **state)
+{
+	char text[2048], *body;
+	size_t pos = 0;
+	json_t *st, *p;
+	size_t i;
+	int n = 0, first = 0;
+	struct buf log;
+
+	(void)state;
+	for (int k = 0; k < 12; k++)
+		pos +=
+		    (size_t)snprintf(text + pos, sizeof text - pos,
+		                     "resume %02d: some words to fill the line up to about seventy "
+		                     "characters.\n\n",
+		                     k);
+	snprintf(text + pos, sizeof text - pos, "RESUME-END");
+	json_decref(
+	    fake_post("/_test/script", json_pack("{ss s[{}{ss}]}", "method", "chat.postMessage",
+	                                         "responses", "error", "internal_error")));
+	body = event_body("message", "im", "D0RES", "U1", NULL, text, "1700000008.000100", NULL,
+	                  "EvRES");
+	assert_int_equal(post_event(body), 200);
+	free(body);
+	assert_int_equal(wait_posts("RESUME-END", "D0RES", 1, 30000, NULL), 1);
+	sleep_ms(500);
+	st = fake_state();
+	json_array_foreach(json_object_get(st, "posts"), i, p)
+	{
+		const char *t = json_string_value(json_object_get(p, "text"));
+
+		if (strcmp(json_string_value(json_object_get(p, "channel")), "D0RES") != 0)
+			continue;
+		n++;
+		if (strstr(t, "resume 00:"))
+			first++;
+	}
+	json_decref(st);
+	assert_int_equal(first, 1); /* the first piece was not posted again */
+	assert_true(n >= 3);
+	assert_int_equal(count_posts("RESUME-END", "D0RES", NULL), 1);
+	buf_init(&log, 64 << 20);
+	assert_int_equal(harness_daemon_log(&fx.d, &log), 0);
+	assert_non_null(strstr(log.data, "resuming a reply after the pieces already posted"));
+	assert_non_null(strstr(log.data, "chat.postMessage: internal_error"));
+	buf_free(&log);
+}
+
 /* ---- Socket Mode ---- */
 
 static json_t *sock_payload(const char *text, const char *ts, const char *eid)
@@ -669,6 +719,7 @@ int main(void)
 	    cmocka_unit_test(test_bots_dropped),
 	    cmocka_unit_test(test_chunks_and_mrkdwn),
 	    cmocka_unit_test(test_rate_limit_and_errors),
+	    cmocka_unit_test(test_resume_after_partial_failure),
 	    cmocka_unit_test(test_socket_mode),
 	    cmocka_unit_test(test_socket_drop_mid_stream),
 	    cmocka_unit_test(test_socket_refresh_and_watchdog),
