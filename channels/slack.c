@@ -875,7 +875,8 @@ static void slack_req_late(uv_timer_t *t)
 	/* Not stored in time: no ack, so Slack sends it again; the store may
 	 * still commit it, and then the retry is a recognised duplicate. */
 	log_warn("slack", "storing an event took too long; asking Slack to send it again",
-	         LOG_S("account", s->base.account), LOG_I("deadline_ms", s->acct->ack_deadline_ms));
+	         LOG_S("account", s->base.account),
+	         LOG_I("deadline_ms", s->acct ? s->acct->ack_deadline_ms : 0));
 	slack_respond(s, q->http, 503, "application/json",
 	              "{\"error\":\"the event was not stored in time; retry\"}");
 	q->http = NULL;
