@@ -5,12 +5,14 @@
 
 #include "channels/channel.h"
 #include "channels/telegram.h"
+#include "channels/slack.h"
 
 const struct channel_ops *const channel_registry[] = {
     &channel_webchat_ops,
     &channel_webhook_ops,
     &channel_http_ops,
     &channel_telegram_ops,
+    &channel_slack_ops,
     NULL,
 };
 

@@ -26,6 +26,10 @@ _Static_assert(sizeof(struct access_config) <= WEBHOOK_CONFIG_OFFSET &&
 _Static_assert(sizeof(struct access_config) <= TELEGRAM_CONFIG_OFFSET &&
                    offsetof(struct channel_telegram_config, telegram) == TELEGRAM_CONFIG_OFFSET,
                "struct telegram_config must start at TELEGRAM_CONFIG_OFFSET");
+/* The Slack adapter finds its settings at SLACK_CONFIG_OFFSET. */
+_Static_assert(sizeof(struct access_config) <= SLACK_CONFIG_OFFSET &&
+                   offsetof(struct channel_slack_config, slack) == SLACK_CONFIG_OFFSET,
+               "struct slack_config must start at SLACK_CONFIG_OFFSET");
 
 static int channels_access_check(void *obj, struct cfg_error_ctx *ctx)
 {
@@ -44,8 +48,16 @@ static const struct cfg_key channel_telegram_keys[] = {
     TELEGRAM_CONFIG_KEYS(struct channel_telegram_config, telegram),
 };
 
+static int channel_slack_check(void *obj, struct cfg_error_ctx *ctx)
+{
+	struct channel_slack_config *s = obj;
+
+	return access_config_check(&s->access, ctx) + slack_config_check(&s->slack, ctx);
+}
+
 static const struct cfg_key channel_slack_keys[] = {
     ACCESS_CONFIG_KEYS(struct channel_slack_config, access),
+    SLACK_CONFIG_KEYS(struct channel_slack_config, slack),
 };
 
 static int channel_webhook_check(void *obj, struct cfg_error_ctx *ctx)
@@ -79,8 +91,9 @@ static const struct cfg_section channel_slack_section = {
     .size = sizeof(struct channel_slack_config),
     .keys = channel_slack_keys,
     .nkeys = sizeof channel_slack_keys / sizeof channel_slack_keys[0],
-    .check = channels_access_check,
-    .doc = "Slack: who may talk to the bot. Sender ids are user ids (`U...`); groups are "
+    .check = channel_slack_check,
+    .doc = "Slack (docs/channels/slack.md): the workspaces, and who may talk to the bot. "
+           "Sender ids are user ids (`U...`); groups are "
            "channel ids (`C...`), never names.",
 };
 

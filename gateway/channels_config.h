@@ -11,6 +11,7 @@
 
 #include "bindings/bindings_config.h"
 #include "channels/telegram_config.h"
+#include "channels/slack_config.h"
 #include "channels/webhook_config.h"
 #include "gateway/core/cfg.h"
 
@@ -24,8 +25,14 @@ struct channel_telegram_config {
 	struct telegram_config telegram;
 };
 
+/* The Slack adapter's settings sit at SLACK_CONFIG_OFFSET, like the
+ * webhook adapter's (see below). */
 struct channel_slack_config {
-	struct access_config access;
+	union {
+		struct access_config access;
+		unsigned char access_reserved[SLACK_CONFIG_OFFSET];
+	};
+	struct slack_config slack;
 };
 
 /* The webhook adapter may not see struct access_config (channels/ include

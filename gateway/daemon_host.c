@@ -11,6 +11,7 @@
 #include "gateway/core/log.h"
 #include "gateway/daemon_internal.h"
 #include "gateway/host_common.h"
+#include "gateway/server_wsc.h"
 
 /* ---- ingest / deliver ---- */
 
@@ -271,6 +272,40 @@ static int daemon_kv_put(void *ctx, const char *ns, const char *key, const char 
 	return d->store->ops->kv_put(d->store, ns, key, value, cb, ud);
 }
 
+static int daemon_ws_connect(void *ctx, const char *url, const struct host_ws_handlers *h,
+                             void *ud, struct host_ws **out)
+{
+	struct daemon *d = ctx;
+
+	if (!d->server || d->state >= DAEMON_CLOSING)
+		return SB_ERR_CLOSED;
+	return server_wsc_connect(d->server, url, h, ud, out);
+}
+
+static int daemon_ws_send(void *ctx, struct host_ws *ws, const char *data, size_t len)
+{
+	(void)ctx;
+	return server_wsc_send(ws, data, len);
+}
+
+static int daemon_ws_ping(void *ctx, struct host_ws *ws)
+{
+	(void)ctx;
+	return server_wsc_ping(ws);
+}
+
+static void daemon_ws_close(void *ctx, struct host_ws *ws)
+{
+	(void)ctx;
+	server_wsc_close(ws);
+}
+
+static void daemon_ws_shutdown(void *ctx, struct host_ws *ws, bool abrupt)
+{
+	(void)ctx;
+	server_wsc_shutdown(ws, abrupt);
+}
+
 void daemon_host_init(struct daemon *d)
 {
 	d->host = (struct host){
@@ -285,6 +320,11 @@ void daemon_host_init(struct daemon *d)
 	    .await_reply = daemon_await_reply,
 	    .kv_get = daemon_kv_get,
 	    .kv_put = daemon_kv_put,
+	    .ws_connect = daemon_ws_connect,
+	    .ws_send = daemon_ws_send,
+	    .ws_ping = daemon_ws_ping,
+	    .ws_close = daemon_ws_close,
+	    .ws_shutdown = daemon_ws_shutdown,
 	};
 }
 

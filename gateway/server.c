@@ -11,6 +11,7 @@
 #include "gateway/server.h"
 #include "gateway/server_stream.h"
 #include "gateway/server_ws_internal.h"
+#include "gateway/server_wsc.h"
 
 #include <libwebsockets.h>
 #include <stdlib.h>
@@ -322,6 +323,9 @@ static int server_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	struct server_pss *pss = user;
 	struct server *s;
 
+	/* lws tells only the first protocol that a wsi is destroyed. */
+	if (reason == LWS_CALLBACK_WSI_DESTROY && server_wsc_owns(wsi))
+		return server_wsc_callback(wsi, reason, user, in, len);
 	if (server_ws_handles(reason))
 		return server_ws_callback(server_of(wsi)->ws, wsi, reason, pss ? &pss->ws : NULL,
 		                          in, len);
@@ -384,6 +388,8 @@ static int server_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
 
 static const struct lws_protocols server_protocols[] = {
     {.name = "http", .callback = server_cb, .per_session_data_size = sizeof(struct server_pss)},
+    /* WebSocket client connections (server_wsc.c). */
+    {.name = SERVER_WSC_PROTOCOL, .callback = server_wsc_callback, .per_session_data_size = 0},
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
@@ -441,6 +447,9 @@ int server_start(struct server **out, uv_loop_t *loop, const struct server_optio
 	info.timeout_secs = 30;
 	info.fd_limit_per_thread = (unsigned int)s->max_connections + 32;
 	info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_VALIDATE_UTF8;
+	/* Client TLS for wss:// connections (server_wsc.c); the listener
+	 * stays plain HTTP (no server certificate is configured). */
+	info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
 	if (!server_is_ipv6(s->bind))
 		info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
 	s->ctx = lws_create_context(&info);
@@ -522,6 +531,11 @@ void server_free(struct server *s)
 	server_ws_hub_free(s->ws);
 	free(s->bind);
 	free(s);
+}
+
+struct lws_context *server_lws_context(const struct server *s)
+{
+	return s && !s->closing ? s->ctx : NULL;
 }
 
 struct server_ws_hub *server_ws_hub_of(const struct server *s)

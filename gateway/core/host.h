@@ -75,6 +75,22 @@ typedef void (*host_reply_cb)(void *ud, const struct host_reply *reply);
 typedef void (*host_kv_get_cb)(void *ud, int rc, const char *value);
 typedef void (*host_kv_put_cb)(void *ud, int rc);
 
+/* A WebSocket client connection on the loop (Slack Socket Mode, ...). */
+struct host_ws;
+
+struct host_ws_handlers {
+	/* The opening handshake completed. */
+	void (*on_open)(void *ud, struct host_ws *ws);
+	/* One whole message (text or binary), lent for the call. */
+	void (*on_message)(void *ud, struct host_ws *ws, const char *data, size_t len);
+	/* A pong answered a ws_ping. Optional. */
+	void (*on_pong)(void *ud, struct host_ws *ws);
+	/* The connection could not be made, or it ended: code is the close
+	 * code the peer sent (0 when none), why a reason lent for the call.
+	 * ws is gone when this returns. Never called after ws_close. */
+	void (*on_close)(void *ud, struct host_ws *ws, int code, const char *why);
+};
+
 struct host {
 	void *ctx;
 	uv_loop_t *loop;
@@ -103,6 +119,25 @@ struct host {
 	int (*kv_get)(void *ctx, const char *ns, const char *key, host_kv_get_cb cb, void *ud);
 	int (*kv_put)(void *ctx, const char *ns, const char *key, const char *value,
 	              host_kv_put_cb cb, void *ud);
+	/* Opens a WebSocket client connection to url (ws:// or wss://, the
+	 * server's certificate checked against the system CAs). h is copied.
+	 * The handlers run later, never inside the call; *out is valid until
+	 * on_close returns or ws_close is called. SB_ERR_CLOSED when the
+	 * gateway is closing; SB_ERR_INVAL for a bad URL. */
+	int (*ws_connect)(void *ctx, const char *url, const struct host_ws_handlers *h, void *ud,
+	                  struct host_ws **out);
+	/* Queues one text message (copied). */
+	int (*ws_send)(void *ctx, struct host_ws *ws, const char *data, size_t len);
+	/* Queues a ping; the pong goes to on_pong. */
+	int (*ws_ping)(void *ctx, struct host_ws *ws);
+	/* Closes the connection (close code 1000 when it is open); no handler
+	 * runs for it any more and ws may not be used again. */
+	void (*ws_close)(void *ctx, struct host_ws *ws);
+	/* Starts closing the connection but keeps its handlers: nothing more
+	 * is delivered, and on_close runs once the socket is really gone (so
+	 * that a new one can be opened after it, never beside it). abrupt:
+	 * drop the TCP connection without a close handshake (a dead peer). */
+	void (*ws_shutdown)(void *ctx, struct host_ws *ws, bool abrupt);
 };
 
 #endif
