@@ -256,6 +256,9 @@ static int setup(void **state)
 	         "  - {id: s, api: scripted, script: script.yaml}\n"
 	         "agents:\n"
 	         "  - {id: main, default: true, model: s/x, queue_mode: followup}\n"
+	         /* The test users are the operator: their text reaches the
+	          * agent as it is (others' is marked untrusted). */
+	         "security: {owners: [\"slack:*\"]}\n"
 	         "channels:\n"
 	         "  slack:\n"
 	         "    dm_policy: open\n"

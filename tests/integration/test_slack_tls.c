@@ -113,6 +113,9 @@ static int make_home(char *home, size_t size)
 	         "  - {id: s, api: scripted, script: script.yaml}\n"
 	         "agents:\n"
 	         "  - {id: main, default: true, model: s/x}\n"
+	         /* The test users are the operator: their text reaches the
+	          * agent as it is (others' is marked untrusted). */
+	         "security: {owners: [\"slack:*\"]}\n"
 	         "channels:\n"
 	         "  slack:\n"
 	         "    dm_policy: open\n"
