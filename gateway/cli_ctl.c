@@ -714,6 +714,20 @@ static void ctl_status_ready(struct ctl *c)
 }
 
 /* One line per channel account that reports more than being there. */
+/* Whether f is the answer to this verb's request and says ok; a failed
+ * answer is printed and ends the verb. */
+static bool ctl_answer_ok(struct ctl *c, const json_t *f)
+{
+	if (!ctl_is_res(f, c->req_id))
+		return false;
+	if (!json_is_true(json_object_get(f, "ok"))) {
+		ctl_print_error(c, f);
+		ctl_finish(c, 1);
+		return false;
+	}
+	return true;
+}
+
 static void ctl_status_channels(const json_t *channels)
 {
 	const char *name;
@@ -793,13 +807,8 @@ static void ctl_status_frame(struct ctl *c, const json_t *f)
 	size_t i;
 	int64_t up;
 
-	if (!ctl_is_res(f, c->req_id))
+	if (!ctl_answer_ok(c, f))
 		return;
-	if (!json_is_true(json_object_get(f, "ok"))) {
-		ctl_print_error(c, f);
-		ctl_finish(c, 1);
-		return;
-	}
 	if (c->o.json) {
 		ctl_print_json(p);
 		ctl_finish(c, 0);
@@ -1402,13 +1411,8 @@ static void ctl_devices_frame(struct ctl *c, const json_t *f)
 {
 	const json_t *p = json_object_get(f, "payload");
 
-	if (!ctl_is_res(f, c->req_id))
+	if (!ctl_answer_ok(c, f))
 		return;
-	if (!json_is_true(json_object_get(f, "ok"))) {
-		ctl_print_error(c, f);
-		ctl_finish(c, 1);
-		return;
-	}
 	if (c->o.json)
 		ctl_print_json(p);
 	else if (!*c->key)
@@ -1482,13 +1486,8 @@ static void ctl_call_frame(struct ctl *c, const json_t *f)
 {
 	const json_t *p = json_object_get(f, "payload");
 
-	if (!ctl_is_res(f, c->req_id))
+	if (!ctl_answer_ok(c, f))
 		return;
-	if (!json_is_true(json_object_get(f, "ok"))) {
-		ctl_print_error(c, f);
-		ctl_finish(c, 1);
-		return;
-	}
 	if (c->o.json || !ctl_the_call.print)
 		ctl_print_json(p);
 	else
@@ -1559,13 +1558,8 @@ static void ctl_approvals_frame(struct ctl *c, const json_t *f)
 {
 	const json_t *p = json_object_get(f, "payload");
 
-	if (!ctl_is_res(f, c->req_id))
+	if (!ctl_answer_ok(c, f))
 		return;
-	if (!json_is_true(json_object_get(f, "ok"))) {
-		ctl_print_error(c, f);
-		ctl_finish(c, 1);
-		return;
-	}
 	if (c->o.json)
 		ctl_print_json(p);
 	else if (!*c->key)
