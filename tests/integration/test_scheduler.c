@@ -16,6 +16,9 @@
  * due and starts again after a missed run of the API job: the missed run is
  * recorded as skipped, not replayed, and the next run of each is delivered
  * to the receiver exactly once, signed.
+ *
+ * at: a one-shot job announced to a channel target runs once at its time,
+ * is delivered once, and has nothing more to run.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -407,11 +410,74 @@ static void test_cron_webhook_restart(void **state)
 	json_decref(j);
 }
 
+/* A one-shot `at` job announced to a channel target: it runs once at its
+ * time, its reply is delivered once, and it has no next run afterwards. */
+static void test_cron_at_announce(void **state)
+{
+	static const char *const add[] = {
+	    "cron",      "add",         "once",       "--at",    "2025-06-02T09:00:03Z",
+	    "--payload", "once report", "--announce", "webhook", "--to",
+	    "reports",   "--json",      NULL};
+	static const char *const runs[] = {"cron", "runs", "once", "--json", NULL};
+	static const char *const list[] = {"cron", "list", "--json", NULL};
+	json_t *j, *rec = NULL;
+	const json_t *r;
+	size_t i, ok = 0;
+	bool got = false;
+
+	(void)state;
+	assert_int_equal(prepare(cron_config), 0);
+	assert_int_equal(start("2025-06-02T09:00:00Z", "1"), 0);
+	j = cli_json(add);
+	assert_int_equal(
+	    json_integer_value(json_object_get(json_object_get(j, "state"), "nextRunMs")),
+	    1748854803000LL);
+	json_decref(j);
+	for (int waited = 0; waited < 30000 && !got; waited += 200) {
+		usleep(200 * 1000);
+		json_decref(rec);
+		rec = received();
+		got = count_deliveries(rec, "text", "echo once report") >= 1;
+	}
+	if (!got) {
+		char *dump = json_dumps(rec, JSON_INDENT(1));
+
+		print_log();
+		fprintf(stderr, "received: %s\n", dump ? dump : "");
+		free(dump);
+	}
+	assert_true(got);
+	assert_int_equal(json_integer_value(json_object_get(rec, "invalid")), 0);
+	usleep(1500 * 1000);
+	json_decref(rec);
+	rec = received();
+	assert_int_equal(count_deliveries(rec, "text", "echo once report"), 1);
+	json_decref(rec);
+	j = cli_json(runs);
+	json_array_foreach(json_object_get(j, "runs"), i, r)
+	{
+		ok += strcmp(json_string_value(json_object_get(r, "status")), "ok") == 0;
+	}
+	assert_int_equal(ok, 1);
+	json_decref(j);
+	j = cli_json(list);
+	{
+		const json_t *job = job_of(j, "once");
+		const json_t *next =
+		    job ? json_object_get(json_object_get(job, "state"), "nextRunMs") : NULL;
+
+		/* Gone, or kept with nothing more to run. */
+		assert_true(!job || !next || json_is_null(next) || json_integer_value(next) <= 0);
+	}
+	json_decref(j);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_teardown(test_heartbeat, teardown),
 	    cmocka_unit_test_teardown(test_cron_webhook_restart, teardown),
+	    cmocka_unit_test_teardown(test_cron_at_announce, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
