@@ -538,6 +538,11 @@ struct lws_context *server_lws_context(const struct server *s)
 	return s && !s->closing ? s->ctx : NULL;
 }
 
+uv_loop_t *server_loop(const struct server *s)
+{
+	return s ? s->loop : NULL;
+}
+
 struct server_ws_hub *server_ws_hub_of(const struct server *s)
 {
 	return s ? s->ws : NULL;

@@ -9,12 +9,19 @@
  * the wsi (LWS_CALLBACK_WSI_DESTROY), which also happens to every client
  * connection when the context is destroyed at shutdown.
  *
+ * A host name is resolved on the thread pool first (resolve.h: lws 4.1
+ * would block the loop in its own lookup), then lws connects to the
+ * address with the name kept for the Host header and TLS SNI. Until then
+ * the connection has no wsi; closing it meanwhile frees it when the lookup
+ * ends.
+ *
  * Outgoing messages wait in a queue and are written one per
  * LWS_CALLBACK_CLIENT_WRITEABLE; incoming fragments are gathered into one
  * message (at most SERVER_WSC_MSG_MAX bytes; more closes the connection).
  */
 #include "gateway/server_wsc.h"
 
+#include <arpa/inet.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +30,7 @@
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
+#include "gateway/core/resolve.h"
 
 #define SERVER_WSC_MSG_MAX (4u << 20)
 #define SERVER_WSC_URL_MAX 4096
@@ -50,6 +58,11 @@ struct host_ws {
 	struct buf rx;
 	char *url;  /* lws_parse_uri cuts it up; kept for the wsi's lifetime */
 	char *path; /* "/" + the path */
+	struct server *srv;
+	const char *host; /* inside url */
+	int port;
+	bool tls;
+	bool resolving; /* the host name is being looked up; no wsi yet */
 };
 
 static void wsc_queue_free(struct host_ws *ws)
@@ -82,20 +95,88 @@ static void wsc_report(struct host_ws *ws, const char *why)
 		ws->h.on_close(ws->ud, ws, ws->close_code, why ? why : "closed");
 }
 
+/* Asks lws for the connection to addr (numeric); SB_OK or why not. */
+static int wsc_lws_connect(struct host_ws *ws, const char *addr)
+{
+	struct lws_context *ctx = server_lws_context(ws->srv);
+	struct lws_client_connect_info i;
+	struct lws *wsi;
+
+	if (!ctx)
+		return SB_ERR_CLOSED;
+	memset(&i, 0, sizeof i);
+	i.context = ctx;
+	i.address = addr;
+	i.port = ws->port;
+	i.path = ws->path;
+	i.host = ws->host;
+	i.origin = ws->host;
+	i.ssl_connection = ws->tls ? LCCSCF_USE_SSL : 0;
+	i.local_protocol_name = SERVER_WSC_PROTOCOL;
+	i.opaque_user_data = ws;
+	i.pwsi = &ws->wsi;
+	ws->in_connect = true;
+	wsi = lws_client_connect_via_info(&i);
+	ws->in_connect = false;
+	if (!wsi || ws->gone) {
+		/* lws may have destroyed a half-made wsi inside the call. */
+		ws->wsi = NULL;
+		return SB_ERR_HTTP;
+	}
+	ws->wsi = wsi;
+	/* lws on a foreign loop may leave the new connection's next step
+	 * waiting for some other event; wake its service now. */
+	lws_cancel_service(ctx);
+	return SB_OK;
+}
+
+static void wsc_resolved(void *ud, int rc, const char *addr)
+{
+	struct host_ws *ws = ud;
+	char why[320];
+
+	ws->resolving = false;
+	/* Closed while looking up (its owner, then the server, may be gone). */
+	if (ws->detached) {
+		wsc_free(ws);
+		return;
+	}
+	if (ws->closing) {
+		wsc_report(ws, "closed");
+		wsc_free(ws);
+		return;
+	}
+	if (rc != SB_OK) {
+		snprintf(why, sizeof why, "cannot connect: cannot resolve %s: %s", ws->host,
+		         sb_strerror(rc));
+		wsc_report(ws, why);
+		wsc_free(ws);
+		return;
+	}
+	if ((rc = wsc_lws_connect(ws, addr)) != SB_OK) {
+		snprintf(why, sizeof why, "cannot connect to %s: %s", ws->host, sb_strerror(rc));
+		wsc_report(ws, why);
+		wsc_free(ws);
+	}
+}
+
+static bool wsc_numeric(const char *host)
+{
+	unsigned char a[16];
+
+	return inet_pton(AF_INET, host, a) == 1 || inet_pton(AF_INET6, host, a) == 1;
+}
+
 int server_wsc_connect(struct server *s, const char *url, const struct host_ws_handlers *h,
                        void *ud, struct host_ws **out)
 {
-	struct lws_context *ctx = server_lws_context(s);
-	struct lws_client_connect_info i;
 	const char *prot = NULL, *ads = NULL, *path = NULL;
 	struct host_ws *ws = NULL;
-	struct lws *wsi;
 	int port = 0, rc;
 	size_t plen;
-	bool tls;
 
 	*out = NULL;
-	if (!ctx)
+	if (!server_lws_context(s))
 		return SB_ERR_CLOSED;
 	if (!url || !h || !h->on_close || strlen(url) > SERVER_WSC_URL_MAX)
 		return SB_ERR_INVAL;
@@ -108,10 +189,8 @@ int server_wsc_connect(struct server *s, const char *url, const struct host_ws_h
 	if (lws_parse_uri(ws->url, &prot, &ads, &port, &path) || !prot || !ads || !*ads)
 		goto fail;
 	if (strcmp(prot, "wss") == 0)
-		tls = true;
-	else if (strcmp(prot, "ws") == 0)
-		tls = false;
-	else
+		ws->tls = true;
+	else if (strcmp(prot, "ws") != 0)
 		goto fail;
 	rc = SB_ERR_NOMEM;
 	plen = strlen(path ? path : "") + 2;
@@ -120,31 +199,17 @@ int server_wsc_connect(struct server *s, const char *url, const struct host_ws_h
 	snprintf(ws->path, plen, "/%s", path ? path : "");
 	ws->h = *h;
 	ws->ud = ud;
-
-	memset(&i, 0, sizeof i);
-	i.context = ctx;
-	i.address = ads;
-	i.port = port;
-	i.path = ws->path;
-	i.host = ads;
-	i.origin = ads;
-	i.ssl_connection = tls ? LCCSCF_USE_SSL : 0;
-	i.local_protocol_name = SERVER_WSC_PROTOCOL;
-	i.opaque_user_data = ws;
-	i.pwsi = &ws->wsi;
-	ws->in_connect = true;
-	wsi = lws_client_connect_via_info(&i);
-	ws->in_connect = false;
-	if (!wsi || ws->gone) {
-		/* lws may have destroyed a half-made wsi inside the call; the
-		 * caller learns it from rc, not from a handler. */
-		rc = SB_ERR_HTTP;
-		goto fail;
+	ws->srv = s;
+	ws->host = ads;
+	ws->port = port;
+	if (wsc_numeric(ads)) {
+		if ((rc = wsc_lws_connect(ws, ads)) != SB_OK)
+			goto fail;
+	} else {
+		if ((rc = resolve_host(server_loop(s), ads, wsc_resolved, ws)) != SB_OK)
+			goto fail;
+		ws->resolving = true;
 	}
-	ws->wsi = wsi;
-	/* lws on a foreign loop may leave the new connection's next step
-	 * waiting for some other event; wake its service now. */
-	lws_cancel_service(ctx);
 	*out = ws;
 	return SB_OK;
 fail:
@@ -157,7 +222,7 @@ int server_wsc_send(struct host_ws *ws, const char *data, size_t len)
 {
 	struct wsc_out *o;
 
-	if (!ws || ws->detached || ws->closing || ws->gone || !ws->wsi)
+	if (!ws || ws->detached || ws->closing || ws->gone || (!ws->wsi && !ws->resolving))
 		return SB_ERR_CLOSED;
 	if (len > SERVER_WSC_MSG_MAX)
 		return SB_ERR_TOOBIG;
@@ -179,7 +244,7 @@ int server_wsc_send(struct host_ws *ws, const char *data, size_t len)
 
 int server_wsc_ping(struct host_ws *ws)
 {
-	if (!ws || ws->detached || ws->closing || ws->gone || !ws->wsi)
+	if (!ws || ws->detached || ws->closing || ws->gone || (!ws->wsi && !ws->resolving))
 		return SB_ERR_CLOSED;
 	ws->ping = true;
 	if (ws->established)

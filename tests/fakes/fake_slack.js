@@ -26,6 +26,8 @@
 //   POST /_test/disconnect {reason}: send a disconnect frame on every socket
 //   POST /_test/drop     destroy every socket at once (no close frame)
 //   POST /_test/mute     {on: bool}: stop answering pings and sending frames (a dead link)
+//   POST /_test/link_host {host}: the host name put in Socket Mode URLs from now on
+//                        (default 127.0.0.1; "localhost" makes the client look it up)
 //   GET  /_test/state    {posts, acks, calls, opens, live, peak, pending, hellos}
 'use strict';
 
@@ -49,6 +51,7 @@ function newState() {
 		scripts: {},   // method -> [responses]
 		seq: 0,
 		muted: false,
+		linkHost: '127.0.0.1',
 	};
 }
 
@@ -104,8 +107,8 @@ function start(port, tls) {
 		if (method === 'apps.connections.open') {
 			if (!tok.startsWith('xapp-')) return json(res, 200, {ok: false, error: 'not_allowed_token_type'});
 			st.opens++;
-			const link = tlsServer ? `wss://127.0.0.1:${tlsServer.address().port}`
-				: `ws://127.0.0.1:${server.address().port}`;
+			const link = tlsServer ? `wss://${st.linkHost}:${tlsServer.address().port}`
+				: `ws://${st.linkHost}:${server.address().port}`;
 			return json(res, 200, {ok: true, url: `${link}/link/?ticket=${st.opens}&app_id=A0TEST`});
 		}
 		if (!tok.startsWith('xoxb-')) return json(res, 200, {ok: false, error: 'invalid_auth'});
@@ -159,6 +162,10 @@ function start(port, tls) {
 		}
 		if (path === '/_test/mute') {
 			st.muted = !!b.on;
+			return json(res, 200, {ok: true});
+		}
+		if (path === '/_test/link_host') {
+			st.linkHost = String(b.host || '127.0.0.1');
 			return json(res, 200, {ok: true});
 		}
 		return json(res, 404, {error: 'no such control'});

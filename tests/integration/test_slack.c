@@ -671,6 +671,30 @@ static void test_socket_refresh_and_watchdog(void **state)
 	assert_int_equal(state_int("peak"), 1);
 }
 
+/* A Socket Mode URL with a host name: the client looks it up off the loop,
+ * then connects, and envelopes flow as before. */
+static void test_socket_host_name(void **state)
+{
+	int64_t hellos = state_int("hellos");
+	char *id;
+	int64_t end;
+
+	(void)state;
+	json_decref(fake_post("/_test/link_host", json_pack("{ss}", "host", "localhost")));
+	json_decref(
+	    fake_post("/_test/disconnect", json_pack("{ss}", "reason", "refresh_requested")));
+	wait_hellos(hellos + 1);
+	id = send_envelope("by name", "1700000009.000100", "EvS9");
+	assert_int_equal(wait_posts("reply to: by name", "D0SOCK", 1, 20000, NULL), 1);
+	end = mono_ms() + 10000;
+	while (!acked(id) && mono_ms() < end)
+		sleep_ms(50);
+	assert_true(acked(id));
+	free(id);
+	json_decref(fake_post("/_test/link_host", json_pack("{ss}", "host", "127.0.0.1")));
+	assert_int_equal(state_int("peak"), 1);
+}
+
 static void test_status_and_secrets(void **state)
 {
 	const char *args[] = {"status", "--url", fx.url, NULL};
@@ -726,6 +750,7 @@ int main(void)
 	    cmocka_unit_test(test_socket_mode),
 	    cmocka_unit_test(test_socket_drop_mid_stream),
 	    cmocka_unit_test(test_socket_refresh_and_watchdog),
+	    cmocka_unit_test(test_socket_host_name),
 	    cmocka_unit_test(test_status_and_secrets),
 	    cmocka_unit_test(test_link_disabled),
 	};
