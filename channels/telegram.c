@@ -1374,6 +1374,7 @@ static void tg_status(struct channel *c, json_t *obj)
 	struct tg *t = (struct tg *)c;
 
 	if (!t->cfg) {
+		json_object_set_new(obj, "mode", json_string("unconfigured"));
 		json_object_set_new(obj, "configured", json_false());
 		json_object_set_new(obj, "connected", json_false());
 		return;

@@ -744,7 +744,8 @@ static void ctl_status_channels(const json_t *channels)
 			int64_t ev = json_integer_value(json_object_get(a, "lastEventAt"));
 			const char *err = json_string_value(json_object_get(a, "lastError"));
 
-			if (!mode && !conn && !ev && !err)
+			if ((!mode && !conn && !ev && !err) ||
+			    (mode && strcmp(mode, "unconfigured") == 0))
 				continue;
 			printf("  channel:     %s/%s: %s", name,
 			       json_string_value(json_object_get(a, "accountId")),
