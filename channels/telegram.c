@@ -142,6 +142,10 @@ struct tg_kv {
 struct tg {
 	struct channel base;
 	const struct telegram_account_config *cfg; /* NULL: no such account */
+	/* The snapshot cfg lives in, held so that an account removed by a
+	 * reload keeps its settings for the replies still to send. */
+	struct config *pin;
+	bool removed;
 	char *token, *api;
 	int mode;
 	char ns[sizeof TG_NS_PREFIX + 64];
@@ -1425,6 +1429,8 @@ static int tg_create(struct channel **out, const struct host *host, const char *
 	snprintf(t->base.account, sizeof t->base.account, "%s", account ? account : "default");
 	snprintf(t->ns, sizeof t->ns, "%s%s", TG_NS_PREFIX, t->base.account);
 	t->cfg = telegram_config_find(telegram_config_of(config), t->base.account);
+	if (t->cfg)
+		t->pin = host->config(host->ctx);
 	t->offset = -1;
 	if (t->cfg) {
 		t->mode = t->cfg->mode;
@@ -1452,6 +1458,8 @@ static int tg_create(struct channel **out, const struct host *host, const char *
 	return SB_OK;
 }
 
+static void tg_stop(struct channel *c);
+
 static int tg_reconfigure(struct channel *c, const void *config)
 {
 	struct tg *t = (struct tg *)c;
@@ -1459,10 +1467,24 @@ static int tg_reconfigure(struct channel *c, const void *config)
 	    telegram_config_find(telegram_config_of(config), t->base.account);
 
 	/* Token, mode and webhook path take effect at a restart; the rest
-	 * (limits, formatting, timeouts) now. An account removed keeps
-	 * running until then. */
-	if (n && t->cfg)
+	 * (limits, formatting, timeouts) now. An account removed stops
+	 * taking messages; replies already queued still go out with its last
+	 * settings (the snapshot stays pinned) until the restart. */
+	if (n && t->cfg && !t->removed) {
+		struct config *np = t->base.host->config(t->base.host->ctx);
+
+		if (t->pin)
+			t->base.host->config_release(t->base.host->ctx, t->pin);
+		t->pin = np;
 		t->cfg = n;
+	} else if (!n && t->cfg && !t->removed) {
+		log_warn("telegram",
+		         "the account was removed from the configuration; it stops "
+		         "taking messages",
+		         LOG_S("account", t->base.account));
+		t->removed = true;
+		tg_stop(c);
+	}
 	return SB_OK;
 }
 
@@ -1558,6 +1580,9 @@ static void tg_destroy(struct channel *c)
 	strmap_free(t->progress);
 	strmap_each(t->buckets, tg_bucket_free, NULL);
 	strmap_free(t->buckets);
+	if (t->pin)
+		t->base.host->config_release(t->base.host->ctx, t->pin);
+	t->pin = NULL;
 	free(t->bot_username);
 	if (t->token) {
 		sodium_memzero(t->token, strlen(t->token));

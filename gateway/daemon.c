@@ -140,8 +140,51 @@ static void daemon_restart_key(void *ud, const char *path)
 	log_warn("config", "change takes effect after a restart", LOG_S("key", path));
 }
 
+/* Instances are made per account at start only: say which accounts a
+ * reload added or removed, since they change at the next restart. */
+static void daemon_report_account_changes(struct daemon *d)
+{
+	for (size_t r = 0; channel_registry[r]; r++) {
+		const struct channel_ops *ops = channel_registry[r];
+		const char *names[DAEMON_CHANNELS_MAX];
+		size_t n;
+
+		if (!ops->accounts)
+			continue;
+		n = ops->accounts(channels_config_access(&d->cfg->channels, ops->name), names,
+		                  DAEMON_CHANNELS_MAX);
+		for (size_t k = 0; k < n; k++) {
+			bool have = false;
+
+			for (size_t i = 0; i < d->n_channels && !have; i++)
+				have = d->channels[i]->ops == ops &&
+				       strcmp(d->channels[i]->account, names[k]) == 0;
+			if (!have)
+				log_warn("config",
+				         "a new channel account starts at the next restart",
+				         LOG_S("channel", ops->name), LOG_S("account", names[k]));
+		}
+		for (size_t i = 0; i < d->n_channels; i++) {
+			bool kept = false;
+
+			if (d->channels[i]->ops != ops ||
+			    strcmp(d->channels[i]->account, "default") == 0)
+				continue;
+			for (size_t k = 0; k < n && !kept; k++)
+				kept = strcmp(d->channels[i]->account, names[k]) == 0;
+			if (!kept)
+				log_warn("config",
+				         "a channel account was removed: it takes no new messages "
+				         "and is gone after a restart",
+				         LOG_S("channel", ops->name),
+				         LOG_S("account", d->channels[i]->account));
+		}
+	}
+}
+
 static void daemon_reconfigure_channels(struct daemon *d)
 {
+	daemon_report_account_changes(d);
 	for (size_t i = 0; i < d->n_channels; i++) {
 		struct channel *c = d->channels[i];
 

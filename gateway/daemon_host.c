@@ -253,6 +253,12 @@ static int daemon_await_reply(void *ctx, int64_t inbox_id, int64_t timeout_ms, h
 	return dispatcher_await_reply(d->dispatcher, inbox_id, timeout_ms, cb, ud);
 }
 
+static void daemon_config_release(void *ctx, struct config *cfg)
+{
+	(void)ctx;
+	config_unref(cfg);
+}
+
 static int daemon_kv_get(void *ctx, const char *ns, const char *key, host_kv_get_cb cb, void *ud)
 {
 	struct daemon *d = ctx;
@@ -272,8 +278,8 @@ static int daemon_kv_put(void *ctx, const char *ns, const char *key, const char 
 	return d->store->ops->kv_put(d->store, ns, key, value, cb, ud);
 }
 
-static int daemon_ws_connect(void *ctx, const char *url, const struct host_ws_handlers *h,
-                             void *ud, struct host_ws **out)
+static int daemon_ws_connect(void *ctx, const char *url, const struct host_ws_handlers *h, void *ud,
+                             struct host_ws **out)
 {
 	struct daemon *d = ctx;
 
@@ -315,6 +321,7 @@ void daemon_host_init(struct daemon *d)
 	    .deliver = daemon_deliver,
 	    .http_client = daemon_http_client,
 	    .config = daemon_config_get,
+	    .config_release = daemon_config_release,
 	    .http_route = daemon_http_route,
 	    .http_ops = &daemon_http_ops,
 	    .await_reply = daemon_await_reply,

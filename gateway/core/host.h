@@ -101,8 +101,9 @@ struct host {
 	/* The shared HTTP client (curl multi on the loop). */
 	struct httpc *(*http_client)(void *ctx);
 	/* The current configuration snapshot, with a reference the caller
-	 * drops with config_unref. */
+	 * drops with config_release (modules cannot call config_unref). */
 	struct config *(*config)(void *ctx);
+	void (*config_release)(void *ctx, struct config *cfg);
 	/* Routes requests for path (a prefix when prefix is true) to handler;
 	 * name labels the route in metrics. Methods: "POST", "GET", ... as a
 	 * comma-separated list. Requests use http_ops. */

@@ -560,6 +560,42 @@ static void test_webhook_secret(void **state)
 	json_decref(st);
 }
 
+/* A reload that removes the webhook bot: it stops taking updates at once
+ * (503, so Telegram keeps them), the polling bot goes on answering, and the
+ * removed bot's settings stay valid for what it still has to send (the
+ * gateway's clean exit under ASan shows nothing was used after the old
+ * configuration went away). */
+static void test_account_removed_by_reload(void **state)
+{
+	const char *update = "{\"update_id\":777101,\"message\":{\"message_id\":9101,"
+	                     "\"from\":{\"id\":31337,\"is_bot\":false,\"first_name\":\"Bob\"},"
+	                     "\"chat\":{\"id\":31337,\"type\":\"private\"},\"date\":1700000000,"
+	                     "\"text\":\"after removal\"}}";
+	char path[600];
+	struct buf cfg;
+	char *cut;
+	int64_t mid;
+	json_t *st, *s = NULL;
+
+	(void)state;
+	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
+	buf_init(&cfg, 1 << 16);
+	assert_int_equal(harness_read_file(path, &cfg), 0);
+	cut = strstr(cfg.data, "      - id: hook\n");
+	assert_non_null(cut);
+	*cut = '\0';
+	assert_int_equal(harness_write_file(path, cfg.data), 0);
+	buf_free(&cfg);
+	kill(fx.d.pid, SIGHUP);
+	assert_true(wait_log("the account was removed from the configuration", 10000));
+	assert_int_equal(hook_post(HOOK_SECRET, update), 503);
+	mid = user_says(4242, "private", "still polling", NULL);
+	st = wait_reply(4242, mid, 30000);
+	assert_int_equal(sent_for(st, 4242, mid, 200, &s), 1);
+	assert_string_equal(json_string_value(json_object_get(s, "visible")), "echo still polling");
+	json_decref(st);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -572,6 +608,7 @@ int main(void)
 	    cmocka_unit_test(test_webhook_secret),
 	    cmocka_unit_test(test_stalled_poll),
 	    cmocka_unit_test(test_conflict),
+	    cmocka_unit_test(test_account_removed_by_reload),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
