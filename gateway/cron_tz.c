@@ -25,6 +25,10 @@
 #define TZ_TRANS_MAX 4096
 #define TZ_DEFAULT_DIR "/usr/share/zoneinfo"
 
+/* The offsets accepted from tzdata, seconds east of UTC. */
+#define TZ_OFF_MIN (-25 * 3600)
+#define TZ_OFF_MAX (26 * 3600)
+
 /* A POSIX rule date: Jn (1..365, no Feb 29), n (0..365), Mm.w.d. */
 struct tz_rule_date {
 	char kind; /* 'J', 'D' (zero-based day), 'M' */
@@ -218,6 +222,11 @@ static int tz_rule_parse(const char *s, struct tz_rule *r)
 		if (*p)
 			return SB_ERR_INVAL;
 	}
+	/* POSIX allows hours up to 24 (167 for times of day); no zone's
+	 * offset is beyond the range the type table accepts. */
+	if (r->std_off < TZ_OFF_MIN || r->std_off > TZ_OFF_MAX || r->dst_off < TZ_OFF_MIN ||
+	    r->dst_off > TZ_OFF_MAX)
+		return SB_ERR_INVAL;
 	r->valid = true;
 	return SB_OK;
 }
@@ -365,7 +374,7 @@ int cron_tz_parse(const unsigned char *data, size_t len, const char *name, struc
 		for (uint32_t i = 0; i < c.type; i++) {
 			int32_t off = (int32_t)tz_be32(ty + (size_t)i * 6);
 
-			if (off < -25 * 3600 || off > 26 * 3600)
+			if (off < TZ_OFF_MIN || off > TZ_OFF_MAX)
 				goto out;
 			z->utoff[i] = off;
 		}

@@ -204,6 +204,17 @@ static void test_tz_offsets(void **state)
 	assert_int_equal(cron_tz_get("../etc/passwd", &berlin), SB_ERR_INVAL);
 	assert_int_equal(cron_tz_get("Mars/Olympus_Mons", &berlin), SB_ERR_NOTFOUND);
 	assert_int_equal(cron_tz_posix("nonsense", &posix), SB_ERR_INVAL);
+	/* Offsets no zone has (found by fuzz_cron in a TZif footer): refused,
+	 * while the extremes real zones use are accepted. */
+	assert_int_equal(cron_tz_posix("XXX-30", &posix), SB_ERR_INVAL);
+	assert_int_equal(cron_tz_posix("XXX+26", &posix), SB_ERR_INVAL);
+	assert_int_equal(cron_tz_posix("AAA-10BBB-40", &posix), SB_ERR_INVAL);
+	assert_int_equal(cron_tz_posix("<+14>-14", &posix), SB_OK);
+	assert_int_equal(cron_tz_offset(posix, T("2025-06-01T12:00:00Z")), 14 * 3600);
+	cron_tz_free(posix);
+	assert_int_equal(cron_tz_posix("<-12>12", &posix), SB_OK);
+	assert_int_equal(cron_tz_offset(posix, T("2025-06-01T12:00:00Z")), -12 * 3600);
+	cron_tz_free(posix);
 }
 
 static void test_times(void **state)
