@@ -71,8 +71,11 @@ int boot_parse(const char *text, char *channel, char *account, char *target, siz
 	account[c2 - c1 - 1] = '\0';
 	memcpy(target, c2 + 1, (size_t)(eol - c2 - 1));
 	target[eol - c2 - 1] = '\0';
-	eol = strchr(eol, '\n');
-	*body = eol ? eol + 1 : eol + strlen(eol);
+	{
+		const char *nl = strchr(eol, '\n');
+
+		*body = nl ? nl + 1 : eol + strlen(eol);
+	}
 	return 1;
 }
 

@@ -52,7 +52,8 @@ struct server {
 	struct metrics *metrics;
 	struct server_route routes[SERVER_ROUTES_MAX];
 	size_t n_routes;
-	struct server_ws_hub *ws; /* WebSocket endpoints (server_ws.c) */
+	struct server_ws_hub *ws;    /* WebSocket endpoints (server_ws.c) */
+	struct lws_vhost *client_vh; /* made at the first client connection */
 };
 
 struct server_request {
@@ -447,9 +448,6 @@ int server_start(struct server **out, uv_loop_t *loop, const struct server_optio
 	info.timeout_secs = 30;
 	info.fd_limit_per_thread = (unsigned int)s->max_connections + 32;
 	info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_VALIDATE_UTF8;
-	/* Client TLS for wss:// connections (server_wsc.c); the listener
-	 * stays plain HTTP (no server certificate is configured). */
-	info.options |= LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
 	if (!server_is_ipv6(s->bind))
 		info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
 	s->ctx = lws_create_context(&info);
@@ -541,6 +539,34 @@ struct lws_context *server_lws_context(const struct server *s)
 uv_loop_t *server_loop(const struct server *s)
 {
 	return s ? s->loop : NULL;
+}
+
+/* Client connections (server_wsc.c) live on a vhost of their own that
+ * does not listen, made when the first one is opened: its TLS client
+ * context (the system's CA store) costs tens of milliseconds and several
+ * megabytes, which a gateway without Slack Socket Mode never pays. */
+static const struct lws_protocols server_client_protocols[] = {
+    {.name = SERVER_WSC_PROTOCOL, .callback = server_wsc_callback, .per_session_data_size = 0},
+    {NULL, NULL, 0, 0, 0, NULL, 0},
+};
+
+struct lws_vhost *server_client_vhost(struct server *s)
+{
+	struct lws_context_creation_info vi;
+
+	if (!s || s->closing)
+		return NULL;
+	if (s->client_vh)
+		return s->client_vh;
+	memset(&vi, 0, sizeof vi);
+	vi.port = CONTEXT_PORT_NO_LISTEN;
+	vi.vhost_name = "switchboard-client";
+	vi.protocols = server_client_protocols;
+	vi.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+	s->client_vh = lws_create_vhost(s->ctx, &vi);
+	if (!s->client_vh)
+		log_error("server", "cannot set up client connections (TLS client context)");
+	return s->client_vh;
 }
 
 struct server_ws_hub *server_ws_hub_of(const struct server *s)

@@ -106,6 +106,8 @@ static int wsc_lws_connect(struct host_ws *ws, const char *addr)
 		return SB_ERR_CLOSED;
 	memset(&i, 0, sizeof i);
 	i.context = ctx;
+	if (!(i.vhost = server_client_vhost(ws->srv)))
+		return SB_ERR_IO;
 	i.address = addr;
 	i.port = ws->port;
 	i.path = ws->path;

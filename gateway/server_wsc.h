@@ -24,6 +24,8 @@
 struct lws_context *server_lws_context(const struct server *s);
 /* The loop the server runs on (server.c). */
 uv_loop_t *server_loop(const struct server *s);
+/* The vhost client connections use, made on first use (server.c). */
+struct lws_vhost *server_client_vhost(struct server *s);
 
 int server_wsc_connect(struct server *s, const char *url, const struct host_ws_handlers *h,
                        void *ud, struct host_ws **out);
