@@ -368,7 +368,7 @@ static int anthropic_block_start(struct provider_call *c, const json_t *ev)
 {
 	const json_t *cb = json_object_get(ev, "content_block"), *text;
 	struct provider_block *b;
-	int idx, rc;
+	int idx = 0, rc;
 
 	if ((rc = anthropic_index(c, ev, &idx)))
 		return rc;
@@ -396,7 +396,7 @@ static int anthropic_block_delta(struct provider_call *c, const json_t *ev)
 {
 	const json_t *delta = json_object_get(ev, "delta"), *s;
 	struct provider_block *b;
-	int idx, rc;
+	int idx = 0, rc;
 
 	if ((rc = anthropic_index(c, ev, &idx)))
 		return rc;
