@@ -1085,6 +1085,14 @@ static void slack_post_done(struct slack *s, void *ud, int rc, const struct http
 	slack_send_next(x);
 }
 
+static void slack_progress_dropped(void *ud, int rc)
+{
+	(void)ud;
+	if (rc)
+		log_warn("slack", "cannot drop a reply's progress record",
+		         LOG_S("error", sb_strerror(rc)));
+}
+
 static void slack_send_next(struct slack_send *x)
 {
 	struct slack *s = x->s;
@@ -1095,8 +1103,17 @@ static void slack_send_next(struct slack_send *x)
 	if (x->i >= x->n) {
 		struct channel_send_result res = {
 		    .rc = SB_OK, .retry_after_ms = -1, .channel_msg_id = x->first_ts};
+		const struct host *host = x->host;
+		char ns[sizeof x->ns], *key = x->n > 1 && x->key ? strdup(x->key) : NULL;
 
+		memcpy(ns, x->ns, sizeof ns);
 		slack_send_finish(x, &res);
+		/* The progress row goes after the outbox recorded the send
+		 * (its write was queued first, inside finish), so a crash never
+		 * finds neither. */
+		if (key && host->kv_put(host->ctx, ns, key, NULL, slack_progress_dropped, NULL))
+			log_warn("slack", "cannot drop a reply's progress record");
+		free(key);
 		return;
 	}
 	if (!s || s->stopping || !s->acct) {

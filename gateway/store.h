@@ -279,6 +279,7 @@ struct store_ops {
 	/* Reads a value (SB_ERR_NOTFOUND when absent) / inserts or replaces it
 	 * (value required). */
 	int (*kv_get)(struct store *s, const char *ns, const char *key, store_kv_cb cb, void *ud);
+	/* value NULL deletes the key (no error when there was none). */
 	int (*kv_put)(struct store *s, const char *ns, const char *key, const char *value,
 	              store_done_cb cb, void *ud);
 

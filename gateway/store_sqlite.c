@@ -176,6 +176,7 @@ enum sq_stmt {
 	SQ_ST_OUTBOX_FAIL,
 	SQ_ST_KV_GET,
 	SQ_ST_KV_PUT,
+	SQ_ST_KV_DELETE,
 	SQ_ST_SESSION_GET,
 	SQ_ST_SESSION_PUT,
 	SQ_ST_STATS_INBOX,
@@ -265,6 +266,7 @@ static const char *const sq_sql[SQ_ST__COUNT] = {
     [SQ_ST_OUTBOX_FAIL] = "UPDATE outbox SET state = 'failed', last_error = ?2,"
                           " lease_until = NULL WHERE id = ?1 AND state <> 'sent'",
     [SQ_ST_KV_GET] = "SELECT value FROM kv WHERE ns = ?1 AND key = ?2",
+    [SQ_ST_KV_DELETE] = "DELETE FROM kv WHERE ns = ?1 AND key = ?2",
     [SQ_ST_KV_PUT] = "INSERT INTO kv (ns, key, value, updated_at) VALUES (?1, ?2, ?3, ?4)"
                      " ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value,"
                      " updated_at = excluded.updated_at",
@@ -964,14 +966,16 @@ out:
 static int sq_run_kv_put(struct sq_store *s, struct sq_op *op)
 {
 	sqlite3_stmt *st = NULL;
-	int rc = sq_stmt(s, SQ_ST_KV_PUT, &st);
+	int rc = sq_stmt(s, op->value ? SQ_ST_KV_PUT : SQ_ST_KV_DELETE, &st);
 
 	if (rc != SB_OK)
 		goto out;
 	sq_bind_text(st, 1, op->ns);
 	sq_bind_text(st, 2, op->key);
-	sq_bind_text(st, 3, op->value);
-	sqlite3_bind_int64(st, 4, sq_now_ms());
+	if (op->value) {
+		sq_bind_text(st, 3, op->value);
+		sqlite3_bind_int64(st, 4, sq_now_ms());
+	}
 	rc = sq_step_update(s, st, "kv_put", NULL);
 out:
 	sq_finish(st);
@@ -2372,7 +2376,7 @@ static int sq_kv_op(struct sq_store *s, enum sq_op_type type, const char *ns, co
 	if (rc != SB_OK)
 		goto out;
 	rc = SB_ERR_INVAL;
-	if (!ns || !key || (type == SQ_OP_KV_PUT && !value))
+	if (!ns || !key)
 		goto out;
 	if ((rc = sq_op_new(type, NULL, &op)) != SB_OK)
 		goto out;

@@ -116,7 +116,8 @@ struct host {
 	                   void *ud);
 	/* Small durable values (a poll offset, a cursor) in the store's kv
 	 * table; ns names the owner ("telegram:<account>"). A put is durable
-	 * when its callback reports SB_OK. */
+	 * when its callback reports SB_OK; a put of value NULL deletes the key.
+	 * Operations run in the order they are made. */
 	int (*kv_get)(void *ctx, const char *ns, const char *key, host_kv_get_cb cb, void *ud);
 	int (*kv_put)(void *ctx, const char *ns, const char *key, const char *value,
 	              host_kv_put_cb cb, void *ud);

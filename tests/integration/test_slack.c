@@ -560,6 +560,32 @@ static void test_resume_after_partial_failure(void **state)
 	assert_non_null(strstr(log.data, "resuming a reply after the pieces already posted"));
 	assert_non_null(strstr(log.data, "chat.postMessage: internal_error"));
 	buf_free(&log);
+	/* Complete: its progress record is gone from the store. */
+	{
+		char path[600];
+		sqlite3 *db;
+		sqlite3_stmt *q;
+		int left = -1;
+
+		snprintf(path, sizeof path, "%s/state.db", fx.home);
+		for (int waited = 0; waited < 5000 && left != 0; waited += 100) {
+			assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL),
+			                 SQLITE_OK);
+			sqlite3_busy_timeout(db, 2000);
+			assert_int_equal(sqlite3_prepare_v2(db,
+			                                    "SELECT count(*) FROM kv WHERE ns LIKE "
+			                                    "'slack:%'",
+			                                    -1, &q, NULL),
+			                 SQLITE_OK);
+			assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+			left = sqlite3_column_int(q, 0);
+			sqlite3_finalize(q);
+			sqlite3_close(db);
+			if (left)
+				sleep_ms(100);
+		}
+		assert_int_equal(left, 0);
+	}
 }
 
 /* ---- Socket Mode ---- */

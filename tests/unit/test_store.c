@@ -873,8 +873,19 @@ static void test_kv(void **state)
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM kv WHERE ns = 'slack'"
 	                                " AND value = 'other'"),
 	                 1);
-	assert_int_equal(f->ops->kv_put(f->st, "telegram", "offset", NULL, done_cb, &d),
-	                 SB_ERR_INVAL);
+	/* A NULL value deletes the key, and only that key; deleting again is
+	 * not an error. */
+	memset(&d, 0, sizeof d);
+	assert_int_equal(f->ops->kv_put(f->st, "telegram", "offset", NULL, done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.rc, SB_OK);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM kv WHERE ns = 'telegram'"), 0);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM kv WHERE ns = 'slack'"), 1);
+	memset(&d, 0, sizeof d);
+	assert_int_equal(f->ops->kv_put(f->st, "telegram", "offset", NULL, done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d.rc, SB_OK);
+	assert_int_equal(f->ops->kv_put(f->st, NULL, "offset", "1", done_cb, &d), SB_ERR_INVAL);
 }
 
 static void test_sessions(void **state)
