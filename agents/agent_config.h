@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agents/permissions.h"
+#include "agents/safety/permissions.h"
 #include "gateway/core/cfg.h"
 
 /* Output budgets and context levels (docs/context.md): the YAML mapping
@@ -33,7 +33,7 @@ struct agent_active_hours {
 	char *timezone; /* "local" (default), "UTC" or an IANA zone */
 };
 
-/* The agent's heartbeat (gateway/scheduler.c): a turn in its main session
+/* The agent's heartbeat (gateway/sched/scheduler.c): a turn in its main session
  * every `every`, with `prompt`; its reply goes to `target`. */
 struct agent_heartbeat_config {
 	int64_t every_ms; /* 0 disables */

@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agents/approvals.h"
+#include "agents/safety/approvals.h"
 #include "agents/executor.h"
-#include "agents/permissions.h"
+#include "agents/safety/permissions.h"
 #include "agents/tool.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"

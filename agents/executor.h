@@ -13,10 +13,10 @@
  * result saying so). Results longer than the tool's budget are cut with a
  * note of what was cut.
  *
- * When the context carries permissions (ctx->perms, agents/permissions.h),
+ * When the context carries permissions (ctx->perms, agents/safety/permissions.h),
  * every call passes the gates first: a denial is the call's error result
  * ("permission denied: why"), an ask waits for the operator
- * (agents/approvals.h) unless an earlier scope approval covers it, and the
+ * (agents/safety/approvals.h) unless an earlier scope approval covers it, and the
  * tool gets the rewritten input (resolved paths). The output of tools that
  * return outside text (tool_def.untrusted_output) is labelled untrusted.
  *

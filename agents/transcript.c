@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agents/compact.h"
+#include "agents/context/compact.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fsutil.h"
 #include "gateway/core/log.h"

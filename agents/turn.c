@@ -11,11 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agents/budget.h"
-#include "agents/compact.h"
+#include "agents/context/budget.h"
+#include "agents/context/compact.h"
 #include "agents/executor.h"
 #include "agents/message.h"
-#include "agents/tokens.h"
+#include "agents/context/tokens.h"
 #include "agents/transcript.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"

@@ -25,8 +25,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agents/budget.h"
-#include "agents/compact.h"
+#include "agents/context/budget.h"
+#include "agents/context/compact.h"
 #include "agents/models.h"
 #include "agents/tool.h"
 #include "agents/transcript.h"

@@ -1,6 +1,6 @@
 /*
  * http.c - the "http" channel: messages that came in through the gateway's
- * OpenAI-compatible endpoint (gateway/openai_api.c).
+ * OpenAI-compatible endpoint (gateway/http/openai_api.c).
  *
  * Inbound, that endpoint ingests envelopes with channel "http" that name
  * their agent and session (route_agent, route_session: http is a trusted

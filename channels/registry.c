@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "channels/channel.h"
-#include "channels/telegram.h"
-#include "channels/slack.h"
+#include "channels/telegram/telegram.h"
+#include "channels/slack/slack.h"
 
 const struct channel_ops *const channel_registry[] = {
     &channel_webchat_ops,

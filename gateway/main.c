@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "gateway/cli.h"
-#include "gateway/cli_ctl.h"
-#include "gateway/cli_route.h"
+#include "gateway/cli/cli.h"
+#include "gateway/cli/cli_ctl.h"
+#include "gateway/cli/cli_route.h"
 
 struct main_command {
 	const char *name;

@@ -1,7 +1,7 @@
 /*
  * budget.c - output budgets. See budget.h.
  */
-#include "agents/budget.h"
+#include "agents/context/budget.h"
 
 #include <stdio.h>
 #include <stdlib.h>

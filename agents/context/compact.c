@@ -1,7 +1,7 @@
 /*
  * compact.c - the context levels' plans and their edits. See compact.h.
  */
-#include "agents/compact.h"
+#include "agents/context/compact.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -39,7 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "agents/budget.h"
+#include "agents/context/budget.h"
 
 /* Results shorter than this are not worth a note. */
 #define COMPACT_TRIM_MIN 300

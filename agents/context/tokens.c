@@ -1,7 +1,7 @@
 /*
  * tokens.c - token estimates. See tokens.h.
  */
-#include "agents/tokens.h"
+#include "agents/context/tokens.h"
 
 #include <stdlib.h>
 #include <string.h>

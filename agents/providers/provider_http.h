@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "agents/provider.h"
-#include "agents/sse.h"
+#include "agents/providers/sse.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/httpc.h"
 

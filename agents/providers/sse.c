@@ -7,7 +7,7 @@
  * state that spans chunks is the partial line, the partial event, a pending
  * CR (whose LF may start the next chunk) and a partial BOM.
  */
-#include "agents/sse.h"
+#include "agents/providers/sse.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * small list searched linearly (bounded by APPROVALS_SCOPES_MAX; the oldest
  * is dropped past it).
  */
-#include "agents/approvals.h"
+#include "agents/safety/approvals.h"
 
 #include <sodium.h>
 #include <stdio.h>

@@ -1,7 +1,7 @@
 /*
  * paths.c - workspace path confinement (see paths.h).
  */
-#include "agents/paths.h"
+#include "agents/safety/paths.h"
 
 #include <errno.h>
 #include <limits.h>

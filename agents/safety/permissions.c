@@ -2,7 +2,7 @@
  * permissions.c - the hard deny list, the rules, and the shell parser they
  * read commands with (see permissions.h).
  */
-#include "agents/permissions.h"
+#include "agents/safety/permissions.h"
 
 #include <fnmatch.h>
 #include <stdarg.h>
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agents/paths.h"
+#include "agents/safety/paths.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 

@@ -15,7 +15,7 @@
  * files they write. A deny in any layer wins over an ask, an ask over an
  * allow. A command that cannot be parsed is asked for, never allowed.
  *
- * Gate 3 (the approval) is the executor's, with agents/approvals.h: a
+ * Gate 3 (the approval) is the executor's, with agents/safety/approvals.h: a
  * decision of PERM_ASK carries the scope an approval may be cached under.
  *
  * The decision is a structure: the action, a message for the model (a

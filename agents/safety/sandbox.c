@@ -2,7 +2,7 @@
  * sandbox.c - the bubblewrap command line, and the probe doctor runs (see
  * sandbox.h).
  */
-#include "agents/sandbox.h"
+#include "agents/safety/sandbox.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -7,7 +7,7 @@
  * last close callback, once all three are closed, and the state is freed
  * right after it.
  */
-#include "agents/spawn.h"
+#include "agents/safety/spawn.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -24,7 +24,7 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "agents/sandbox.h"
+#include "agents/safety/sandbox.h"
 
 #define TOOL_SPAWN_DRAIN_MS 2000
 

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agents/spawn.h"
+#include "agents/safety/spawn.h"
 #include "agents/tool.h"
 #include "agents/tools/common.h"
 #include "gateway/core/buf.h"

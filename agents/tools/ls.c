@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "agents/paths.h"
+#include "agents/safety/paths.h"
 #include "agents/tool.h"
 #include "agents/tools/common.h"
 #include "gateway/core/buf.h"

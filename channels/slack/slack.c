@@ -58,9 +58,9 @@
 #include <time.h>
 
 #include "channels/channel.h"
-#include "channels/slack.h"
-#include "channels/slack_config.h"
-#include "channels/slack_proto.h"
+#include "channels/slack/slack.h"
+#include "channels/slack/slack_config.h"
+#include "channels/slack/slack_proto.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 

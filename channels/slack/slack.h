@@ -1,5 +1,5 @@
 /*
- * slack.h - the Slack channel adapter (channels/slack.c): Events API and
+ * slack.h - the Slack channel adapter (channels/slack/slack.c): Events API and
  * Socket Mode in, chat.postMessage out. docs/channels/slack.md.
  */
 #ifndef SB_CHANNELS_SLACK_H

@@ -2,7 +2,7 @@
  * slack_config.c - the schema of `channels.slack.accounts[]` and the checks
  * within one account and across accounts.
  */
-#include "channels/slack_config.h"
+#include "channels/slack/slack_config.h"
 
 #include <stdio.h>
 #include <string.h>

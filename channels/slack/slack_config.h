@@ -3,10 +3,10 @@
  * `channels.slack.accounts`, one entry per workspace (app installation).
  *
  * The gateway owns the `channels.slack` section. Its struct (in
- * gateway/channels_config.h) begins with the access settings, which belong
+ * gateway/config/channels_config.h) begins with the access settings, which belong
  * to routing (bindings/) and which this folder may not see, reserved as
  * SLACK_CONFIG_OFFSET bytes; struct slack_config follows at exactly that
- * offset (asserted at compile time in gateway/channels_config.c). The
+ * offset (asserted at compile time in gateway/config/channels_config.c). The
  * adapter is handed a pointer to the whole section and finds its part with
  * slack_config_of.
  *

@@ -2,7 +2,7 @@
  * slack_proto.c - request signatures, the event normaliser, markdown to
  * mrkdwn and reply chunking for the Slack channel. See slack_proto.h.
  */
-#include "channels/slack_proto.h"
+#include "channels/slack/slack_proto.h"
 
 #include <sodium.h>
 #include <stdio.h>

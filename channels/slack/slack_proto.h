@@ -1,7 +1,7 @@
 /*
  * slack_proto.h - the Slack protocol pieces that need no I/O: request
  * signatures (v0), the event normaliser, markdown to mrkdwn, and splitting
- * long replies. Used by channels/slack.c, the unit tests and the fuzzer.
+ * long replies. Used by channels/slack/slack.c, the unit tests and the fuzzer.
  *
  * Any thread; no global state.
  */

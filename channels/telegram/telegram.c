@@ -41,9 +41,9 @@
 #include <time.h>
 
 #include "channels/channel.h"
-#include "channels/telegram.h"
-#include "channels/telegram_config.h"
-#include "channels/telegram_proto.h"
+#include "channels/telegram/telegram.h"
+#include "channels/telegram/telegram_config.h"
+#include "channels/telegram/telegram_proto.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"

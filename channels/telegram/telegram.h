@@ -1,5 +1,5 @@
 /*
- * telegram.h - the Telegram channel adapter (channels/telegram.c): one
+ * telegram.h - the Telegram channel adapter (channels/telegram/telegram.c): one
  * instance per bot in `channels.telegram.accounts`.
  */
 #ifndef SB_CHANNELS_TELEGRAM_H

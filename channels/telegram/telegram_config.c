@@ -2,7 +2,7 @@
  * telegram_config.c - the schema of `channels.telegram.accounts[]` and the
  * checks within one account and across accounts.
  */
-#include "channels/telegram_config.h"
+#include "channels/telegram/telegram_config.h"
 
 #include <stdio.h>
 #include <string.h>

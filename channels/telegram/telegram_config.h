@@ -2,10 +2,10 @@
  * telegram_config.h - the configuration of the Telegram channel:
  * `channels.telegram.accounts`, one entry per bot.
  *
- * Like the webhook channel (channels/webhook_config.h), the gateway owns the
+ * Like the webhook channel (channels/webhook/webhook_config.h), the gateway owns the
  * `channels.telegram` section; its struct begins with the access settings,
  * reserved here as TELEGRAM_CONFIG_OFFSET bytes, and struct telegram_config
- * follows at exactly that offset (asserted in gateway/channels_config.c).
+ * follows at exactly that offset (asserted in gateway/config/channels_config.c).
  * The adapter finds its part with telegram_config_of.
  *
  * Strings belong to the configuration snapshot (cfg_release frees them).

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "channels/telegram_proto.h"
+#include "channels/telegram/telegram_proto.h"
 #include "gateway/core/buf.h"
 
 #define TG_TEXT_MAX ((size_t)64 << 20)

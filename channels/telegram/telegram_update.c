@@ -8,7 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "channels/telegram_proto.h"
+#include "channels/telegram/telegram_proto.h"
 
 static int64_t tg_int(const json_t *o, const char *key, bool *present)
 {

@@ -41,8 +41,8 @@
 #include <time.h>
 
 #include "channels/channel.h"
-#include "channels/webhook_config.h"
-#include "channels/webhook_verify.h"
+#include "channels/webhook/webhook_config.h"
+#include "channels/webhook/webhook_verify.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"

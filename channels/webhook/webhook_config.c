@@ -2,7 +2,7 @@
  * webhook_config.c - the schema of `channels.webhook.hooks[]`, the checks
  * within one hook and across hooks, and the mapping path syntax.
  */
-#include "channels/webhook_config.h"
+#include "channels/webhook/webhook_config.h"
 
 #include <sodium.h>
 #include <stdbool.h>
@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "channels/webhook_verify.h"
+#include "channels/webhook/webhook_verify.h"
 #include "gateway/core/err.h"
 
 #define WEBHOOK_BEARER_MIN 16

@@ -4,10 +4,10 @@
  * syntax the mapping keys use.
  *
  * The gateway owns the `channels.webhook` section. Its struct (in
- * gateway/channels_config.h) begins with the access settings, which belong
+ * gateway/config/channels_config.h) begins with the access settings, which belong
  * to routing (bindings/) and which this folder may not see, reserved as
  * WEBHOOK_CONFIG_OFFSET bytes; struct webhook_config follows at exactly
- * that offset (asserted at compile time in gateway/channels_config.c). The
+ * that offset (asserted at compile time in gateway/config/channels_config.c). The
  * adapter is handed a pointer to the whole section and finds its part with
  * webhook_config_of.
  *

@@ -1,7 +1,7 @@
 /*
  * webhook_verify.c - see webhook_verify.h.
  */
-#include "channels/webhook_verify.h"
+#include "channels/webhook/webhook_verify.h"
 
 #include <inttypes.h>
 #include <sodium.h>

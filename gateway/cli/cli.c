@@ -1,7 +1,7 @@
 /*
  * cli.c - subcommands: init, gateway, config check|schema.
  */
-#include "gateway/cli.h"
+#include "gateway/cli/cli.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -14,11 +14,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fsutil.h"
 #include "gateway/core/num.h"
-#include "gateway/daemon.h"
+#include "gateway/daemon/daemon.h"
 #include "workspaces/scaffold.h"
 #include "workspaces/workspace.h"
 

@@ -13,7 +13,7 @@ int cli_gateway(int argc, char **argv);
 int cli_config(int argc, char **argv);
 int cli_agent(int argc, char **argv);
 int cli_workspace(int argc, char **argv); /* cli_workspace.c */
-/* `switchboard doctor` (gateway/cli_doctor.c). */
+/* `switchboard doctor` (gateway/cli/cli_doctor.c). */
 int cli_doctor(int argc, char **argv);
 
 /* Resolves $SWITCHBOARD_HOME (default ~/.switchboard) to an absolute path.

@@ -13,15 +13,15 @@
 #include <unistd.h>
 
 #include "agents/models.h"
-#include "gateway/cli.h"
-#include "gateway/config.h"
+#include "gateway/cli/cli.h"
+#include "gateway/config/config.h"
 #include "gateway/core/err.h"
 #include "gateway/core/host.h"
 #include "gateway/core/httpc.h"
 #include "gateway/core/log.h"
-#include "gateway/host_common.h"
-#include "gateway/runner.h"
-#include "gateway/store.h"
+#include "gateway/daemon/host_common.h"
+#include "gateway/pipeline/runner.h"
+#include "gateway/store/store.h"
 
 /* Exit codes by terminal reason (documented in the usage text). */
 enum cli_agent_exit {

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "gateway/cli_ctl.h"
+#include "gateway/cli/cli_ctl.h"
 #include "gateway/core/num.h"
-#include "gateway/cron.h"
+#include "gateway/sched/cron.h"
 
 static void cron_usage(FILE *f)
 {

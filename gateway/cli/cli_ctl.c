@@ -9,7 +9,7 @@
  * -> ctl_finish() -> close frame -> the lws context is destroyed from a
  * timer (never inside an lws callback) -> the loop ends.
  */
-#include "gateway/cli_ctl.h"
+#include "gateway/cli/cli_ctl.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,8 +26,8 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "gateway/cli.h"
-#include "gateway/config.h"
+#include "gateway/cli/cli.h"
+#include "gateway/config/config.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/num.h"
@@ -316,7 +316,7 @@ static int ctl_writeable(struct ctl *c, struct lws *wsi)
 
 	if (c->closing && !m) {
 		/* Written by hand: with the libuv loop lws 4.1 drops the close
-		 * frame lws_close_reason() prepares (see gateway/server_ws.c). */
+		 * frame lws_close_reason() prepares (see gateway/http/server_ws.c). */
 		unsigned char frame[LWS_PRE + 2] = {0};
 
 		frame[LWS_PRE] = LWS_CLOSE_STATUS_NORMAL >> 8;

@@ -43,7 +43,7 @@ struct cli_ctl_common {
 int cli_ctl_call(const struct cli_ctl_common *o, const char *verb, const char *method,
                  json_t *params, void (*print)(const json_t *payload));
 
-/* switchboard cron list|add|rm|run|runs (gateway/cli_cron.c). */
+/* switchboard cron list|add|rm|run|runs (gateway/cli/cli_cron.c). */
 int cli_cron(int argc, char **argv);
 
 #endif

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agents/sandbox.h"
-#include "gateway/cli.h"
-#include "gateway/config.h"
+#include "agents/safety/sandbox.h"
+#include "gateway/cli/cli.h"
+#include "gateway/config/config.h"
 #include "gateway/core/err.h"
 
 static void doctor_usage(FILE *f)

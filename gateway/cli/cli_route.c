@@ -6,7 +6,7 @@
  * may be running on the same home at the same time, which SQLite in WAL
  * mode with a busy timeout allows.
  */
-#include "gateway/cli_route.h"
+#include "gateway/cli/cli_route.h"
 
 #include <ctype.h>
 #include <getopt.h>
@@ -22,14 +22,14 @@
 #include <uv.h>
 
 #include "bindings/bindings.h"
-#include "gateway/channels_config.h"
-#include "gateway/cli.h"
-#include "gateway/config.h"
+#include "gateway/config/channels_config.h"
+#include "gateway/cli/cli.h"
+#include "gateway/config/config.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/envelope.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
-#include "gateway/store.h"
+#include "gateway/store/store.h"
 
 #define CR_OUT_MAX (16u << 20) /* explain / list text */
 

@@ -22,8 +22,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "gateway/cli.h"
-#include "gateway/config.h"
+#include "gateway/cli/cli.h"
+#include "gateway/config/config.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fsutil.h"

@@ -2,7 +2,7 @@
  * channels_config.c - the schema of `channels.<name>` for every adapter:
  * the access keys, and the adapter's own keys where it has some (webhook).
  */
-#include "gateway/channels_config.h"
+#include "gateway/config/channels_config.h"
 
 #include <stddef.h>
 #include <string.h>

@@ -10,13 +10,13 @@
 #include <stddef.h>
 
 #include "bindings/bindings_config.h"
-#include "channels/telegram_config.h"
-#include "channels/slack_config.h"
-#include "channels/webhook_config.h"
+#include "channels/telegram/telegram_config.h"
+#include "channels/slack/slack_config.h"
+#include "channels/webhook/webhook_config.h"
 #include "gateway/core/cfg.h"
 
 /* The Telegram adapter's settings sit at TELEGRAM_CONFIG_OFFSET, as the
- * webhook adapter's do (see channels/telegram_config.h). */
+ * webhook adapter's do (see channels/telegram/telegram_config.h). */
 struct channel_telegram_config {
 	union {
 		struct access_config access;
@@ -37,7 +37,7 @@ struct channel_slack_config {
 
 /* The webhook adapter may not see struct access_config (channels/ include
  * only gateway/core/), so its own settings sit at a fixed offset after the
- * access settings: see channels/webhook_config.h. */
+ * access settings: see channels/webhook/webhook_config.h. */
 struct channel_webhook_config {
 	union {
 		struct access_config access;

@@ -5,7 +5,7 @@
  * reads them, docs/configuration.md is generated from them, and
  * config_restart_changes compares snapshots with them.
  */
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

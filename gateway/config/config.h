@@ -19,11 +19,11 @@
 #include "agents/provider_config.h"
 #include "bindings/bindings.h"
 #include "bindings/bindings_config.h"
-#include "gateway/channels_config.h"
+#include "gateway/config/channels_config.h"
 #include "gateway/core/cfg.h"
-#include "gateway/cron_config.h"
+#include "gateway/sched/cron_config.h"
 
-/* The WebSocket control plane (gateway/control.c): gateway.control. */
+/* The WebSocket control plane (gateway/control/control.c): gateway.control. */
 struct config_control {
 	bool enabled;
 	char **paths; /* WebSocket paths on the gateway port; none: "/" and "/ws" */
@@ -76,7 +76,7 @@ struct config_http_client {
 	char *ca_file;              /* optional CA bundle; default: system store */
 };
 
-/* The OpenAI-compatible endpoint (gateway/openai_api.c). */
+/* The OpenAI-compatible endpoint (gateway/http/openai_api.c). */
 struct config_openai_api {
 	bool enabled;
 	char *path_prefix;           /* "/v1" */
@@ -104,7 +104,7 @@ struct config {
 	struct config_openai_api openai_api;
 	struct cron_job_config *cron; /* jobs declared in the file */
 	size_t n_cron;
-	struct security_config security; /* agents/permissions.h */
+	struct security_config security; /* agents/safety/permissions.h */
 
 	char **secrets; /* values of every CFG_SECRET key, for log redaction */
 	size_t n_secrets;

@@ -21,8 +21,8 @@
  * one loses nothing); the end of a run is a chat "final" (or "aborted",
  * "error") with the reply.
  */
-#include "gateway/control.h"
-#include "gateway/control_internal.h"
+#include "gateway/control/control.h"
+#include "gateway/control/control_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,6 +1,6 @@
 /*
- * control_internal.h - what gateway/control.c (connections, handshake,
- * events) and gateway/control_methods.c (the methods) share. Nothing else
+ * control_internal.h - what gateway/control/control.c (connections, handshake,
+ * events) and gateway/control/control_methods.c (the methods) share. Nothing else
  * includes it.
  *
  * Loop thread only.
@@ -14,12 +14,12 @@
 #include <stdint.h>
 #include <uv.h>
 
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/buf.h"
-#include "gateway/events.h"
-#include "gateway/module.h"
-#include "gateway/server_ws.h"
-#include "gateway/store.h"
+#include "gateway/daemon/events.h"
+#include "gateway/daemon/module.h"
+#include "gateway/http/server_ws.h"
+#include "gateway/store/store.h"
 
 #define CONTROL_PROTOCOL_MIN 3
 #define CONTROL_PROTOCOL_MAX 4

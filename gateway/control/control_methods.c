@@ -8,7 +8,7 @@
  * thread-pool work) whose callback answers later, if the client is still
  * there.
  */
-#include "gateway/control_internal.h"
+#include "gateway/control/control_internal.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -18,16 +18,16 @@
 #include <sodium.h>
 #include <unistd.h>
 
-#include "agents/approvals.h"
+#include "agents/safety/approvals.h"
 #include "agents/transcript.h"
 #include "bindings/bindings.h"
 #include "channels/channel.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
-#include "gateway/dispatcher.h"
-#include "gateway/metrics.h"
-#include "gateway/scheduler.h"
-#include "gateway/store.h"
+#include "gateway/pipeline/dispatcher.h"
+#include "gateway/daemon/metrics.h"
+#include "gateway/sched/scheduler.h"
+#include "gateway/store/store.h"
 
 #define CONTROL_LIST_DEFAULT 200
 #define CONTROL_LIST_MAX 1000
@@ -1125,7 +1125,7 @@ static void control_bindings_list(struct control_conn *c, const json_t *id, json
 
 /* ---- the table ---- */
 
-/* ---- cron (gateway/scheduler.h) ---- */
+/* ---- cron (gateway/sched/scheduler.h) ---- */
 
 struct control_cron {
 	struct control_op base;
@@ -1272,7 +1272,7 @@ static void control_cron_runs(struct control_conn *c, const json_t *id, json_t *
 	control_cron_by_id(c, id, params, 2);
 }
 
-/* ---- approvals (gate 3: agents/approvals.h) ---- */
+/* ---- approvals (gate 3: agents/safety/approvals.h) ---- */
 
 static void control_approvals_list(struct control_conn *c, const json_t *id, json_t *params)
 {

@@ -1,7 +1,7 @@
 /*
  * boot.c - see boot.h.
  */
-#include "gateway/boot.h"
+#include "gateway/daemon/boot.h"
 
 #include <jansson.h>
 #include <limits.h>

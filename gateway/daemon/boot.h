@@ -21,9 +21,9 @@
 #include <stddef.h>
 #include <uv.h>
 
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/host.h"
-#include "gateway/runner.h"
+#include "gateway/pipeline/runner.h"
 
 #define BOOT_FILE "BOOT.md"
 #define BOOT_FILE_MAX (256u << 10)

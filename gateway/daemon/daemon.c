@@ -11,7 +11,7 @@
  * every queued operation) -> the loop runs until every handle is closed ->
  * exit 0.
  */
-#include "gateway/daemon.h"
+#include "gateway/daemon/daemon.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,10 +27,10 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "gateway/approvals_notify.h"
+#include "gateway/pipeline/approvals_notify.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
-#include "gateway/daemon_internal.h"
+#include "gateway/daemon/daemon_internal.h"
 
 #define DAEMON_STATS_MS 1000
 #define DAEMON_DRAIN_POLL_MS 20

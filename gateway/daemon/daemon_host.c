@@ -9,9 +9,9 @@
 
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
-#include "gateway/daemon_internal.h"
-#include "gateway/host_common.h"
-#include "gateway/server_wsc.h"
+#include "gateway/daemon/daemon_internal.h"
+#include "gateway/daemon/host_common.h"
+#include "gateway/http/server_wsc.h"
 
 /* ---- ingest / deliver ---- */
 

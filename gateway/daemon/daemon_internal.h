@@ -14,20 +14,20 @@
 #include "agents/models.h"
 #include "bindings/bindings.h"
 #include "channels/channel.h"
-#include "gateway/boot.h"
-#include "gateway/config.h"
+#include "gateway/daemon/boot.h"
+#include "gateway/config/config.h"
 #include "gateway/core/host.h"
 #include "gateway/core/httpc.h"
-#include "gateway/daemon.h"
-#include "gateway/dispatcher.h"
-#include "gateway/events.h"
-#include "gateway/metrics.h"
-#include "gateway/module.h"
-#include "gateway/outbox.h"
-#include "gateway/runner.h"
-#include "gateway/scheduler.h"
-#include "gateway/server.h"
-#include "gateway/store.h"
+#include "gateway/daemon/daemon.h"
+#include "gateway/pipeline/dispatcher.h"
+#include "gateway/daemon/events.h"
+#include "gateway/daemon/metrics.h"
+#include "gateway/daemon/module.h"
+#include "gateway/pipeline/outbox.h"
+#include "gateway/pipeline/runner.h"
+#include "gateway/sched/scheduler.h"
+#include "gateway/http/server.h"
+#include "gateway/store/store.h"
 
 #define DAEMON_CHANNELS_MAX 16
 #define DAEMON_MODULES_MAX 16
@@ -64,7 +64,7 @@ struct daemon {
 	struct server *server;
 	struct events *events;
 	struct runner *runner;
-	struct approvals *approvals; /* gate 3 (gateway/approvals_notify.h) */
+	struct approvals *approvals; /* gate 3 (gateway/pipeline/approvals_notify.h) */
 	struct dispatcher *dispatcher;
 	struct outbox *outbox;
 	struct scheduler *scheduler; /* heartbeats and cron jobs */
@@ -79,7 +79,7 @@ struct daemon {
 	void *module_state[DAEMON_MODULES_MAX];
 	size_t n_modules;
 	struct daemon_route *routes;
-	struct boot *boot; /* BOOT.md runs (gateway/boot.c) */
+	struct boot *boot; /* BOOT.md runs (gateway/daemon/boot.c) */
 
 	uv_signal_t sig_term, sig_int, sig_hup;
 	uv_timer_t stats_timer, drain_timer, reload_timer;

@@ -24,7 +24,7 @@ enum event_kind {
 	EVENT_RUN_END,    /* status: end reason; text: the final reply */
 	EVENT_SESSIONS_CHANGED,
 	EVENT_SHUTDOWN,
-	EVENT_APPROVAL_REQUESTED, /* input: the approval (agents/approvals.h JSON) */
+	EVENT_APPROVAL_REQUESTED, /* input: the approval (agents/safety/approvals.h JSON) */
 	EVENT_APPROVAL_RESOLVED,  /* input: the approval with its decision */
 };
 

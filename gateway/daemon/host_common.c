@@ -1,7 +1,7 @@
 /*
  * host_common.c - see host_common.h.
  */
-#include "gateway/host_common.h"
+#include "gateway/daemon/host_common.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -9,10 +9,10 @@
 
 #include <uv.h>
 
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/host.h"
 #include "gateway/core/httpc.h"
-#include "gateway/store.h"
+#include "gateway/store/store.h"
 
 /* The shared HTTP client with the limits of cfg's http_client section. */
 int host_common_httpc_new(struct httpc **out, uv_loop_t *loop, const struct config *cfg);

@@ -32,7 +32,7 @@ struct gateway_ctx {
 	struct metrics *metrics;
 	struct scheduler *scheduler; /* heartbeats and cron jobs */
 	const char *home;
-	struct approvals *approvals; /* pending tool approvals (agents/approvals.h) */
+	struct approvals *approvals; /* pending tool approvals (agents/safety/approvals.h) */
 	/* The channel instances' state, keyed by channel name (a new
 	 * reference): {"available", "running", "accounts": [...]}. */
 	json_t *(*channels_status)(void *ud);
@@ -51,7 +51,7 @@ struct gateway_module_ops {
 	void (*stop)(void *state);
 };
 
-/* The modules, NULL-terminated (gateway/modules.c). */
+/* The modules, NULL-terminated (gateway/daemon/modules.c). */
 extern const struct gateway_module_ops *const gateway_modules[];
 
 #endif

@@ -1,9 +1,9 @@
 /*
  * modules.c - the gateway modules the daemon starts, in order.
  */
-#include "gateway/module.h"
-#include "gateway/control.h"
-#include "gateway/openai_api.h"
+#include "gateway/daemon/module.h"
+#include "gateway/control/control.h"
+#include "gateway/http/openai_api.h"
 
 const struct gateway_module_ops *const gateway_modules[] = {
     &control_module,

@@ -24,7 +24,7 @@
  * an Idempotency-Key (a retry with the key is a duplicate: it waits for the
  * same run, or gets the remembered answer).
  */
-#include "gateway/openai_api.h"
+#include "gateway/http/openai_api.h"
 
 #include <inttypes.h>
 #include <jansson.h>
@@ -35,15 +35,15 @@
 #include <strings.h>
 #include <time.h>
 
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/envelope.h"
 #include "gateway/core/err.h"
 #include "gateway/core/secret.h"
 #include "gateway/core/log.h"
-#include "gateway/events.h"
-#include "gateway/server.h"
-#include "gateway/server_stream.h"
+#include "gateway/daemon/events.h"
+#include "gateway/http/server.h"
+#include "gateway/http/server_stream.h"
 
 #define OAI_MODEL_OWNER "switchboard"
 #define OAI_MODEL_PREFIX "switchboard/"

@@ -34,9 +34,9 @@
 #ifndef SB_GATEWAY_OPENAI_API_H
 #define SB_GATEWAY_OPENAI_API_H
 
-#include "gateway/module.h"
+#include "gateway/daemon/module.h"
 
-/* The module (listed in gateway/modules.c). */
+/* The module (listed in gateway/daemon/modules.c). */
 extern const struct gateway_module_ops openai_api_module;
 
 #endif

@@ -8,10 +8,10 @@
  * handler answers. Answers are always written from LWS_CALLBACK_HTTP_WRITEABLE
  * so that synchronous and late answers take one path.
  */
-#include "gateway/server.h"
-#include "gateway/server_stream.h"
-#include "gateway/server_ws_internal.h"
-#include "gateway/server_wsc.h"
+#include "gateway/http/server.h"
+#include "gateway/http/server_stream.h"
+#include "gateway/http/server_ws_internal.h"
+#include "gateway/http/server_wsc.h"
 
 #include <libwebsockets.h>
 #include <stdlib.h>
@@ -21,7 +21,7 @@
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
-#include "gateway/metrics.h"
+#include "gateway/daemon/metrics.h"
 
 #define SERVER_ROUTES_MAX 64
 #define SERVER_PATH_MAX 2048

@@ -12,7 +12,7 @@
  * server_stream_start, whatever the earlier calls returned, even after the
  * client went away (that is what frees the request).
  *
- * Implemented in gateway/server.c (it needs the request's internals).
+ * Implemented in gateway/http/server.c (it needs the request's internals).
  *
  * Loop thread only.
  */
@@ -22,7 +22,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "gateway/server.h"
+#include "gateway/http/server.h"
 
 /* Unsent bytes one streamed answer may hold; past it writes fail. */
 #define SERVER_STREAM_PENDING_MAX ((size_t)8 << 20)

@@ -1,6 +1,6 @@
 /*
  * server_ws.c - WebSocket endpoints on the gateway's HTTP server. See
- * server_ws.h; gateway/server.c hands every WebSocket callback reason here.
+ * server_ws.h; gateway/http/server.c hands every WebSocket callback reason here.
  *
  * Clients that upgrade without asking for a subprotocol (the usual case)
  * land on the vhost's first protocol, the HTTP one, so this layer shares its
@@ -13,8 +13,8 @@
  * Everything written goes through the connection's queue and is written
  * one message per writeable callback, the close frame last.
  */
-#include "gateway/server_ws.h"
-#include "gateway/server_ws_internal.h"
+#include "gateway/http/server_ws.h"
+#include "gateway/http/server_ws_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -21,7 +21,7 @@
  * Upgrades on a path without an endpoint are refused. Origin is not checked:
  * every endpoint authenticates its clients itself.
  *
- * Implemented in gateway/server_ws.c, hooked into gateway/server.c's lws
+ * Implemented in gateway/http/server_ws.c, hooked into gateway/http/server.c's lws
  * callback. Loop thread only. Callbacks never run from inside the calls
  * below: they run from lws callbacks.
  */
@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/server.h"
+#include "gateway/http/server.h"
 
 struct server_ws;          /* one connection */
 struct server_ws_endpoint; /* one path */

@@ -1,6 +1,6 @@
 /*
- * server_ws_internal.h - how gateway/server.c drives the WebSocket layer
- * (gateway/server_ws.c). Nothing else includes it.
+ * server_ws_internal.h - how gateway/http/server.c drives the WebSocket layer
+ * (gateway/http/server_ws.c). Nothing else includes it.
  *
  * Loop thread only.
  */
@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <uv.h>
 
-#include "gateway/server.h"
+#include "gateway/http/server.h"
 
 struct server_ws;
 struct server_ws_hub;

@@ -19,7 +19,7 @@
  * LWS_CALLBACK_CLIENT_WRITEABLE; incoming fragments are gathered into one
  * message (at most SERVER_WSC_MSG_MAX bytes; more closes the connection).
  */
-#include "gateway/server_wsc.h"
+#include "gateway/http/server_wsc.h"
 
 #include <arpa/inet.h>
 #include <stdbool.h>

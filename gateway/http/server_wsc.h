@@ -15,7 +15,7 @@
 #include <libwebsockets.h>
 
 #include "gateway/core/host.h"
-#include "gateway/server.h"
+#include "gateway/http/server.h"
 
 /* The name of the client protocol in the server's protocol list. */
 #define SERVER_WSC_PROTOCOL "switchboard-client"

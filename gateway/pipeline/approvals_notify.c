@@ -1,13 +1,13 @@
 /*
  * approvals_notify.c - see approvals_notify.h.
  */
-#include "gateway/approvals_notify.h"
+#include "gateway/pipeline/approvals_notify.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 

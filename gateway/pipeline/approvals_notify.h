@@ -1,6 +1,6 @@
 /*
  * approvals_notify.h - the gateway's side of gate 3: announces each
- * approval request (agents/approvals.h) on the event bus, which the control
+ * approval request (agents/safety/approvals.h) on the event bus, which the control
  * plane forwards to operator clients as `approval.requested` /
  * `approval.resolved`, and as a message to security.approval_channel /
  * approval_target when configured.
@@ -12,9 +12,9 @@
 
 #include <uv.h>
 
-#include "agents/approvals.h"
+#include "agents/safety/approvals.h"
 #include "gateway/core/host.h"
-#include "gateway/events.h"
+#include "gateway/daemon/events.h"
 
 /* Creates the approvals of a gateway. events and host are borrowed for its
  * life. SB_OK or SB_ERR_NOMEM. */

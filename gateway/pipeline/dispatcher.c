@@ -8,19 +8,19 @@
  * done with a reply, done without one (dropped, denied, answered by a run it
  * was folded into), or released (shutdown) for the next start.
  */
-#include "gateway/dispatcher.h"
+#include "gateway/pipeline/dispatcher.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "agents/permissions.h"
+#include "agents/safety/permissions.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
-#include "gateway/scheduler_rules.h"
+#include "gateway/sched/scheduler_rules.h"
 
 #define DISPATCH_CLAIM_BATCH 64
 /* A single gateway owns the store (gateway.lock) and releases every claim at

@@ -24,12 +24,12 @@
 #include <uv.h>
 
 #include "bindings/bindings.h"
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/host.h"
-#include "gateway/events.h"
-#include "gateway/metrics.h"
-#include "gateway/runner.h"
-#include "gateway/store.h"
+#include "gateway/daemon/events.h"
+#include "gateway/daemon/metrics.h"
+#include "gateway/pipeline/runner.h"
+#include "gateway/store/store.h"
 
 struct dispatcher;
 

@@ -1,7 +1,7 @@
 /*
  * outbox.c - see outbox.h.
  */
-#include "gateway/outbox.h"
+#include "gateway/pipeline/outbox.h"
 
 #include <sodium.h>
 #include <stdlib.h>

@@ -19,8 +19,8 @@
 #include <uv.h>
 
 #include "channels/channel.h"
-#include "gateway/metrics.h"
-#include "gateway/store.h"
+#include "gateway/daemon/metrics.h"
+#include "gateway/store/store.h"
 
 struct outbox;
 

@@ -7,7 +7,7 @@
  * machine) → flush (every transcript line written) → done. What the worker
  * builds (history, prompt) is handed over to the loop thread, never shared.
  */
-#include "gateway/runner.h"
+#include "gateway/pipeline/runner.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -16,15 +16,15 @@
 #include <time.h>
 
 #include "agents/message.h"
-#include "agents/permissions.h"
-#include "agents/sandbox.h"
+#include "agents/safety/permissions.h"
+#include "agents/safety/sandbox.h"
 #include "bindings/bindings.h"
 #include "agents/transcript.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fsutil.h"
 #include "gateway/core/log.h"
-#include "gateway/metrics.h"
+#include "gateway/daemon/metrics.h"
 #include "workspaces/prompt.h"
 #include "workspaces/workspace.h"
 

@@ -15,10 +15,10 @@
 #include "agents/models.h"
 #include "agents/turn.h"
 #include "bindings/bindings_config.h"
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/host.h"
-#include "gateway/metrics.h"
-#include "gateway/store.h"
+#include "gateway/daemon/metrics.h"
+#include "gateway/store/store.h"
 
 struct runner;
 struct run_job;
@@ -38,7 +38,7 @@ struct runner_options {
 	 * may be NULL. */
 	struct metrics *metrics;
 	/* Gate 3: where tool calls that need the operator's approval wait
-	 * (agents/approvals.h); NULL = nobody can be asked, such calls are
+	 * (agents/safety/approvals.h); NULL = nobody can be asked, such calls are
 	 * denied (the CLI's `agent run`). */
 	struct approvals *approvals;
 };
@@ -50,7 +50,7 @@ struct run_request {
 	const char *channel; /* where the message came from (for the message tool); may be NULL */
 	const char *account;
 	const char *target;
-	/* Who is asking, for the permission rules (agents/permissions.h):
+	/* Who is asking, for the permission rules (agents/safety/permissions.h):
 	 * the sender's id on channel, and whether the conversation is a group
 	 * or channel rather than a direct message. */
 	const char *sender;

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "gateway/core/cfg.h"
-#include "gateway/cron.h"
+#include "gateway/sched/cron.h"
 
 struct agent_config;
 

@@ -8,7 +8,7 @@
  * reference on the scheduler; it is freed when the last one is dropped
  * after scheduler_free.
  */
-#include "gateway/scheduler.h"
+#include "gateway/sched/scheduler.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -16,13 +16,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/core/num.h"
-#include "gateway/cron.h"
-#include "gateway/dispatcher.h"
-#include "gateway/scheduler_rules.h"
+#include "gateway/sched/cron.h"
+#include "gateway/pipeline/dispatcher.h"
+#include "gateway/sched/scheduler_rules.h"
 
 #define SCHED_HB_NS "heartbeat"
 #define SCHED_ROUTE_NS "last_route"

@@ -36,7 +36,7 @@
 
 #include "gateway/core/envelope.h"
 #include "gateway/core/host.h"
-#include "gateway/store.h"
+#include "gateway/store/store.h"
 
 struct scheduler;
 struct dispatcher;

@@ -1,7 +1,7 @@
 /*
  * store.c - picks a store backend by name.
  */
-#include "gateway/store.h"
+#include "gateway/store/store.h"
 
 #include <string.h>
 

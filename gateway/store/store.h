@@ -126,7 +126,7 @@ struct store_device {
 };
 
 /* A cron job as stored: its definition and its scheduling state, both JSON
- * text owned by the scheduler (gateway/cron.h). */
+ * text owned by the scheduler (gateway/sched/cron.h). */
 struct store_cron_job {
 	const char *id;
 	const char *spec;   /* the definition */
@@ -366,7 +366,7 @@ struct store_ops {
 	 * it has to be approved again. SB_ERR_NOTFOUND when unknown. */
 	int (*device_revoke)(struct store *s, const char *device_id, store_done_cb cb, void *ud);
 
-	/* ---- cron jobs (gateway/scheduler.c) ---- */
+	/* ---- cron jobs (gateway/sched/scheduler.c) ---- */
 
 	/* Inserts or replaces a job (id, spec, state and source required);
 	 * created_at of an existing job is kept. */

@@ -43,7 +43,7 @@
 #include "agents/models.h"
 #include "agents/transcript.h"
 #include "agents/turn.h"
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/core/num.h"

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "bindings/bindings.h"
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/envelope.h"
 #include "gateway/core/err.h"

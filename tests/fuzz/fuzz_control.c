@@ -2,7 +2,7 @@
  * fuzz_control.c - libFuzzer harness for the WebSocket control plane's frame
  * handling: each input is a sequence of text frames (separated by NUL bytes)
  * that one client sends on one connection after the challenge. The real
- * gateway/control.c runs them (frame validation, the connect handshake with
+ * gateway/control/control.c runs them (frame validation, the connect handshake with
  * its hello parsing, token check, device identity and Ed25519 signature
  * check, scopes, lockout, dispatch and error replies); the transport is a
  * recorder in place of libwebsockets, the store answers device look-ups
@@ -48,7 +48,7 @@
 #define control_unsubscribe fz_control_unsubscribe
 #define control_drop_device fz_control_drop_device
 #define control_module fz_control_module
-#include "gateway/control.c"
+#include "gateway/control/control.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

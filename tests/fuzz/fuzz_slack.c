@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "channels/slack_proto.h"
+#include "channels/slack/slack_proto.h"
 #include "gateway/core/err.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,6 +1,6 @@
 /*
  * fuzz_sse.c - libFuzzer harness for the Server-Sent Events parser
- * (agents/sse.h), differential: the input is parsed once in one sse_feed
+ * (agents/providers/sse.h), differential: the input is parsed once in one sse_feed
  * and once in pseudo-random chunks (sizes 0 to 64, and now and then one byte
  * at a time), and both must give the same events, in order, and the same
  * outcome. Every event is checked (a name, data NUL-terminated at len, data
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agents/sse.h"
+#include "agents/providers/sse.h"
 #include "gateway/core/err.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "channels/telegram_proto.h"
+#include "channels/telegram/telegram_proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

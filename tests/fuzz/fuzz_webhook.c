@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "channels/webhook_config.h"
-#include "channels/webhook_verify.h"
+#include "channels/webhook/webhook_config.h"
+#include "channels/webhook/webhook_verify.h"
 #include "gateway/core/err.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

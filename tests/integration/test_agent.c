@@ -24,7 +24,7 @@
 #include <jansson.h>
 
 #include "agents/message.h"
-#include "agents/sandbox.h"
+#include "agents/safety/sandbox.h"
 #include "agents/transcript.h"
 #include "harness.h"
 

@@ -34,7 +34,7 @@
 #include <dirent.h>
 #include <jansson.h>
 
-#include "agents/sandbox.h"
+#include "agents/safety/sandbox.h"
 #include "harness.h"
 
 #define SCRIPT                                                                                     \

@@ -22,7 +22,7 @@
 
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
-#include "gateway/store.h"
+#include "gateway/store/store.h"
 #include "harness.h"
 
 static const char config_yaml[] =

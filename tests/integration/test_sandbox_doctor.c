@@ -22,7 +22,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "agents/sandbox.h"
+#include "agents/safety/sandbox.h"
 #include "harness.h"
 
 struct fixture {

@@ -31,7 +31,7 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
-#include "channels/slack_proto.h"
+#include "channels/slack/slack_proto.h"
 #include "harness.h"
 
 #define SECRET "8f742231b10e8888abcd99yyyzzz85a5-test"

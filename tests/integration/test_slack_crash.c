@@ -38,7 +38,7 @@
 #include <jansson.h>
 #include <sqlite3.h>
 
-#include "channels/slack_proto.h"
+#include "channels/slack/slack_proto.h"
 #include "harness.h"
 
 #define CRASH_EV 50

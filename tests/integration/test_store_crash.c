@@ -37,7 +37,7 @@
 
 #include "gateway/core/err.h"
 #include "gateway/core/num.h"
-#include "gateway/store.h"
+#include "gateway/store/store.h"
 
 #define CRASH_ROUNDS 10     /* at least */
 #define CRASH_ROUNDS_MAX 40 /* more rounds only while acks < CRASH_MIN_ACKS */

@@ -36,8 +36,8 @@
 #include <jansson.h>
 #include <sodium.h>
 
-#include "channels/webhook_config.h"
-#include "channels/webhook_verify.h"
+#include "channels/webhook/webhook_config.h"
+#include "channels/webhook/webhook_verify.h"
 #include "gateway/core/err.h"
 #include "harness.h"
 

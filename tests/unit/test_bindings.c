@@ -21,7 +21,7 @@
 #include <jansson.h>
 
 #include "bindings/bindings.h"
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 

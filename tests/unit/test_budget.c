@@ -1,5 +1,5 @@
 /*
- * test_budget.c - output budgets (agents/budget.c): a result over its tool's
+ * test_budget.c - output budgets (agents/context/budget.c): a result over its tool's
  * maximum is saved whole to the result store and replaced by a preview that
  * names the file and its size; files are created exclusively (a replay
  * leaves an existing file as it is); a batch over its budget saves its
@@ -22,7 +22,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "agents/budget.h"
+#include "agents/context/budget.h"
 #include "agents/message.h"
 #include "agents/tool.h"
 #include "gateway/core/err.h"

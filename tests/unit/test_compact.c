@@ -1,5 +1,5 @@
 /*
- * test_compact.c - the context levels (agents/compact.c, agents/turn.c),
+ * test_compact.c - the context levels (agents/context/compact.c, agents/turn.c),
  * each triggered through a real run of the turn state machine with the
  * scripted provider and a small window: level 1 (old tool results become
  * notes, their whole text in the result store), level 2 (the middle
@@ -29,12 +29,12 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "agents/compact.h"
+#include "agents/context/compact.h"
 #include "agents/message.h"
 #include "agents/models.h"
 #include "agents/transcript.h"
 #include "agents/turn.h"
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fsutil.h"
 #include "gateway/core/log.h"

@@ -1,6 +1,6 @@
 /*
  * test_config.c - the configuration module: the YAML document, the schema
- * walker (gateway/core/cfg.c), the gateway snapshot (gateway/config.c), the
+ * walker (gateway/core/cfg.c), the gateway snapshot (gateway/config/config.c), the
  * agent keys, and the generated reference in docs/configuration.md.
  *
  * Error tests compare the exact printed lines, positions included.
@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "agents/agent_config.h"
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/cfg.h"
 #include "gateway/core/err.h"
 

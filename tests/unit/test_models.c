@@ -20,7 +20,7 @@
 
 #include "agents/message.h"
 #include "agents/models.h"
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"

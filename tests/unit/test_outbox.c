@@ -18,8 +18,8 @@
 #include <uv.h>
 
 #include "gateway/core/err.h"
-#include "gateway/outbox.h"
-#include "gateway/store.h"
+#include "gateway/pipeline/outbox.h"
+#include "gateway/store/store.h"
 
 struct held {
 	channel_send_cb cb;

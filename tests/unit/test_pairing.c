@@ -22,7 +22,7 @@
 
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
-#include "gateway/store.h"
+#include "gateway/store/store.h"
 
 #define WAIT_MS 10000
 #define MAX_ROWS 16

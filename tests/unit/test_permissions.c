@@ -1,6 +1,6 @@
 /*
- * test_permissions.c - the permission gates (agents/permissions.c), the
- * approvals engine (agents/approvals.c) and the executor that runs them
+ * test_permissions.c - the permission gates (agents/safety/permissions.c), the
+ * approvals engine (agents/safety/approvals.c) and the executor that runs them
  * before every tool call.
  *
  * Covered: the shell parser (pipelines, lists, subshells, substitutions,
@@ -31,13 +31,13 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "agents/approvals.h"
+#include "agents/safety/approvals.h"
 #include "agents/executor.h"
 #include "agents/models.h"
-#include "agents/permissions.h"
+#include "agents/safety/permissions.h"
 #include "agents/tool.h"
 #include "agents/turn.h"
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 

@@ -1,6 +1,6 @@
 /*
- * test_sandbox.c - the bubblewrap sandbox (agents/sandbox.c) through the one
- * place tools start processes (agents/spawn.c), with its properties checked
+ * test_sandbox.c - the bubblewrap sandbox (agents/safety/sandbox.c) through the one
+ * place tools start processes (agents/safety/spawn.c), with its properties checked
  * from inside: the user (65534 when the tests run as root), no
  * capabilities, no network unless allowed, the workspace writable and its
  * .git read-only (or everything read-only), the gateway's home and the
@@ -28,8 +28,8 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "agents/sandbox.h"
-#include "agents/spawn.h"
+#include "agents/safety/sandbox.h"
+#include "agents/safety/spawn.h"
 #include "agents/tool.h"
 #include "gateway/core/err.h"
 

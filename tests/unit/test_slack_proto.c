@@ -14,10 +14,10 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "channels/slack_config.h"
-#include "channels/slack_proto.h"
-#include "gateway/channels_config.h"
-#include "gateway/config.h"
+#include "channels/slack/slack_config.h"
+#include "channels/slack/slack_proto.h"
+#include "gateway/config/channels_config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/cfg.h"
 #include "gateway/core/err.h"
 

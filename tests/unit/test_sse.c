@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agents/sse.h"
+#include "agents/providers/sse.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 

@@ -19,7 +19,7 @@
 #include <uv.h>
 
 #include "gateway/core/err.h"
-#include "gateway/store.h"
+#include "gateway/store/store.h"
 
 #define WAIT_MS 10000
 #define MAX_ITEMS 32

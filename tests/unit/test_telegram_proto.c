@@ -17,9 +17,9 @@
 #include <cmocka.h>
 #include <jansson.h>
 
-#include "channels/telegram_config.h"
-#include "channels/telegram_proto.h"
-#include "gateway/channels_config.h"
+#include "channels/telegram/telegram_config.h"
+#include "channels/telegram/telegram_proto.h"
+#include "gateway/config/channels_config.h"
 #include "gateway/core/cfg.h"
 #include "gateway/core/err.h"
 

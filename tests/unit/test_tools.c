@@ -23,8 +23,8 @@
 #include <uv.h>
 
 #include "agents/executor.h"
-#include "agents/paths.h"
-#include "agents/spawn.h"
+#include "agents/safety/paths.h"
+#include "agents/safety/spawn.h"
 #include "agents/tool.h"
 #include "agents/tools/common.h"
 #include "gateway/core/err.h"

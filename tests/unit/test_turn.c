@@ -39,7 +39,7 @@
 #include "agents/tool.h"
 #include "agents/transcript.h"
 #include "agents/turn.h"
-#include "gateway/config.h"
+#include "gateway/config/config.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/httpc.h"

@@ -21,7 +21,7 @@
 #include <git2.h>
 #include <sodium.h>
 
-#include "gateway/boot.h"
+#include "gateway/daemon/boot.h"
 #include "gateway/core/err.h"
 #include "tests/integration/harness.h"
 #include "workspaces/scaffold.h"

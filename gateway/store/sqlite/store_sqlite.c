@@ -17,7 +17,7 @@
  * Crash recovery needs nothing at open: an entry claimed by a process that
  * died is claimable again once its lease_until has passed.
  */
-#include "gateway/store.h"
+#include "gateway/store/store.h"
 
 #include <ctype.h>
 #include <pthread.h>
