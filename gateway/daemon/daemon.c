@@ -548,6 +548,13 @@ static void daemon_scheduled_done(void *ud, const struct envelope *env, const ch
 		                   delivered);
 }
 
+static bool daemon_session_busy(void *ud, const char *session_key)
+{
+	struct daemon *d = ud;
+
+	return d->dispatcher && dispatcher_session_busy(d->dispatcher, session_key);
+}
+
 static void daemon_route_seen(void *ud, const char *agent_id, const struct envelope *env)
 {
 	struct daemon *d = ud;
@@ -611,7 +618,8 @@ static int daemon_start_pipeline(struct daemon *d)
 		struct scheduler_options so = {.loop = &d->loop,
 		                               .store = d->store,
 		                               .host = &d->host,
-		                               .dispatcher = d->dispatcher};
+		                               .session_busy = daemon_session_busy,
+		                               .ud = d};
 
 		if ((rc = scheduler_new(&d->scheduler, &so)))
 			return rc;

@@ -21,7 +21,6 @@
 #include "gateway/core/log.h"
 #include "gateway/core/num.h"
 #include "gateway/sched/cron.h"
-#include "gateway/pipeline/dispatcher.h"
 #include "gateway/sched/scheduler_rules.h"
 
 #define SCHED_HB_NS "heartbeat"
@@ -545,7 +544,7 @@ static void sched_hb_tick(struct scheduler *s, struct sched_hb *h, int64_t now)
 		}
 	}
 	snprintf(key, sizeof key, "agent:%s:main", h->agent_id);
-	if (h->inflight || dispatcher_session_busy(s->opt.dispatcher, key)) {
+	if (h->inflight || s->opt.session_busy(s->opt.ud, key)) {
 		/* Deferred, not stacked: one tick waits for the lane. */
 		h->next_due = now + SCHED_DEFER_MS;
 		snprintf(h->last_status, sizeof h->last_status, "deferred");

@@ -39,13 +39,15 @@
 #include "gateway/store/store.h"
 
 struct scheduler;
-struct dispatcher;
 
 struct scheduler_options {
 	uv_loop_t *loop;
 	struct store *store;
 	const struct host *host; /* ingest, config */
-	struct dispatcher *dispatcher;
+	/* Whether a run of session_key is active or queued (the dispatcher's
+	 * lanes); a due heartbeat waits rather than stacking. Mandatory. */
+	bool (*session_busy)(void *ud, const char *session_key);
+	void *ud;
 };
 
 /* The most runs kept per job. */
