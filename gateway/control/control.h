@@ -21,7 +21,7 @@
 #ifndef SB_GATEWAY_CONTROL_H
 #define SB_GATEWAY_CONTROL_H
 
-#include "gateway/daemon/module.h"
+#include "gateway/module.h"
 
 extern const struct gateway_module_ops control_module;
 

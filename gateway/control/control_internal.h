@@ -16,8 +16,8 @@
 
 #include "gateway/config/config.h"
 #include "gateway/core/buf.h"
-#include "gateway/daemon/events.h"
-#include "gateway/daemon/module.h"
+#include "gateway/obs/events.h"
+#include "gateway/module.h"
 #include "gateway/http/server_ws.h"
 #include "gateway/store/store.h"
 

@@ -25,7 +25,7 @@
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/pipeline/dispatcher.h"
-#include "gateway/daemon/metrics.h"
+#include "gateway/obs/metrics.h"
 #include "gateway/sched/scheduler.h"
 #include "gateway/store/store.h"
 

@@ -1,7 +1,7 @@
 /*
  * modules.c - the gateway modules the daemon starts, in order.
  */
-#include "gateway/daemon/module.h"
+#include "gateway/module.h"
 #include "gateway/control/control.h"
 #include "gateway/http/openai_api.h"
 

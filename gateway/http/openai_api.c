@@ -41,7 +41,7 @@
 #include "gateway/core/err.h"
 #include "gateway/core/secret.h"
 #include "gateway/core/log.h"
-#include "gateway/daemon/events.h"
+#include "gateway/obs/events.h"
 #include "gateway/http/server.h"
 #include "gateway/http/server_stream.h"
 

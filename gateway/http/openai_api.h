@@ -34,7 +34,7 @@
 #ifndef SB_GATEWAY_OPENAI_API_H
 #define SB_GATEWAY_OPENAI_API_H
 
-#include "gateway/daemon/module.h"
+#include "gateway/module.h"
 
 /* The module (listed in gateway/daemon/modules.c). */
 extern const struct gateway_module_ops openai_api_module;

@@ -21,7 +21,7 @@
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
-#include "gateway/daemon/metrics.h"
+#include "gateway/obs/metrics.h"
 
 #define SERVER_ROUTES_MAX 64
 #define SERVER_PATH_MAX 2048

@@ -5,7 +5,7 @@
  * entry, and the publish that is running sweeps the marked entries when it
  * returns, so callbacks may come and go freely.
  */
-#include "gateway/daemon/events.h"
+#include "gateway/obs/events.h"
 
 #include <stdlib.h>
 #include <string.h>

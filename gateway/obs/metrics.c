@@ -1,7 +1,7 @@
 /*
  * metrics.c - see metrics.h.
  */
-#include "gateway/daemon/metrics.h"
+#include "gateway/obs/metrics.h"
 
 #include <string.h>
 #include <time.h>

@@ -14,7 +14,7 @@
 
 #include "agents/safety/approvals.h"
 #include "gateway/core/host.h"
-#include "gateway/daemon/events.h"
+#include "gateway/obs/events.h"
 
 /* Creates the approvals of a gateway. events and host are borrowed for its
  * life. SB_OK or SB_ERR_NOMEM. */

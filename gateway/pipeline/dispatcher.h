@@ -26,8 +26,8 @@
 #include "bindings/bindings.h"
 #include "gateway/config/config.h"
 #include "gateway/core/host.h"
-#include "gateway/daemon/events.h"
-#include "gateway/daemon/metrics.h"
+#include "gateway/obs/events.h"
+#include "gateway/obs/metrics.h"
 #include "gateway/pipeline/runner.h"
 #include "gateway/store/store.h"
 

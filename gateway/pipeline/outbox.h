@@ -19,7 +19,7 @@
 #include <uv.h>
 
 #include "channels/channel.h"
-#include "gateway/daemon/metrics.h"
+#include "gateway/obs/metrics.h"
 #include "gateway/store/store.h"
 
 struct outbox;

@@ -24,7 +24,7 @@
 #include "gateway/core/err.h"
 #include "gateway/core/fsutil.h"
 #include "gateway/core/log.h"
-#include "gateway/daemon/metrics.h"
+#include "gateway/obs/metrics.h"
 #include "workspaces/prompt.h"
 #include "workspaces/workspace.h"
 

@@ -17,7 +17,7 @@
 #include "bindings/bindings_config.h"
 #include "gateway/config/config.h"
 #include "gateway/core/host.h"
-#include "gateway/daemon/metrics.h"
+#include "gateway/obs/metrics.h"
 #include "gateway/store/store.h"
 
 struct runner;

@@ -14,7 +14,7 @@
 #include "agents/turn.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
-#include "gateway/daemon/metrics.h"
+#include "gateway/obs/metrics.h"
 
 static void test_reasons_match(void **state)
 {

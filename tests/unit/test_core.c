@@ -19,7 +19,7 @@
 #include "gateway/core/num.h"
 #include "gateway/core/resolve.h"
 #include "gateway/core/secret.h"
-#include "gateway/daemon/metrics.h"
+#include "gateway/obs/metrics.h"
 #include "tests/integration/harness.h"
 
 static void test_buf_bounds(void **state)
