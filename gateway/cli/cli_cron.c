@@ -11,7 +11,7 @@
 
 #include "gateway/cli/cli_ctl.h"
 #include "gateway/core/num.h"
-#include "gateway/sched/cron.h"
+#include "gateway/cron/cron.h"
 
 static void cron_usage(FILE *f)
 {

@@ -21,7 +21,7 @@
 #include "bindings/bindings_config.h"
 #include "gateway/config/channels_config.h"
 #include "gateway/core/cfg.h"
-#include "gateway/sched/cron_config.h"
+#include "gateway/config/cron_config.h"
 
 /* The WebSocket control plane (gateway/control/control.c): gateway.control. */
 struct config_control {

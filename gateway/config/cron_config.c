@@ -1,7 +1,7 @@
 /*
  * cron_config.c - see cron_config.h.
  */
-#include "gateway/sched/cron_config.h"
+#include "gateway/config/cron_config.h"
 
 #include <jansson.h>
 #include <stdio.h>

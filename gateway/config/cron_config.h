@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "gateway/core/cfg.h"
-#include "gateway/sched/cron.h"
+#include "gateway/cron/cron.h"
 
 struct agent_config;
 

@@ -1,7 +1,7 @@
 /*
  * cron.c - see cron.h.
  */
-#include "gateway/sched/cron.h"
+#include "gateway/cron/cron.h"
 
 #include <ctype.h>
 #include <stdarg.h>

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/sched/cron_tz.h"
+#include "gateway/cron/cron_tz.h"
 
 /* A parsed 5-field expression: minute hour day-of-month month day-of-week. */
 struct cron_expr {

@@ -7,7 +7,7 @@
  * block is read when there is one. Leap-second records are skipped: the
  * gateway's clock is POSIX time.
  */
-#include "gateway/sched/cron_tz.h"
+#include "gateway/cron/cron_tz.h"
 
 #include <fcntl.h>
 #include <pthread.h>

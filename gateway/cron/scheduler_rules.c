@@ -1,7 +1,7 @@
 /*
  * scheduler_rules.c - see scheduler_rules.h.
  */
-#include "gateway/sched/scheduler_rules.h"
+#include "gateway/cron/scheduler_rules.h"
 
 #include <ctype.h>
 #include <string.h>

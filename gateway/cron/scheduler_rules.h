@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "gateway/sched/cron_tz.h"
+#include "gateway/cron/cron_tz.h"
 
 #define HEARTBEAT_TOKEN "HEARTBEAT_OK"
 #define HEARTBEAT_ACK_MAX 300

@@ -20,7 +20,7 @@
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
-#include "gateway/sched/scheduler_rules.h"
+#include "gateway/cron/scheduler_rules.h"
 
 #define DISPATCH_CLAIM_BATCH 64
 /* A single gateway owns the store (gateway.lock) and releases every claim at

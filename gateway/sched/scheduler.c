@@ -20,8 +20,8 @@
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/core/num.h"
-#include "gateway/sched/cron.h"
-#include "gateway/sched/scheduler_rules.h"
+#include "gateway/cron/cron.h"
+#include "gateway/cron/scheduler_rules.h"
 
 #define SCHED_HB_NS "heartbeat"
 #define SCHED_ROUTE_NS "last_route"

@@ -126,7 +126,7 @@ struct store_device {
 };
 
 /* A cron job as stored: its definition and its scheduling state, both JSON
- * text owned by the scheduler (gateway/sched/cron.h). */
+ * text owned by the scheduler (gateway/cron/cron.h). */
 struct store_cron_job {
 	const char *id;
 	const char *spec;   /* the definition */

@@ -1,7 +1,7 @@
 /*
  * fuzz_cron.c - libFuzzer harness for the cron expression parser and the
- * next-run search (gateway/sched/cron.h), and for the TZif reader
- * (gateway/sched/cron_tz.h).
+ * next-run search (gateway/cron/cron.h), and for the TZif reader
+ * (gateway/cron/cron_tz.h).
  *
  * The first byte picks the target: even, a cron expression (the rest of
  * the input as text); odd, TZif data. For an expression that parses, the
@@ -22,8 +22,8 @@
 #include <string.h>
 
 #include "gateway/core/err.h"
-#include "gateway/sched/cron.h"
-#include "gateway/sched/cron_tz.h"
+#include "gateway/cron/cron.h"
+#include "gateway/cron/cron_tz.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -15,8 +15,8 @@
 #include <cmocka.h>
 
 #include "gateway/core/err.h"
-#include "gateway/sched/cron.h"
-#include "gateway/sched/scheduler_rules.h"
+#include "gateway/cron/cron.h"
+#include "gateway/cron/scheduler_rules.h"
 
 static int64_t T(const char *iso)
 {
