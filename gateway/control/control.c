@@ -1231,7 +1231,7 @@ static int control_on_open(void *ud, struct server_ws *ws, void **conn)
 	 * none, or lws' bare host name) must be one of the allowed origins, or
 	 * any site the operator visits could talk to the gateway on loopback
 	 * with the browser's cookie. */
-	if (origin_from_browser(server_ws_origin(ws)) && !origin_allowed(cfg, server_ws_origin(ws))) {
+	if (origin_from_browser(server_ws_origin(ws)) && !origin_allowed(cfg, ctl->port, server_ws_origin(ws))) {
 		log_info("control", "connection refused: origin not allowed",
 		         LOG_S("origin", server_ws_origin(ws)), LOG_S("peer", c->peer),
 		         LOG_S("hint", "add it to gateway.control.allowed_origins"));
@@ -1552,7 +1552,7 @@ static int control_start(const struct gateway_ctx *ctx, void **state)
 		goto out;
 	ctl->ctx = *ctx;
 	ctl->started_ms = uv_now(ctx->loop);
-	ctl->port = (int)cfg->gateway.port;
+	ctl->port = server_port(ctx->server);
 	ctl->tick_ms = cc->tick_interval_ms;
 	ctl->max_buffered = cc->max_buffered;
 	if (strmap_new(&ctl->runs) != SB_OK)

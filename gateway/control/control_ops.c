@@ -105,7 +105,7 @@ static void ops_dashboard_code(struct control_conn *c, const json_t *id, json_t 
 		ops_nomem(c, id);
 		return;
 	}
-	origin_default(cfg, origin, sizeof origin);
+	origin_default(cfg, c->ctl->port, origin, sizeof origin);
 	snprintf(url, sizeof url, "%s/#code=%s", origin, code);
 	log_info("control", "one-time sign-in code issued", LOG_S("conn", c->conn_id),
 	         LOG_I("ttl_ms", cfg->gateway.ui.code_ttl_ms));

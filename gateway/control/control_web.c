@@ -204,10 +204,18 @@ static bool web_request_ok(struct control *ctl, struct server_request *r, bool p
 		origin[0] = '\0';
 	if (server_req_header(r, "host", host, sizeof host) <= 0)
 		host[0] = '\0';
-	if (!origin_allowed(cfg, origin) || !origin_host_allowed(cfg, host)) {
+	/* Browsers send Origin with every POST; a same-origin GET comes
+	 * without one (and a cross-origin page cannot read the answer). */
+	if ((post || *origin) && !origin_allowed(cfg, ctl->port, origin)) {
 		log_info("control", "web sign-in refused: origin not allowed", LOG_S("origin", origin),
 		         LOG_S("host", host), LOG_S("peer", server_req_peer(r)));
 		web_error(r, 403, "this origin may not sign in (gateway.control.allowed_origins)");
+		goto out;
+	}
+	if (!origin_host_allowed(cfg, ctl->port, host)) {
+		log_info("control", "web sign-in refused: the Host is not an allowed origin",
+		         LOG_S("host", host), LOG_S("peer", server_req_peer(r)));
+		web_error(r, 403, "this address is not an allowed origin (gateway.control.allowed_origins)");
 		goto out;
 	}
 	*secure = strncasecmp(origin, "https:", 6) == 0;

@@ -31,12 +31,11 @@ static bool origin_same(const char *a, const char *b)
 	return la == lb && strncasecmp(a, b, la) == 0;
 }
 
-bool origin_allowed(const struct config *cfg, const char *origin)
+bool origin_allowed(const struct config *cfg, int port, const char *origin)
 {
 	const struct config_control *cc = &cfg->gateway.control;
 	const char *bind = cfg->gateway.bind;
 	char own[ORIGIN_MAX];
-	int port = (int)cfg->gateway.port;
 
 	if (!origin || !*origin || strcmp(origin, "null") == 0 || strlen(origin) >= ORIGIN_MAX)
 		return false;
@@ -66,20 +65,20 @@ bool origin_from_browser(const char *origin)
 	return origin && (strcmp(origin, "null") == 0 || strstr(origin, "://") != NULL);
 }
 
-bool origin_host_allowed(const struct config *cfg, const char *host)
+bool origin_host_allowed(const struct config *cfg, int port, const char *host)
 {
 	char o[ORIGIN_MAX];
 
 	if (!host || !*host || strlen(host) + 9 >= sizeof o || strpbrk(host, "/?#@ \t"))
 		return false;
 	snprintf(o, sizeof o, "http://%s", host);
-	if (origin_allowed(cfg, o))
+	if (origin_allowed(cfg, port, o))
 		return true;
 	snprintf(o, sizeof o, "https://%s", host);
-	return origin_allowed(cfg, o);
+	return origin_allowed(cfg, port, o);
 }
 
-void origin_default(const struct config *cfg, char *out, size_t size)
+void origin_default(const struct config *cfg, int port, char *out, size_t size)
 {
 	const struct config_control *cc = &cfg->gateway.control;
 	const char *bind = cfg->gateway.bind;
@@ -92,8 +91,8 @@ void origin_default(const struct config *cfg, char *out, size_t size)
 		return;
 	}
 	if (origin_bind_is_own(bind))
-		snprintf(out, size, "http://127.0.0.1:%d", (int)cfg->gateway.port);
+		snprintf(out, size, "http://127.0.0.1:%d", port);
 	else
 		snprintf(out, size, strchr(bind, ':') ? "http://[%s]:%d" : "http://%s:%d", bind,
-		         (int)cfg->gateway.port);
+		         port);
 }

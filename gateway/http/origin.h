@@ -9,6 +9,9 @@
  * http://127.0.0.1:PORT, http://localhost:PORT, http://[::1]:PORT, and
  * http://BIND:PORT when gateway.bind names one address (not 0.0.0.0 or ::).
  *
+ * port is the port the gateway listens on (gateway.port, or the --port that
+ * overrides it: server_port()).
+ *
  * Any thread (pure functions of the configuration snapshot).
  */
 #ifndef SB_GATEWAY_HTTP_ORIGIN_H
@@ -21,7 +24,7 @@ struct config;
 
 /* Whether a page of origin (an Origin header's value) may use the gateway.
  * NULL, "" and "null" are never allowed. */
-bool origin_allowed(const struct config *cfg, const char *origin);
+bool origin_allowed(const struct config *cfg, int port, const char *origin);
 
 /* Whether an Origin header's value is one a browser computes ("null" or
  * scheme://host...); other clients may send anything (lws clients send the
@@ -31,11 +34,11 @@ bool origin_from_browser(const char *origin);
 /* Whether a request with this Host header ("127.0.0.1:8790") is one for an
  * allowed origin, over http or https: the page is served only there, so a
  * name that was pointed at the gateway (DNS rebinding) gets nothing. */
-bool origin_host_allowed(const struct config *cfg, const char *host);
+bool origin_host_allowed(const struct config *cfg, int port, const char *host);
 
 /* The origin the CLI's sign-in link uses: the first allowed origin, else
  * http://127.0.0.1:PORT (or http://BIND:PORT for a specific bind). out gets
  * at most size bytes. */
-void origin_default(const struct config *cfg, char *out, size_t size);
+void origin_default(const struct config *cfg, int port, char *out, size_t size);
 
 #endif

@@ -78,7 +78,7 @@ static void ui_serve(void *ud, struct server_request *r)
 	else
 		a = ui_asset_find(path);
 	if (server_req_header(r, "host", host, sizeof host) <= 0 ||
-	    !origin_host_allowed(cfg, host)) {
+	    !origin_host_allowed(cfg, server_port(u->ctx.server), host)) {
 		log_info("ui", "page refused: the Host is not an allowed origin",
 		         LOG_S("host", host), LOG_S("peer", server_req_peer(r)),
 		         LOG_S("hint", "add the origin to gateway.control.allowed_origins"));
