@@ -270,7 +270,8 @@ function setResult(card, result, isError) {
   const summary = card.querySelector('summary');
   let prev = summary.querySelector('.preview');
   if (!prev) { prev = h('span', {class: 'preview'}); summary.append(prev); }
-  prev.textContent = '→ ' + clip(text.replace(/\s+/g, ' '), 100);
+  // the preview skips the gateway's untrusted-output label line
+  prev.textContent = '→ ' + clip(text.replace(/^\[Untrusted tool output[^\]]*\]\s*/, '').replace(/\s+/g, ' '), 100);
 }
 
 customElements.define('sb-chat', ChatPage);
