@@ -1,227 +1,178 @@
 /*
- * store.c - the store's public functions: the backend by name, and each
- * operation handed to the backend of the store it is called on.
+ * store.c - what every backend shares: the backend by name, admission, the
+ * operations' memory, and the table that replies to callers.
  */
 #include "gateway/store/store.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "gateway/core/err.h"
+#include "gateway/store/store_backend.h"
 
-static const struct store_ops *const store_backends[] = {
-    &store_sqlite_ops,
+static const struct store_backend *const store_backends[] = {
+    &store_sqlite_backend,
 };
 
-const struct store_ops *store_backend(const char *name)
+/* The table of operations: what store.c needs of each kind. The backends
+ * have their own rows (how to run each kind). */
+struct store_op_type {
+	const char *name;
+	void (*reply)(struct store_op *op);
+	bool finishes; /* never refused for a full queue */
+};
+
+#define STORE_OP_ROW_(K, n, f) [STORE_OP_##K] = {#n, store_reply_##n, (f) == STORE_OP_FINISHES},
+static const struct store_op_type store_op_types[STORE_OP__COUNT] = {STORE_OPS(STORE_OP_ROW_)};
+#undef STORE_OP_ROW_
+
+const char *store_op_name(enum store_op_kind kind)
 {
-	for (size_t i = 0; i < sizeof store_backends / sizeof *store_backends; i++)
-		if (strcmp(store_backends[i]->name, name) == 0)
-			return store_backends[i];
-	return NULL;
+	return (unsigned)kind < STORE_OP__COUNT ? store_op_types[kind].name : "?";
 }
 
 int store_open(struct store **out, uv_loop_t *loop, const struct store_options *opt)
 {
-	const struct store_ops *ops;
+	const char *name = opt && opt->backend ? opt->backend : "sqlite";
 
 	if (out)
 		*out = NULL;
-	if (!opt)
+	if (!out || !opt)
 		return SB_ERR_INVAL;
-	ops = store_backend(opt->backend ? opt->backend : "sqlite");
-	if (!ops)
-		return SB_ERR_CONFIG;
-	return ops->open(out, loop, opt);
+	for (size_t i = 0; i < sizeof store_backends / sizeof *store_backends; i++)
+		if (strcmp(store_backends[i]->name, name) == 0)
+			return store_backends[i]->open(out, loop, opt);
+	return SB_ERR_CONFIG;
 }
 
 void store_close(struct store *s)
 {
-	if (s)
-		s->ops->close(s);
+	if (!s)
+		return;
+	s->closing = true; /* from here every new operation is SB_ERR_CLOSED */
+	s->backend->close(s);
 }
 
 const char *store_backend_name(const struct store *s)
 {
-	return s->ops->name;
+	return s->backend->name;
 }
 
-int store_inbox_put(struct store *s, const struct store_inbox_new *m, store_put_cb cb, void *ud)
+void store_base_init(struct store *s, const struct store_backend *b,
+                     const struct store_options *opt)
 {
-	return s->ops->inbox_put(s, m, cb, ud);
+	s->backend = b;
+	s->queue_max = opt->queue_max ? opt->queue_max : STORE_DEFAULT_QUEUE_MAX;
+	s->outstanding = 0;
+	s->closing = false;
+	s->on_commit = opt->on_commit;
+	s->on_commit_ud = opt->on_commit_ud;
 }
 
-int store_inbox_claim(struct store *s, size_t max, int64_t lease_ms, store_inbox_cb cb, void *ud)
+/* ---- operations ---- */
+
+int store_op_new(struct store *s, enum store_op_kind kind, void *ud, struct store_op **out)
 {
-	return s->ops->inbox_claim(s, max, lease_ms, cb, ud);
+	struct store_op *op;
+
+	*out = NULL;
+	if (s->closing)
+		return SB_ERR_CLOSED;
+	if (!store_op_types[kind].finishes && s->outstanding >= s->queue_max)
+		return SB_ERR_AGAIN;
+	op = calloc(1, sizeof *op);
+	if (!op)
+		return SB_ERR_NOMEM;
+	op->kind = kind;
+	op->ud = ud;
+	*out = op;
+	return SB_OK;
 }
 
-int store_inbox_done(struct store *s, int64_t inbox_id, const struct store_outbox_new *replies,
-                     size_t n, store_done_cb cb, void *ud)
+int store_op_submit(struct store *s, struct store_op *op)
 {
-	return s->ops->inbox_done(s, inbox_id, replies, n, cb, ud);
+	int rc = s->backend->submit(s, op);
+
+	if (rc != SB_OK) {
+		store_op_free(op);
+		return rc;
+	}
+	s->outstanding++;
+	return SB_OK;
 }
 
-int store_inbox_release(struct store *s, int64_t inbox_id, store_done_cb cb, void *ud)
+void store_op_finish(struct store *s, struct store_op *op)
 {
-	return s->ops->inbox_release(s, inbox_id, cb, ud);
+	struct store_commit commit = op->commit;
+
+	/* Before the callback, so that it may queue a follow-up at the bound. */
+	s->outstanding--;
+	store_op_types[op->kind].reply(op);
+	if (commit.end && s->on_commit)
+		s->on_commit(s->on_commit_ud, commit.seconds, commit.ops, commit.rc);
+	store_op_free(op);
 }
 
-int store_outbox_put(struct store *s, const struct store_outbox_new *m, store_put_cb cb, void *ud)
+void store_op_free(struct store_op *op)
 {
-	return s->ops->outbox_put(s, m, cb, ud);
+	if (!op)
+		return;
+	for (size_t i = 0; i < op->nmem; i++)
+		free(op->mem[i]);
+	free(op->mem);
+	free(op);
 }
 
-int store_outbox_claim_due(struct store *s, size_t max, int64_t lease_ms, store_outbox_cb cb,
-                           void *ud)
+/* ---- the operations' memory ---- */
+
+int store_op_keep(struct store_op *op, void *p)
 {
-	return s->ops->outbox_claim_due(s, max, lease_ms, cb, ud);
+	if (!p)
+		return SB_ERR_NOMEM;
+	if (op->nmem == op->capmem) {
+		size_t cap = op->capmem ? op->capmem * 2 : 8;
+		void **mem = realloc(op->mem, cap * sizeof *mem);
+
+		if (!mem) {
+			free(p);
+			return SB_ERR_NOMEM;
+		}
+		op->mem = mem;
+		op->capmem = cap;
+	}
+	op->mem[op->nmem++] = p;
+	return SB_OK;
 }
 
-int store_outbox_done(struct store *s, int64_t id, const char *channel_msg_id, store_done_cb cb,
-                      void *ud)
+int store_op_strdup(struct store_op *op, const char *s, const char **out)
 {
-	return s->ops->outbox_done(s, id, channel_msg_id, cb, ud);
+	*out = NULL;
+	if (!s)
+		return SB_OK;
+	return store_op_memdup(op, s, strlen(s), out);
 }
 
-int store_outbox_failed(struct store *s, int64_t id, const char *error, int64_t retry_at,
-                        store_done_cb cb, void *ud)
+int store_op_memdup(struct store_op *op, const void *p, size_t n, const char **out)
 {
-	return s->ops->outbox_failed(s, id, error, retry_at, cb, ud);
+	char *copy = malloc(n + 1);
+	int rc;
+
+	*out = NULL;
+	if (copy) {
+		memcpy(copy, p, n);
+		copy[n] = '\0';
+	}
+	rc = store_op_keep(op, copy);
+	if (rc == SB_OK)
+		*out = copy;
+	return rc;
 }
 
-int store_kv_get(struct store *s, const char *ns, const char *key, store_kv_cb cb, void *ud)
+int store_op_calloc(struct store_op *op, size_t n, size_t size, void **out)
 {
-	return s->ops->kv_get(s, ns, key, cb, ud);
-}
+	void *p = calloc(n ? n : 1, size);
+	int rc = store_op_keep(op, p);
 
-int store_kv_put(struct store *s, const char *ns, const char *key, const char *value,
-                 store_done_cb cb, void *ud)
-{
-	return s->ops->kv_put(s, ns, key, value, cb, ud);
-}
-
-int store_session_get(struct store *s, const char *key, store_session_cb cb, void *ud)
-{
-	return s->ops->session_get(s, key, cb, ud);
-}
-
-int store_session_put(struct store *s, const struct store_session *sess, store_done_cb cb, void *ud)
-{
-	return s->ops->session_put(s, sess, cb, ud);
-}
-
-int store_stats(struct store *s, store_stats_cb cb, void *ud)
-{
-	return s->ops->stats(s, cb, ud);
-}
-
-int store_recover(struct store *s, store_recover_cb cb, void *ud)
-{
-	return s->ops->recover(s, cb, ud);
-}
-
-int store_pairing_request(struct store *s, const char *channel, const char *account,
-                          const char *sender_id, store_pairing_cb cb, void *ud)
-{
-	return s->ops->pairing_request(s, channel, account, sender_id, cb, ud);
-}
-
-int store_pairing_list(struct store *s, const char *channel, store_pairing_list_cb cb, void *ud)
-{
-	return s->ops->pairing_list(s, channel, cb, ud);
-}
-
-int store_pairing_approve(struct store *s, const char *channel, const char *code,
-                          store_pairing_cb cb, void *ud)
-{
-	return s->ops->pairing_approve(s, channel, code, cb, ud);
-}
-
-int store_pairing_deny(struct store *s, const char *channel, const char *code, store_pairing_cb cb,
-                       void *ud)
-{
-	return s->ops->pairing_deny(s, channel, code, cb, ud);
-}
-
-int store_allow_check(struct store *s, const char *channel, const char *account,
-                      const char *sender_id, store_allow_cb cb, void *ud)
-{
-	return s->ops->allow_check(s, channel, account, sender_id, cb, ud);
-}
-
-int store_allow_list(struct store *s, const char *channel, store_allow_list_cb cb, void *ud)
-{
-	return s->ops->allow_list(s, channel, cb, ud);
-}
-
-int store_allow_remove(struct store *s, const char *channel, const char *account,
-                       const char *sender_id, store_done_cb cb, void *ud)
-{
-	return s->ops->allow_remove(s, channel, account, sender_id, cb, ud);
-}
-
-int store_session_list(struct store *s, const char *agent_id, size_t limit,
-                       store_session_list_cb cb, void *ud)
-{
-	return s->ops->session_list(s, agent_id, limit, cb, ud);
-}
-
-int store_device_request(struct store *s, const struct store_device *d, store_device_cb cb,
-                         void *ud)
-{
-	return s->ops->device_request(s, d, cb, ud);
-}
-
-int store_device_get(struct store *s, const char *device_id, const char *token_hash,
-                     store_device_cb cb, void *ud)
-{
-	return s->ops->device_get(s, device_id, token_hash, cb, ud);
-}
-
-int store_device_list(struct store *s, store_device_list_cb cb, void *ud)
-{
-	return s->ops->device_list(s, cb, ud);
-}
-
-int store_device_approve(struct store *s, const char *device_id, store_device_cb cb, void *ud)
-{
-	return s->ops->device_approve(s, device_id, cb, ud);
-}
-
-int store_device_set_token(struct store *s, const char *device_id, const char *token_hash,
-                           store_done_cb cb, void *ud)
-{
-	return s->ops->device_set_token(s, device_id, token_hash, cb, ud);
-}
-
-int store_device_revoke(struct store *s, const char *device_id, store_done_cb cb, void *ud)
-{
-	return s->ops->device_revoke(s, device_id, cb, ud);
-}
-
-int store_cron_job_put(struct store *s, const struct store_cron_job *j, store_done_cb cb, void *ud)
-{
-	return s->ops->cron_job_put(s, j, cb, ud);
-}
-
-int store_cron_job_delete(struct store *s, const char *id, store_done_cb cb, void *ud)
-{
-	return s->ops->cron_job_delete(s, id, cb, ud);
-}
-
-int store_cron_job_list(struct store *s, store_cron_jobs_cb cb, void *ud)
-{
-	return s->ops->cron_job_list(s, cb, ud);
-}
-
-int store_cron_run_add(struct store *s, const struct store_cron_run *r, size_t keep,
-                       store_put_cb cb, void *ud)
-{
-	return s->ops->cron_run_add(s, r, keep, cb, ud);
-}
-
-int store_cron_run_list(struct store *s, const char *job_id, size_t limit, store_cron_runs_cb cb,
-                        void *ud)
-{
-	return s->ops->cron_run_list(s, job_id, limit, cb, ud);
+	*out = rc == SB_OK ? p : NULL;
+	return rc;
 }

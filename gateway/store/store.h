@@ -1,12 +1,13 @@
 /*
  * store.h - the durable store: inbox, outbox, kv, sessions, pairing, devices.
  *
- * The store sits behind one table of operations (struct store_ops) so that a
- * PostgreSQL backend can join the SQLite one without touching callers. Every
- * operation is asynchronous: it is queued to the backend's writer, and its
- * callback runs later ON THE LOOP THREAD with the result. The durability rule:
- * a callback that reports SB_OK for a write runs only after the transaction
- * holding that write is committed to disk (SQLite WAL, synchronous=FULL).
+ * Callers see functions (store_inbox_put, ...) and records; the backends
+ * (SQLite today, PostgreSQL as an addition) sit behind one table of
+ * operations (gateway/store/store_backend.h). Every operation is
+ * asynchronous: it is queued to the backend, and its callback runs later ON
+ * THE LOOP THREAD with the result. The durability rule: a callback that
+ * reports SB_OK for a write runs only after the transaction holding that
+ * write is committed to disk (SQLite WAL, synchronous=FULL).
  *
  * The SQLite backend has one writer thread that group-commits: everything
  * queued while a commit runs goes into the next transaction (each operation in
@@ -18,14 +19,16 @@
  *
  * Every operation function returns SB_OK when the operation was queued: its
  * callback (which may be NULL) then runs exactly once, on the loop thread.
- * Any other return means nothing was queued and the callback never runs:
+ * Any other return means nothing was queued and the callback never runs
+ * (the arguments are checked first, then whether the store takes more):
  *   SB_ERR_INVAL   a required field is NULL or a number is out of range
  *   SB_ERR_NOMEM   copying the arguments failed
  *   SB_ERR_AGAIN   queue_max operations are outstanding (try again later);
  *                  never for inbox_done, inbox_release, outbox_done and
  *                  outbox_failed, which finish claimed work and are bounded
  *                  by what can be claimed
- *   SB_ERR_CLOSED  close() has started (e.g. called from a callback it runs)
+ *   SB_ERR_CLOSED  store_close has started (e.g. called from a callback it
+ *                  runs)
  * Codes a callback may see: SB_OK; SB_ERR_NOTFOUND (no such row, see each
  * operation); SB_ERR_INVAL (a constraint was violated, e.g. an unknown
  * inbox_id); SB_ERR_NOMEM; SB_ERR_STORE (the database failed; for a write,
@@ -382,81 +385,6 @@ int store_cron_run_add(struct store *s, const struct store_cron_run *r, size_t k
  * 1..STORE_LIST_MAX. */
 int store_cron_run_list(struct store *s, const char *job_id, size_t limit, store_cron_runs_cb cb,
                         void *ud);
-
-/* ---- the backend contract ---- */
-
-/* Each backend implements the operations above with the same contract. */
-struct store_ops {
-	const char *name;
-	int (*open)(struct store **out, uv_loop_t *loop, const struct store_options *opt);
-	void (*close)(struct store *s);
-	int (*inbox_put)(struct store *s, const struct store_inbox_new *m, store_put_cb cb,
-	                 void *ud);
-	int (*inbox_claim)(struct store *s, size_t max, int64_t lease_ms, store_inbox_cb cb,
-	                   void *ud);
-	int (*inbox_done)(struct store *s, int64_t inbox_id, const struct store_outbox_new *replies,
-	                  size_t n, store_done_cb cb, void *ud);
-	int (*inbox_release)(struct store *s, int64_t inbox_id, store_done_cb cb, void *ud);
-	int (*outbox_put)(struct store *s, const struct store_outbox_new *m, store_put_cb cb,
-	                  void *ud);
-	int (*outbox_claim_due)(struct store *s, size_t max, int64_t lease_ms, store_outbox_cb cb,
-	                        void *ud);
-	int (*outbox_done)(struct store *s, int64_t id, const char *channel_msg_id,
-	                   store_done_cb cb, void *ud);
-	int (*outbox_failed)(struct store *s, int64_t id, const char *error, int64_t retry_at,
-	                     store_done_cb cb, void *ud);
-	int (*kv_get)(struct store *s, const char *ns, const char *key, store_kv_cb cb, void *ud);
-	int (*kv_put)(struct store *s, const char *ns, const char *key, const char *value,
-	              store_done_cb cb, void *ud);
-	int (*session_get)(struct store *s, const char *key, store_session_cb cb, void *ud);
-	int (*session_put)(struct store *s, const struct store_session *sess, store_done_cb cb,
-	                   void *ud);
-	int (*stats)(struct store *s, store_stats_cb cb, void *ud);
-	int (*recover)(struct store *s, store_recover_cb cb, void *ud);
-	int (*pairing_request)(struct store *s, const char *channel, const char *account,
-	                       const char *sender_id, store_pairing_cb cb, void *ud);
-	int (*pairing_list)(struct store *s, const char *channel, store_pairing_list_cb cb,
-	                    void *ud);
-	int (*pairing_approve)(struct store *s, const char *channel, const char *code,
-	                       store_pairing_cb cb, void *ud);
-	int (*pairing_deny)(struct store *s, const char *channel, const char *code,
-	                    store_pairing_cb cb, void *ud);
-	int (*allow_check)(struct store *s, const char *channel, const char *account,
-	                   const char *sender_id, store_allow_cb cb, void *ud);
-	int (*allow_list)(struct store *s, const char *channel, store_allow_list_cb cb, void *ud);
-	int (*allow_remove)(struct store *s, const char *channel, const char *account,
-	                    const char *sender_id, store_done_cb cb, void *ud);
-	int (*session_list)(struct store *s, const char *agent_id, size_t limit,
-	                    store_session_list_cb cb, void *ud);
-	int (*device_request)(struct store *s, const struct store_device *d, store_device_cb cb,
-	                      void *ud);
-	int (*device_get)(struct store *s, const char *device_id, const char *token_hash,
-	                  store_device_cb cb, void *ud);
-	int (*device_list)(struct store *s, store_device_list_cb cb, void *ud);
-	int (*device_approve)(struct store *s, const char *device_id, store_device_cb cb, void *ud);
-	int (*device_set_token)(struct store *s, const char *device_id, const char *token_hash,
-	                        store_done_cb cb, void *ud);
-	int (*device_revoke)(struct store *s, const char *device_id, store_done_cb cb, void *ud);
-	int (*cron_job_put)(struct store *s, const struct store_cron_job *j, store_done_cb cb,
-	                    void *ud);
-	int (*cron_job_delete)(struct store *s, const char *id, store_done_cb cb, void *ud);
-	int (*cron_job_list)(struct store *s, store_cron_jobs_cb cb, void *ud);
-	int (*cron_run_add)(struct store *s, const struct store_cron_run *r, size_t keep,
-	                    store_put_cb cb, void *ud);
-	int (*cron_run_list)(struct store *s, const char *job_id, size_t limit,
-	                     store_cron_runs_cb cb, void *ud);
-};
-
-/* Every backend's struct begins with this. */
-struct store {
-	const struct store_ops *ops;
-};
-
-/* The SQLite backend. */
-extern const struct store_ops store_sqlite_ops;
-
-/* Finds a backend by name ("sqlite"); NULL if unknown. */
-const struct store_ops *store_backend(const char *name);
 
 /* The schema version the SQLite backend migrates to. */
 #define STORE_SQLITE_SCHEMA_VERSION 4

@@ -479,8 +479,8 @@ static void test_future_version_refused(void **state)
 	q_exec(f->path, sql);
 	{
 		struct store_options o = {.path = f->path};
-		struct store sentinel;
-		struct store *st = &sentinel; /* must be reset to NULL on failure */
+		int sentinel;
+		struct store *st = (struct store *)&sentinel; /* reset to NULL on failure */
 
 		assert_int_equal(store_open(&st, &f->loop, &o), SB_ERR_STORE);
 		assert_null(st);
