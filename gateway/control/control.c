@@ -54,8 +54,14 @@
 static const char *const control_default_paths[] = {"/", "/ws"};
 
 static const char *const control_event_names[] = {
-    "connect.challenge", "chat", "agent", "tick", "sessions.changed", "shutdown",
-    "approval.requested", "approval.resolved",
+    "connect.challenge",
+    "chat",
+    "agent",
+    "tick",
+    "sessions.changed",
+    "shutdown",
+    "approval.requested",
+    "approval.resolved",
 };
 
 /* ---- time ---- */
@@ -824,8 +830,8 @@ static void control_connect_requested(void *ud, int rc, const struct store_devic
 	                  sodium_base64_VARIANT_URLSAFE_NO_PADDING);
 	sodium_memzero(raw, sizeof raw);
 	control_token_hash(k->token, hash);
-	if (c->ctl->ctx.store->ops->device_set_token(c->ctl->ctx.store, k->device_id, hash,
-	                                             control_connect_token_set, k) != SB_OK) {
+	if (store_device_set_token(c->ctl->ctx.store, k->device_id, hash, control_connect_token_set,
+	                           k) != SB_OK) {
 		control_refuse(c, k->base.id, CONTROL_E_UNAVAILABLE, "the store is busy; try again",
 		               NULL, SERVER_WS_TRY_LATER);
 		control_op_free(&k->base);
@@ -850,8 +856,7 @@ static void control_connect_device(struct control_connect *k)
 	d.platform = *k->platform ? k->platform : NULL;
 	d.scopes = k->scopes_csv;
 	d.remote_addr = c->peer;
-	if (c->ctl->ctx.store->ops->device_request(c->ctl->ctx.store, &d, control_connect_requested,
-	                                           k) != SB_OK) {
+	if (store_device_request(c->ctl->ctx.store, &d, control_connect_requested, k) != SB_OK) {
 		control_refuse(c, k->base.id, CONTROL_E_UNAVAILABLE, "the store is busy; try again",
 		               NULL, SERVER_WS_TRY_LATER);
 		control_op_free(&k->base);
@@ -1059,8 +1064,7 @@ static void control_connect(struct control_conn *c, const json_t *id, const json
 		goto out;
 	}
 	control_token_hash(lookup, hash);
-	if (ctl->ctx.store->ops->device_get(ctl->ctx.store, NULL, hash, control_connect_token_found,
-	                                    k) != SB_OK) {
+	if (store_device_get(ctl->ctx.store, NULL, hash, control_connect_token_found, k) != SB_OK) {
 		control_refuse(c, id, CONTROL_E_UNAVAILABLE, "the store is busy; try again", NULL,
 		               SERVER_WS_TRY_LATER);
 		control_op_free(&k->base);
