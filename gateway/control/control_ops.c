@@ -153,7 +153,7 @@ static void ops_pairing_list(struct control_conn *c, const json_t *id, json_t *p
 
 	if (!op)
 		return;
-	rc = c->ctl->ctx.store->ops->pairing_list(c->ctl->ctx.store, channel && *channel ? channel
+	rc = store_pairing_list(c->ctl->ctx.store, channel && *channel ? channel
 	                                                                                   : NULL,
 	                                          ops_pairing_listed, op);
 	if (rc) {
@@ -211,9 +211,9 @@ static void ops_pairing_answer(struct control_conn *c, const json_t *id, json_t 
 	if (!(op = ops_op_new(c, id)))
 		return;
 	snprintf(op->what, sizeof op->what, "%s", approve ? "approve" : "deny");
-	rc = approve ? c->ctl->ctx.store->ops->pairing_approve(c->ctl->ctx.store, channel, upper,
+	rc = approve ? store_pairing_approve(c->ctl->ctx.store, channel, upper,
 	                                                       ops_pairing_answered, op)
-	             : c->ctl->ctx.store->ops->pairing_deny(c->ctl->ctx.store, channel, upper,
+	             : store_pairing_deny(c->ctl->ctx.store, channel, upper,
 	                                                    ops_pairing_answered, op);
 	if (rc) {
 		ops_store_busy(c, id, rc);
@@ -262,7 +262,7 @@ static void ops_pairing_approved(struct control_conn *c, const json_t *id, json_
 
 	if (!op)
 		return;
-	rc = c->ctl->ctx.store->ops->allow_list(c->ctl->ctx.store, channel && *channel ? channel : NULL,
+	rc = store_allow_list(c->ctl->ctx.store, channel && *channel ? channel : NULL,
 	                                        ops_allow_listed, op);
 	if (rc) {
 		ops_store_busy(c, id, rc);
@@ -300,7 +300,7 @@ static void ops_pairing_revoke(struct control_conn *c, const json_t *id, json_t 
 	}
 	if (!(op = ops_op_new(c, id)))
 		return;
-	rc = c->ctl->ctx.store->ops->allow_remove(c->ctl->ctx.store, channel,
+	rc = store_allow_remove(c->ctl->ctx.store, channel,
 	                                          account && *account ? account : NULL, sender,
 	                                          ops_allow_removed, op);
 	if (rc) {
@@ -548,7 +548,7 @@ static void ops_sessions_transcript(struct control_conn *c, const json_t *id, js
 		snprintf(w->session_id, sizeof w->session_id, "%s", sid);
 	w->limit = (size_t)limit;
 	control_op_start(&w->base, c, id);
-	rc = c->ctl->ctx.store->ops->session_get(c->ctl->ctx.store, w->key, ops_transcript_found, w);
+	rc = store_session_get(c->ctl->ctx.store, w->key, ops_transcript_found, w);
 	if (rc) {
 		ops_store_busy(c, id, rc);
 		control_op_free(&w->base);

@@ -101,19 +101,18 @@ static void pair_cb(void *ud, int rc, const struct store_pairing *p, bool create
 
 static int pairing_request(const char *db, char *code, size_t size)
 {
-	const struct store_ops *ops = store_backend("sqlite");
 	struct store_options opt = {.path = db, .busy_timeout_ms = 5000};
 	struct store *st = NULL;
 	struct pair_op o = {0};
 	uv_loop_t loop;
 
-	if (uv_loop_init(&loop) || ops->open(&st, &loop, &opt) != SB_OK)
+	if (uv_loop_init(&loop) || store_open(&st, &loop, &opt) != SB_OK)
 		return -1;
-	if (ops->pairing_request(st, PAIR_CHANNEL, "default", PAIR_SENDER, pair_cb, &o) != SB_OK)
+	if (store_pairing_request(st, PAIR_CHANNEL, "default", PAIR_SENDER, pair_cb, &o) != SB_OK)
 		o.rc = -1;
 	while (!o.done && o.rc == 0 && uv_run(&loop, UV_RUN_ONCE))
 		;
-	ops->close(st);
+	store_close(st);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	uv_loop_close(&loop);
 	snprintf(code, size, "%s", o.code);
