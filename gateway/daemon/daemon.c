@@ -207,6 +207,14 @@ struct daemon_reload {
 	int rc;
 };
 
+static int64_t daemon_unix_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void daemon_reload_work(uv_work_t *w)
 {
 	struct daemon_reload *r = w->data;
@@ -228,6 +236,8 @@ static void daemon_reload_done(uv_work_t *w, int status)
 	d->reloading = false;
 	if (status != 0 || d->state >= DAEMON_STOPPING)
 		goto out;
+	d->metrics.config_last_reload_ms = daemon_unix_ms();
+	d->metrics.config_last_reload_ok = r->rc == SB_OK;
 	if (r->rc) {
 		d->metrics.config_reloads_failed++;
 		if (r->errs.n)
@@ -245,6 +255,7 @@ static void daemon_reload_done(uv_work_t *w, int status)
 	gen = daemon_gen_new(d, r->next);
 	if (!gen) {
 		d->metrics.config_reloads_failed++;
+		d->metrics.config_last_reload_ok = false;
 		log_error("config", "reload rejected: the model providers cannot be set up");
 		goto out;
 	}
