@@ -191,6 +191,20 @@ static void web_error(struct server_request *r, int status, const char *msg)
 	web_json(r, status, json_pack("{ss}", "error", msg), NULL);
 }
 
+/* Whether a Content-Type is application/json itself, with parameters or
+ * not ("application/json; charset=utf-8", not "application/jsonp"). */
+static bool web_is_json(const char *type)
+{
+	static const char json[] = "application/json";
+	const char *rest = type + strspn(type, " \t");
+
+	if (strncasecmp(rest, json, sizeof json - 1) != 0)
+		return false;
+	rest += sizeof json - 1;
+	rest += strspn(rest, " \t");
+	return *rest == '\0' || *rest == ';';
+}
+
 /* Checks what every /auth request needs; answers and returns false when it
  * fails. secure: the page's origin is https. */
 static bool web_request_ok(struct control *ctl, struct server_request *r, bool post, bool *secure)
@@ -220,7 +234,7 @@ static bool web_request_ok(struct control *ctl, struct server_request *r, bool p
 	}
 	*secure = strncasecmp(origin, "https:", 6) == 0;
 	if (post && (server_req_header(r, "content-type", type, sizeof type) <= 0 ||
-	             strncasecmp(type, "application/json", 16) != 0)) {
+	             !web_is_json(type))) {
 		web_error(r, 415, "send application/json");
 		goto out;
 	}

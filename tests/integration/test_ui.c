@@ -380,6 +380,98 @@ static void test_page_is_served_with_its_policy(void **state)
 	}
 }
 
+
+/* Every answer on the port, whatever its status or route, carries the
+ * headers that keep a browser from rendering, framing or sniffing it:
+ * errors and 304s included (a 404 or a 403 is a page too). */
+static void assert_policy(const struct resp *r, const char *what)
+{
+	char v[1024];
+
+	if (!resp_header(r, "content-security-policy", v, sizeof v) ||
+	    !strstr(v, "default-src 'none'") || !strstr(v, "frame-ancestors 'none'"))
+		fail_msg("%s (%ld): no strict Content-Security-Policy: %s", what, r->status, v);
+	if (!resp_header(r, "x-content-type-options", v, sizeof v) || strcmp(v, "nosniff") != 0)
+		fail_msg("%s (%ld): no nosniff", what, r->status);
+	if (!resp_header(r, "x-frame-options", v, sizeof v) || strcmp(v, "DENY") != 0)
+		fail_msg("%s (%ld): no X-Frame-Options: DENY", what, r->status);
+	if (!resp_header(r, "referrer-policy", v, sizeof v) || strcmp(v, "no-referrer") != 0)
+		fail_msg("%s (%ld): no Referrer-Policy", what, r->status);
+}
+
+static void test_every_answer_carries_the_policy(void **state)
+{
+	char host[64], etag[128], req[1024], v[256];
+	struct resp r;
+	struct {
+		const char *what, *path, *host, *extra;
+		long status;
+	} gets[] = {
+	    {"the page", "/", host, NULL, 200},
+	    {"a script", "/ui/app.js", host, NULL, 200},
+	    {"an unknown file", "/ui/nope.js", host, NULL, 404},
+	    {"a foreign Host", "/", "attacker.example:1", NULL, 403},
+	    {"an unknown path", "/nope", host, NULL, 404},
+	    {"the session check", "/auth/session", host, NULL, 200},
+	    {"the session check, foreign Origin", "/auth/session", host,
+	     "Origin: http://evil.example\r\n", 403},
+	    {"health", "/healthz", host, NULL, 200},
+	    {"metrics", "/metrics", host, NULL, 200},
+	};
+
+	(void)state;
+	snprintf(host, sizeof host, "127.0.0.1:%d", fx.d.port);
+	for (size_t i = 0; i < sizeof gets / sizeof *gets; i++) {
+		r = get(gets[i].path, gets[i].host, gets[i].extra);
+		assert_int_equal(r.status, gets[i].status);
+		assert_policy(&r, gets[i].what);
+		if (i == 0)
+			assert_non_null(resp_header(&r, "etag", etag, sizeof etag));
+		buf_free(&r.raw);
+	}
+	/* a revalidated file (304) */
+	snprintf(req, sizeof req, "If-None-Match: %s\r\n", etag);
+	r = get("/", host, req);
+	assert_int_equal(r.status, 304);
+	assert_policy(&r, "not modified");
+	buf_free(&r.raw);
+	/* a method the route does not take */
+	snprintf(req, sizeof req,
+	         "POST / HTTP/1.1\r\nHost: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", host);
+	r = http_raw(req);
+	assert_int_equal(r.status, 405);
+	assert_policy(&r, "method not allowed");
+	buf_free(&r.raw);
+	/* a body over gateway.max_body */
+	snprintf(req, sizeof req,
+	         "POST /auth/login HTTP/1.1\r\nHost: %s\r\nOrigin: %s\r\nContent-Type: "
+	         "application/json\r\nContent-Length: 99999999\r\nConnection: close\r\n\r\n",
+	         host, fx.origin);
+	r = http_raw(req);
+	assert_int_equal(r.status, 413);
+	assert_policy(&r, "too large");
+	buf_free(&r.raw);
+	/* sign-in answers: refused origin, wrong type, bad body */
+	r = post("/auth/login", "http://evil.example", "application/json", "{}", NULL);
+	assert_int_equal(r.status, 403);
+	assert_policy(&r, "sign-in from a foreign origin");
+	buf_free(&r.raw);
+	r = post("/auth/login", fx.origin, "text/plain", "{}", NULL);
+	assert_int_equal(r.status, 415);
+	assert_policy(&r, "sign-in as text/plain");
+	buf_free(&r.raw);
+	/* only application/json itself (with parameters) is JSON */
+	r = post("/auth/login", fx.origin, "application/jsonp", "[]", NULL);
+	assert_int_equal(r.status, 415);
+	buf_free(&r.raw);
+	r = post("/auth/login", fx.origin, "application/json; charset=utf-8", "[]", NULL);
+	assert_int_equal(r.status, 400);
+	assert_policy(&r, "a bad sign-in body");
+	assert_null(resp_header(&r, "set-cookie", v, sizeof v));
+	buf_free(&r.raw);
+}
+
+
 /* ---- 2. signing in ---- */
 
 /* "sb_session_PORT=VALUE" from a Set-Cookie header. */
@@ -626,6 +718,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_page_is_served_with_its_policy),
+	    cmocka_unit_test(test_every_answer_carries_the_policy),
 	    cmocka_unit_test(test_sign_in_with_a_code_once),
 	    cmocka_unit_test(test_the_pages_in_a_browser),
 	};
