@@ -185,7 +185,7 @@ async function scenario() {
 		}
 		const id = send(c, 'connect', { minProtocol: 3, maxProtocol: 4, role: 'operator',
 			client: { id: 'ws-client', version: '1.0.0', platform: 'linux', mode: 'test' },
-			auth: {} }, 'connect-1');
+			auth: opt.token ? { token: opt.token } : {} }, 'connect-1');
 		const hello = await res(c, id);
 		if (!hello || !hello.ok) {
 			const cl = await closed(c);

@@ -199,6 +199,8 @@ static struct resp post(const char *path, const char *origin, const char *type, 
 	return http_raw(req);
 }
 
+static json_t *ws_client(json_t *opts);
+
 /* A fresh one-time code from `switchboard dashboard --json`. */
 static void dashboard_code(char *code, size_t size)
 {
@@ -472,6 +474,48 @@ static void test_every_answer_carries_the_policy(void **state)
 }
 
 
+/* A browser's upgrade from any origin but the gateway's own is closed
+ * before the challenge, whatever the spelling; the gateway's own origin in
+ * any case and on every loopback name gets in. An Origin too long to be
+ * read is not taken for "no Origin" (a script): it is refused too. */
+static void test_foreign_origins_are_closed_before_the_challenge(void **state)
+{
+	char refused[8][700], allowed[4][128];
+	json_t *c;
+
+	(void)state;
+	snprintf(refused[0], sizeof refused[0], "null");
+	snprintf(refused[1], sizeof refused[1], "http://127.0.0.1:%d", fx.d.port + 1);
+	snprintf(refused[2], sizeof refused[2], "https://127.0.0.1:%d", fx.d.port);
+	snprintf(refused[3], sizeof refused[3], "http://127.0.0.1:%d.evil.example", fx.d.port);
+	snprintf(refused[4], sizeof refused[4], "http://localhost.:%d", fx.d.port);
+	snprintf(refused[5], sizeof refused[5], "http://127.0.0.1");
+	snprintf(refused[6], sizeof refused[6], "file://");
+	memset(refused[7], 'a', 600);
+	memcpy(refused[7], "http://", 7);
+	snprintf(refused[7] + 600, sizeof refused[7] - 600, ".example:%d", fx.d.port);
+	for (size_t i = 0; i < 8; i++) {
+		c = ws_client(json_pack("{ss ss ss}", "scenario", "status", "origin", refused[i],
+		                        "token", fx.token));
+		if (json_integer_value(json_object_get(c, "closeCode")) != 1008 ||
+		    json_object_get(c, "hello"))
+			fail_msg("origin %.60s was let in: %s", refused[i], json_dumps(c, 0));
+		assert_non_null(strstr(json_string_value(json_object_get(c, "closeReason")), "origin"));
+		json_decref(c);
+	}
+	snprintf(allowed[0], sizeof allowed[0], "%s", fx.origin);
+	snprintf(allowed[1], sizeof allowed[1], "HTTP://LOCALHOST:%d", fx.d.port);
+	snprintf(allowed[2], sizeof allowed[2], "http://[::1]:%d/", fx.d.port);
+	snprintf(allowed[3], sizeof allowed[3], "127.0.0.1:%d", fx.d.port); /* lws' own, not a browser's */
+	for (size_t i = 0; i < 4; i++) {
+		c = ws_client(json_pack("{ss ss ss}", "scenario", "status", "origin", allowed[i],
+		                        "token", fx.token));
+		if (!json_is_true(json_object_get(json_object_get(c, "hello"), "ok")))
+			fail_msg("origin %s was refused: %s", allowed[i], json_dumps(c, 0));
+		json_decref(c);
+	}
+}
+
 /* ---- 2. signing in ---- */
 
 /* "sb_session_PORT=VALUE" from a Set-Cookie header. */
@@ -719,6 +763,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_page_is_served_with_its_policy),
 	    cmocka_unit_test(test_every_answer_carries_the_policy),
+	    cmocka_unit_test(test_foreign_origins_are_closed_before_the_challenge),
 	    cmocka_unit_test(test_sign_in_with_a_code_once),
 	    cmocka_unit_test(test_the_pages_in_a_browser),
 	};
