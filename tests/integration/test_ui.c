@@ -37,6 +37,7 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <sodium.h>
 
 #include "agents/safety/sandbox.h"
 #include "gateway/core/err.h"
@@ -527,24 +528,48 @@ static void cookie_of(const struct resp *r, char *out, size_t size)
 	snprintf(out, size, "%.*s", (int)strcspn(v, ";"), v);
 }
 
-/* Runs ws_client.js against the control plane with extra options. */
-static json_t *ws_client(json_t *opts)
-{
-	char script[1024], *arg, chunk[4096];
-	struct buf out;
-	json_t *r;
-	int fds[2], st;
-	pid_t pid;
-	ssize_t n;
+/* A web session's key, as the page makes one: an Ed25519 pair. seed_hex
+ * goes to ws_client.js (webKey), pub_b64 to POST /auth/login (key). */
+struct web_key {
+	char seed_hex[65];
+	char pub_b64[64];
+};
 
-	json_object_set_new(opts, "url", json_sprintf("ws://127.0.0.1:%d/ws", fx.d.port));
-	json_object_set_new(opts, "timeoutMs", json_integer(15000));
+static void web_key_new(struct web_key *k)
+{
+	unsigned char seed[32], pk[32], sk[64];
+
+	randombytes_buf(seed, sizeof seed);
+	crypto_sign_seed_keypair(pk, sk, seed);
+	sodium_bin2hex(k->seed_hex, sizeof k->seed_hex, seed, sizeof seed);
+	sodium_bin2base64(k->pub_b64, sizeof k->pub_b64, pk, sizeof pk,
+	                  sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+}
+
+/* ws_client.js running in the background: its pid and the read end of its
+ * stdout. */
+struct ws_run {
+	pid_t pid;
+	int fd;
+};
+
+/* Starts ws_client.js against the control plane with extra options. */
+static struct ws_run ws_client_start(json_t *opts)
+{
+	char script[1024], *arg;
+	struct ws_run w;
+	int fds[2];
+
+	if (!json_object_get(opts, "url"))
+		json_object_set_new(opts, "url", json_sprintf("ws://127.0.0.1:%d/ws", fx.d.port));
+	if (!json_object_get(opts, "timeoutMs"))
+		json_object_set_new(opts, "timeoutMs", json_integer(15000));
 	arg = json_dumps(opts, JSON_COMPACT);
 	json_decref(opts);
 	snprintf(script, sizeof script, "%s/tests/fakes/ws_client.js", SB_SOURCE_DIR);
 	assert_int_equal(pipe(fds), 0);
-	pid = fork();
-	if (pid == 0) {
+	w.pid = fork();
+	if (w.pid == 0) {
 		const char *argv[] = {"node", script, arg, NULL};
 
 		dup2(fds[1], STDOUT_FILENO);
@@ -555,12 +580,25 @@ static json_t *ws_client(json_t *opts)
 	}
 	free(arg);
 	close(fds[1]);
+	w.fd = fds[0];
+	return w;
+}
+
+/* Waits for it and returns the JSON line it printed. */
+static json_t *ws_client_finish(struct ws_run w)
+{
+	char chunk[4096];
+	struct buf out;
+	json_t *r;
+	ssize_t n;
+	int st;
+
 	buf_init(&out, 1 << 20);
-	while ((n = read(fds[0], chunk, sizeof chunk)) > 0 || (n < 0 && errno == EINTR))
+	while ((n = read(w.fd, chunk, sizeof chunk)) > 0 || (n < 0 && errno == EINTR))
 		if (n > 0)
 			buf_append(&out, chunk, (size_t)n);
-	close(fds[0]);
-	waitpid(pid, &st, 0);
+	close(w.fd);
+	waitpid(w.pid, &st, 0);
 	r = out.data ? json_loads(out.data, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
 	if (!r)
 		fprintf(stderr, "ws_client: %s\n", out.data ? out.data : "(nothing)");
@@ -569,15 +607,61 @@ static json_t *ws_client(json_t *opts)
 	return r;
 }
 
+/* Runs ws_client.js against the control plane with extra options. */
+static json_t *ws_client(json_t *opts)
+{
+	return ws_client_finish(ws_client_start(opts));
+}
+
+/* How many times the daemon's log holds needle. */
+static int log_count(const struct harness_daemon *d, const char *needle)
+{
+	struct buf log;
+	int n = 0;
+
+	buf_init(&log, 64 << 20);
+	harness_daemon_log(d, &log);
+	for (const char *p = log.data; p && (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	buf_free(&log);
+	return n;
+}
+
+/* Until the log holds needle more than `before` times (or timeout_ms). */
+static bool log_grows(const struct harness_daemon *d, const char *needle, int before,
+                      int timeout_ms)
+{
+	for (int waited = 0; waited <= timeout_ms; waited += 50) {
+		if (log_count(d, needle) > before)
+			return true;
+		usleep(50 * 1000);
+	}
+	return false;
+}
+
 static void test_sign_in_with_a_code_once(void **state)
 {
 	char code[128], body[512], cookie[256], v[512], bad_origin[] = "http://127.0.0.1:1";
+	struct web_key key, other;
 	struct resp r;
 	json_t *c;
 
 	(void)state;
+	web_key_new(&key);
+	web_key_new(&other);
 	dashboard_code(code, sizeof code);
+	/* without the page's key: refused, the code not spent */
 	snprintf(body, sizeof body, "{\"code\":\"%s\"}", code);
+	r = post("/auth/login", fx.origin, "application/json", body, NULL);
+	assert_int_equal(r.status, 400);
+	assert_null(resp_header(&r, "set-cookie", v, sizeof v));
+	assert_non_null(strstr(resp_body(&r), "key"));
+	buf_free(&r.raw);
+	snprintf(body, sizeof body, "{\"code\":\"%s\",\"key\":\"not-a-key\"}", code);
+	r = post("/auth/login", fx.origin, "application/json", body, NULL);
+	assert_int_equal(r.status, 400);
+	buf_free(&r.raw);
+	snprintf(body, sizeof body, "{\"code\":\"%s\",\"key\":\"%s\"}", code, key.pub_b64);
 	/* refusals that do not spend the code */
 	r = post("/auth/login", bad_origin, "application/json", body, NULL);
 	assert_int_equal(r.status, 403);
@@ -621,40 +705,97 @@ static void test_sign_in_with_a_code_once(void **state)
 		assert_non_null(strstr(resp_body(&r), "operator.admin"));
 		buf_free(&r.raw);
 	}
-	/* the cookie opens the control plane, with no token */
-	c = ws_client(json_pack("{ss ss ss}", "scenario", "status", "cookie", cookie, "origin",
-	                        fx.origin));
+	/* the cookie and the page's signature open the control plane, with no
+	 * token */
+	c = ws_client(json_pack("{ss ss ss ss}", "scenario", "status", "cookie", cookie, "origin",
+	                        fx.origin, "webKey", key.seed_hex));
 	assert_null(json_object_get(c, "fail"));
 	assert_true(json_is_true(json_object_get(json_object_get(c, "hello"), "ok")));
 	json_decref(c);
+	/* the cookie alone does not: browsers send it to every port of the host,
+	 * so another program listening on 127.0.0.1 can read it */
+	c = ws_client(json_pack("{ss ss}", "scenario", "status", "cookie", cookie));
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_object_get(json_object_get(c, "hello"), "error"), "code")),
+	                    "UNAUTHORIZED");
+	assert_int_equal(json_integer_value(json_object_get(c, "closeCode")), 1008);
+	json_decref(c);
+	/* nor with another key's signature, nor with a signature of another
+	 * connection's challenge */
+	c = ws_client(json_pack("{ss ss ss}", "scenario", "status", "cookie", cookie, "webKey",
+	                        other.seed_hex));
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_object_get(json_object_get(c, "hello"), "error"), "code")),
+	                    "UNAUTHORIZED");
+	json_decref(c);
+	c = ws_client(json_pack("{ss ss ss ss}", "scenario", "status", "cookie", cookie, "webKey",
+	                        key.seed_hex, "webNonce",
+	                        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"));
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_object_get(json_object_get(c, "hello"), "error"), "code")),
+	                    "UNAUTHORIZED");
+	json_decref(c);
+	/* a cookie of the same name planted for a longer path (cookie tossing,
+	 * from another port of the host) comes first; the real one still works */
+	{
+		char tossed[600];
+
+		snprintf(tossed, sizeof tossed, "sb_session_%d=planted-by-someone-else; %s", fx.d.port,
+		         cookie);
+		c = ws_client(json_pack("{ss ss ss ss}", "scenario", "status", "cookie", tossed,
+		                        "origin", fx.origin, "webKey", key.seed_hex));
+		assert_true(json_is_true(json_object_get(json_object_get(c, "hello"), "ok")));
+		json_decref(c);
+	}
 	/* ... but not from a page of another origin */
-	c = ws_client(json_pack("{ss ss ss}", "scenario", "status", "cookie", cookie, "origin",
-	                        bad_origin));
+	c = ws_client(json_pack("{ss ss ss ss}", "scenario", "status", "cookie", cookie, "origin",
+	                        bad_origin, "webKey", key.seed_hex));
 	assert_int_equal(json_integer_value(json_object_get(c, "closeCode")), 1008);
 	assert_non_null(strstr(json_string_value(json_object_get(c, "closeReason")), "origin"));
 	json_decref(c);
-	/* sign out: the cookie stops working */
-	r = post("/auth/logout", fx.origin, "application/json", "{}", cookie);
-	assert_int_equal(r.status, 200);
-	assert_non_null(resp_header(&r, "set-cookie", v, sizeof v));
-	assert_non_null(strstr(v, "Max-Age=0"));
-	buf_free(&r.raw);
-	c = ws_client(json_pack("{ss ss ss}", "scenario", "status", "cookie", cookie, "origin",
-	                        fx.origin));
+	/* sign out: the session's live connection is closed, and the cookie
+	 * stops working */
+	{
+		const char *connected = "msg=\"client connected\"";
+		int before = log_count(&fx.d, connected);
+		struct ws_run held = ws_client_start(json_pack(
+		    "{ss ss ss ss}", "scenario", "hold", "cookie", cookie, "origin", fx.origin,
+		    "webKey", key.seed_hex));
+
+		/* the connect is in the log once the gateway has answered it */
+		assert_true(log_grows(&fx.d, connected, before, 10000));
+		r = post("/auth/logout", fx.origin, "application/json", "{}", cookie);
+		assert_int_equal(r.status, 200);
+		assert_non_null(strstr(resp_body(&r), "\"signedOut\":true"));
+		assert_non_null(resp_header(&r, "set-cookie", v, sizeof v));
+		assert_non_null(strstr(v, "Max-Age=0"));
+		buf_free(&r.raw);
+		c = ws_client_finish(held);
+		assert_true(json_is_true(json_object_get(json_object_get(c, "hello"), "ok")));
+		assert_int_equal(json_integer_value(json_object_get(c, "closeCode")), 1008);
+		assert_string_equal(json_string_value(json_object_get(c, "closeReason")),
+		                    "signed out");
+		json_decref(c);
+	}
+	c = ws_client(json_pack("{ss ss ss ss}", "scenario", "status", "cookie", cookie, "origin",
+	                        fx.origin, "webKey", key.seed_hex));
 	assert_string_equal(json_string_value(json_object_get(json_object_get(
 	                        json_object_get(c, "hello"), "error"), "code")),
 	                    "UNAUTHORIZED");
 	json_decref(c);
 	/* a bad token is refused; the real one signs in */
-	snprintf(body, sizeof body, "{\"token\":\"%s-not\"}", fx.token);
+	snprintf(body, sizeof body, "{\"token\":\"%s-not\",\"key\":\"%s\"}", fx.token,
+	         key.pub_b64);
 	r = post("/auth/login", fx.origin, "application/json", body, NULL);
 	assert_int_equal(r.status, 401);
 	buf_free(&r.raw);
-	snprintf(body, sizeof body, "{\"token\":\"%s\"}", fx.token);
+	snprintf(body, sizeof body, "{\"token\":\"%s\",\"key\":\"%s\"}", fx.token,
+	         key.pub_b64);
 	r = post("/auth/login", fx.origin, "application/json", body, NULL);
 	assert_int_equal(r.status, 200);
 	buf_free(&r.raw);
 }
+
 
 /* ---- 3. the browser ---- */
 
