@@ -683,6 +683,7 @@ struct control_connect {
 	char device_id[65];
 	char public_key[64];
 	char token[64]; /* a device token being issued */
+	bool browser;   /* the upgrade came from a browser page (it sent an Origin) */
 };
 
 static void control_connect_release(struct control_op *op)
@@ -782,8 +783,12 @@ static void control_connect_token_set(void *ud, int rc)
 		               "cannot record the device token; try again", NULL,
 		               SERVER_WS_TRY_LATER);
 	else
+		/* A page gets no token: it proves itself with its non-extractable
+		 * key on every connection, and a bearer token its scripts could
+		 * read would outlive that protection. The new hash is still
+		 * stored, so any earlier token stops working. */
 		control_connected(c, k->base.id, k->protocol, k->want, k->client_id, k->client_mode,
-		                  k->device_id, k->token);
+		                  k->device_id, k->browser ? NULL : k->token);
 	control_op_free(&k->base);
 }
 
@@ -1036,6 +1041,7 @@ static void control_connect(struct control_conn *c, const json_t *id, const json
 		goto out;
 	}
 	k->base.release = control_connect_release;
+	k->browser = origin_from_browser(c->origin);
 	k->protocol = h.protocol;
 	k->want = h.want;
 	snprintf(k->client_id, sizeof k->client_id, "%s", h.client_id ? h.client_id : "");

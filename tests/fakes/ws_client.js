@@ -322,6 +322,24 @@ async function scenario() {
 		const cl = await closed(c);
 		return { hello, closeCode: cl.code, closeReason: cl.reason, heldMs: Date.now() - t0 };
 	}
+	case 'device-replay': {
+		// a signed device connect captured on one connection and sent again
+		// on another (as is, and without its nonce field): both refused
+		const first = await connect(c, { withDevice: true });
+		c.ws.close(1000);
+		const captured = lastConnect;
+		const out = { first: first.res, replays: [] };
+		for (const strip of [false, true]) {
+			const c2 = open();
+			await challenge(c2);
+			const params = JSON.parse(JSON.stringify(captured));
+			if (strip)
+				delete params.device.nonce;
+			const r = await res(c2, send(c2, 'connect', params, 'connect-1'));
+			out.replays.push({ hello: r, closed: await closed(c2) });
+		}
+		return out;
+	}
 	case 'before-connect': {
 		await challenge(c);
 		const reply = await res(c, send(c, 'health', {}));

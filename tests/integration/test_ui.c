@@ -797,6 +797,80 @@ static void test_sign_in_with_a_code_once(void **state)
 }
 
 
+/* A browser paired as a device proves itself with its non-extractable key
+ * on every connection; it is never handed a device token, a bearer
+ * credential its page's scripts could read and use elsewhere. A signed
+ * connect captured on one connection is worthless on another. A device
+ * approved for reading cannot write or administer. */
+static void test_a_browser_device_gets_no_bearer_token(void **state)
+{
+	char keyfile[700], device_id[80], url[64];
+	const char *approve[] = {"devices", "approve", device_id, "--url", url, NULL};
+	const json_t *auth;
+	json_t *c;
+
+	(void)state;
+	snprintf(keyfile, sizeof keyfile, "%s/browser-device.pem", fx.home);
+	snprintf(url, sizeof url, "ws://127.0.0.1:%d/", fx.d.port);
+	c = ws_client(json_pack("{ss ss sb s[s] ss}", "scenario", "connect", "keyfile", keyfile,
+	                        "withDevice", 1, "scopes", "operator.read", "origin", fx.origin));
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_object_get(json_object_get(c, "hello"), "error"), "code")),
+	                    "NOT_PAIRED");
+	snprintf(device_id, sizeof device_id, "%s",
+	         json_string_value(json_object_get(
+	             json_object_get(json_object_get(json_object_get(c, "hello"), "error"), "details"),
+	             "deviceId")));
+	json_decref(c);
+	assert_int_equal(strlen(device_id), 64);
+	assert_int_equal(harness_cli(fx.home, NULL, approve), 0);
+	/* from a page: in, with no token */
+	c = ws_client(json_pack("{ss ss sb s[s] ss}", "scenario", "connect", "keyfile", keyfile,
+	                        "withDevice", 1, "scopes", "operator.read", "origin", fx.origin));
+	auth = json_object_get(json_object_get(json_object_get(c, "hello"), "payload"), "auth");
+	assert_true(json_is_true(json_object_get(json_object_get(c, "hello"), "ok")));
+	assert_string_equal(json_string_value(json_object_get(auth, "deviceId")), device_id);
+	assert_null(json_object_get(auth, "deviceToken"));
+	json_decref(c);
+	/* a program (no Origin) still gets one */
+	c = ws_client(json_pack("{ss ss sb s[s]}", "scenario", "connect", "keyfile", keyfile,
+	                        "withDevice", 1, "scopes", "operator.read"));
+	auth = json_object_get(json_object_get(json_object_get(c, "hello"), "payload"), "auth");
+	assert_true(json_string_length(json_object_get(auth, "deviceToken")) >= 40);
+	json_decref(c);
+	/* a captured signed connect, sent again on a new connection */
+	c = ws_client(json_pack("{ss ss sb s[s] ss}", "scenario", "device-replay", "keyfile", keyfile,
+	                        "withDevice", 1, "scopes", "operator.read", "origin", fx.origin));
+	assert_true(json_is_true(json_object_get(json_object_get(c, "first"), "ok")));
+	for (size_t i = 0; i < 2; i++) {
+		const json_t *rp = json_array_get(json_object_get(c, "replays"), i);
+
+		assert_string_equal(json_string_value(json_object_get(
+		                        json_object_get(json_object_get(rp, "hello"), "error"), "code")),
+		                    "UNAUTHORIZED");
+		assert_int_equal(json_integer_value(json_object_get(json_object_get(rp, "closed"), "code")),
+		                 1008);
+	}
+	json_decref(c);
+	/* read only: write and admin methods are refused */
+	{
+		static const char *const methods[] = {"chat.send", "heartbeat.run", "dashboard.code",
+		                                      "workspace.file", "pairing.approve"};
+		for (size_t i = 0; i < sizeof methods / sizeof *methods; i++) {
+			c = ws_client(json_pack("{ss ss sb s[s] ss ss}", "scenario", "call", "keyfile",
+			                        keyfile, "withDevice", 1, "scopes", "operator.read",
+			                        "origin", fx.origin, "method", methods[i]));
+			assert_true(json_is_true(json_object_get(json_object_get(c, "hello"), "ok")));
+			assert_string_equal(
+			    json_string_value(json_object_get(
+			        json_object_get(json_object_get(c, "reply"), "error"), "code")),
+			    "FORBIDDEN");
+			json_decref(c);
+		}
+	}
+}
+
+
 /* ---- 3. the browser ---- */
 
 static void test_the_pages_in_a_browser(void **state)
@@ -906,6 +980,7 @@ int main(void)
 	    cmocka_unit_test(test_every_answer_carries_the_policy),
 	    cmocka_unit_test(test_foreign_origins_are_closed_before_the_challenge),
 	    cmocka_unit_test(test_sign_in_with_a_code_once),
+	    cmocka_unit_test(test_a_browser_device_gets_no_bearer_token),
 	    cmocka_unit_test(test_the_pages_in_a_browser),
 	};
 
