@@ -1479,6 +1479,8 @@ static void control_tick(uv_timer_t *t)
 {
 	struct control *ctl = t->data;
 
+	/* Web sessions end on time even when nobody signs in or out. */
+	control_web_expire(ctl);
 	control_broadcast(ctl, NULL, 0, "tick",
 	                  json_pack("{sI}", "ts", (json_int_t)control_now_ms()));
 }

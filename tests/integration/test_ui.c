@@ -871,6 +871,175 @@ static void test_a_browser_device_gets_no_bearer_token(void **state)
 }
 
 
+/* Signs in to the gateway on port with the token of home and key: the
+ * cookie ("sb_session_PORT=VALUE") into cookie. */
+static void sign_in_at(int port, const char *home, const struct web_key *key, char *cookie,
+                       size_t size)
+{
+	char path[700], body[512], origin[64], req[1024];
+	struct buf tok;
+	struct resp r = {0};
+	int fd;
+
+	snprintf(path, sizeof path, "%s/gateway.token", home);
+	buf_init(&tok, 4096);
+	assert_int_equal(harness_read_file(path, &tok), 0);
+	snprintf(origin, sizeof origin, "http://127.0.0.1:%d", port);
+	snprintf(body, sizeof body, "{\"token\":\"%.*s\",\"key\":\"%s\"}",
+	         (int)strcspn(tok.data, "\r\n"), tok.data, key->pub_b64);
+	buf_free(&tok);
+	snprintf(req, sizeof req,
+	         "POST /auth/login HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: %s\r\nContent-Type: "
+	         "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+	         port, origin, strlen(body), body);
+	fd = harness_connect(port);
+	assert_true(fd >= 0);
+	buf_init(&r.raw, 1 << 20);
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	r.status = harness_read_response(fd, &r.raw, 10000);
+	close(fd);
+	assert_int_equal(r.status, 200);
+	cookie_of(&r, cookie, size);
+	buf_free(&r.raw);
+}
+
+/* GET /auth/session at port with a Cookie header: whether signed in. */
+static bool signed_in_at(int port, const char *cookies)
+{
+	char req[2048];
+	struct resp r = {0};
+	bool in;
+	int fd;
+
+	snprintf(req, sizeof req,
+	         "GET /auth/session HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nCookie: %s\r\n"
+	         "Connection: close\r\n\r\n",
+	         port, cookies);
+	fd = harness_connect(port);
+	assert_true(fd >= 0);
+	buf_init(&r.raw, 1 << 20);
+	assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+	r.status = harness_read_response(fd, &r.raw, 10000);
+	close(fd);
+	assert_int_equal(r.status, 200);
+	in = strstr(resp_body(&r), "\"signedIn\":true") != NULL;
+	buf_free(&r.raw);
+	return in;
+}
+
+/* A second gateway on the same host (another port; browsers send both
+ * gateways' cookies to each): each knows only its own session. Sessions
+ * and codes end on time, live connections included: a connection opened
+ * by a session is closed when the session expires, with nobody calling
+ * /auth. At most 64 sessions: the oldest goes. */
+static void test_sessions_end_on_time_and_stay_with_their_gateway(void **state)
+{
+	const char *init[] = {"init", NULL};
+	char home[512], path[700], code[128], body[512], url[64], both[1200];
+	char cookie_a[256], cookie_b[256], first[256], last[256];
+	const char *dash[] = {"dashboard", "--json", "--no-open", "--url", url, NULL};
+	struct harness_daemon b = {0};
+	struct web_key key;
+	struct resp r;
+	struct buf out;
+	json_t *c;
+
+	(void)state;
+	web_key_new(&key);
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_cli(home, NULL, init), 0);
+	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
+	assert_int_equal(harness_write_file(path,
+	                                    "gateway:\n"
+	                                    "  ui: {session_ttl: 1m, code_ttl: 10s}\n"
+	                                    "  control: {tick_interval: 1s}\n"
+	                                    "providers:\n"
+	                                    "  - {id: offline, api: scripted, script: builtin:offline}\n"
+	                                    "agents:\n"
+	                                    "  - {id: main, default: true, workspace: workspaces/main, "
+	                                    "model: offline/demo}\n"),
+	                 0);
+	assert_int_equal(harness_daemon_start(&b, home, NULL), 0);
+	assert_int_equal(harness_wait_ready(&b, 20000), 0);
+	snprintf(url, sizeof url, "ws://127.0.0.1:%d/", b.port);
+
+	/* each gateway's cookie is its own */
+	sign_in_at(fx.d.port, fx.home, &key, cookie_a, sizeof cookie_a);
+	sign_in_at(b.port, home, &key, cookie_b, sizeof cookie_b);
+	assert_string_not_equal(cookie_a, cookie_b);
+	snprintf(both, sizeof both, "%s; %s", cookie_a, cookie_b);
+	assert_true(signed_in_at(fx.d.port, both));
+	assert_true(signed_in_at(b.port, both));
+	assert_false(signed_in_at(b.port, cookie_a));
+	assert_false(signed_in_at(fx.d.port, cookie_b));
+	/* A's cookie value under B's name is nothing at B */
+	{
+		char renamed[300];
+
+		snprintf(renamed, sizeof renamed, "sb_session_%d=%s", b.port, strchr(cookie_a, '=') + 1);
+		assert_false(signed_in_at(b.port, renamed));
+	}
+
+	/* a live connection of B's session, held until the session expires */
+	{
+		struct ws_run held = ws_client_start(json_pack(
+		    "{ss ss ss ss sI}", "url", url, "scenario", "hold", "cookie", cookie_b, "webKey",
+		    key.seed_hex, "timeoutMs", (json_int_t)100000));
+
+		/* meanwhile: a code is good for code_ttl only */
+		buf_init(&out, 1 << 20);
+		assert_int_equal(harness_cli(home, &out, dash), 0);
+		{
+			json_t *j = json_loads(out.data, JSON_DISABLE_EOF_CHECK, NULL);
+
+			assert_non_null(j);
+			snprintf(code, sizeof code, "%s", json_string_value(json_object_get(j, "code")));
+			json_decref(j);
+		}
+		buf_free(&out);
+		sleep(11);
+		snprintf(body, sizeof body, "{\"code\":\"%s\",\"key\":\"%s\"}", code, key.pub_b64);
+		{
+			char req[1024], origin[64];
+			int fd = harness_connect(b.port);
+
+			snprintf(origin, sizeof origin, "http://127.0.0.1:%d", b.port);
+			snprintf(req, sizeof req,
+			         "POST /auth/login HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nOrigin: %s\r\n"
+			         "Content-Type: application/json\r\nContent-Length: %zu\r\n"
+			         "Connection: close\r\n\r\n%s",
+			         b.port, origin, strlen(body), body);
+			buf_init(&r.raw, 1 << 20);
+			assert_int_equal(write(fd, req, strlen(req)), (ssize_t)strlen(req));
+			r.status = harness_read_response(fd, &r.raw, 10000);
+			close(fd);
+			assert_int_equal(r.status, 401);
+			buf_free(&r.raw);
+		}
+		c = ws_client_finish(held);
+		if (json_object_get(c, "fail"))
+			fail_msg("the session's connection outlived the session: %s",
+			         json_string_value(json_object_get(c, "fail")));
+		assert_true(json_is_true(json_object_get(json_object_get(c, "hello"), "ok")));
+		assert_int_equal(json_integer_value(json_object_get(c, "closeCode")), 1008);
+		assert_non_null(strstr(json_string_value(json_object_get(c, "closeReason")), "expired"));
+		/* the session lasted its minute, and was closed within a few ticks of it */
+		assert_true(json_integer_value(json_object_get(c, "heldMs")) < 70000);
+		json_decref(c);
+		assert_false(signed_in_at(b.port, cookie_b));
+	}
+
+	/* 64 sessions at most: the oldest goes */
+	sign_in_at(b.port, home, &key, first, sizeof first);
+	for (int i = 0; i < 64; i++)
+		sign_in_at(b.port, home, &key, last, sizeof last);
+	assert_false(signed_in_at(b.port, first));
+	assert_true(signed_in_at(b.port, last));
+
+	assert_int_equal(harness_daemon_stop(&b, SIGTERM, 20000), 0);
+	harness_rmrf(home);
+}
+
 /* ---- 3. the browser ---- */
 
 static void test_the_pages_in_a_browser(void **state)
@@ -981,6 +1150,7 @@ int main(void)
 	    cmocka_unit_test(test_foreign_origins_are_closed_before_the_challenge),
 	    cmocka_unit_test(test_sign_in_with_a_code_once),
 	    cmocka_unit_test(test_a_browser_device_gets_no_bearer_token),
+	    cmocka_unit_test(test_sessions_end_on_time_and_stay_with_their_gateway),
 	    cmocka_unit_test(test_the_pages_in_a_browser),
 	};
 
