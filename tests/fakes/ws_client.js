@@ -12,7 +12,8 @@
 // cookie (sent with the upgrade, as a browser's page would), webKey (the
 // 32-byte Ed25519 seed, hex, of a web session's key: the connect carries
 // auth.webSignature of "switchboard-web-v1|<nonce>"; webNonce signs that
-// nonce instead of the challenge's).
+// nonce instead of the challenge's), clientId and platform (the connect's
+// client.id and client.platform).
 //
 // It prints one JSON line with what happened and exits 0; a client-side
 // failure (timeout, unexpected frame) is reported in that line as "fail".
@@ -150,7 +151,8 @@ async function connect(c, extra) {
 	const params = {
 		minProtocol: o.minProtocol || 3,
 		maxProtocol: o.maxProtocol || 4,
-		client: { id: 'ws-client', version: '1.0.0', platform: 'linux', mode: 'test' },
+		client: { id: o.clientId || 'ws-client', version: '1.0.0', platform: o.platform || 'linux',
+			mode: 'test' },
 		role: 'operator',
 		caps: [],
 		auth: {},

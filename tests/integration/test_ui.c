@@ -39,6 +39,8 @@
 #include <jansson.h>
 #include <sodium.h>
 
+#include <git2.h>
+
 #include "agents/safety/sandbox.h"
 #include "gateway/core/err.h"
 #include "gateway/store/store.h"
@@ -55,7 +57,29 @@
 	"  - match: make\n"                                                                        \
 	"    tool_calls:\n"                                                                        \
 	"      - {name: bash, input: {command: \"touch made.txt\"}}\n"                             \
-	"  - text: \"I made it.\"\n"
+	"  - text: \"I made it.\"\n"                                                               \
+	"  - match: hostile\n"                                                                     \
+	"    text: \"<img src=x onerror=alert('reply')> \"\n"                                       \
+	"    tool_calls:\n"                                                                        \
+	"      - {name: bash, input: {command: \"cat 'evil<img src=x onerror=alert(1)>.md'\"}}\n"   \
+	"  - text: \"done <script>alert('done')</script>\"\n"                                       \
+	"  - match: approve-me\n"                                                                  \
+	"    tool_calls:\n"                                                                        \
+	"      - {name: bash, input: {command: \"touch '<img src=x onerror=alert(9)>'\"}}\n"        \
+	"  - text: \"approved\"\n"
+
+/* Values a non-owner controls, planted through the real channels for the
+ * hostile browser test (tests/browser/ui_hostile.js). */
+#define HOSTILE_SENDER "<img src=x onerror=alert('sender')>"
+#define HOSTILE_PENDING "\"><svg/onload=alert('pending')>"
+#define HOSTILE_CONV "<img/src=x/onerror=alert('conv')>"
+#define HOSTILE_TEXT "hostile <img src=x onerror=alert('text')>"
+#define HOSTILE_FILE "evil<img src=x onerror=alert(1)>.md"
+#define HOSTILE_FILE_TEXT "<script>alert(\"file\")</script>"
+#define HOSTILE_UNTRACKED "untracked<svg onload=alert(2)>.txt"
+#define HOSTILE_COMMIT "<img src=x onerror=alert(\"commit\")> subject"
+#define HOSTILE_DEVICE "<img src=x onerror=alert('device')>"
+#define HOOK_SECRET "hook-secret-for-the-ui-tests-0123456789"
 
 #define PAIR_CHANNEL "telegram"
 #define PAIR_SENDER "4242"
@@ -248,6 +272,13 @@ static int setup(void **state)
 	         "    sandbox: %s\n"
 	         "    permissions:\n"
 	         "      - {ask_commands: [touch]}\n"
+	         "channels:\n"
+	         "  webhook:\n"
+	         "    dm_policy: pairing\n"
+	         "    group_policy: open\n"
+	         "    hooks:\n"
+	         "      - {name: h, verify: bearer, secret: \"${file:secrets/hook}\"}\n"
+	         "      - {name: bg, verify: bearer, secret: \"${file:secrets/hook}\", mode: none}\n"
 	         "security:\n"
 	         "  approval_timeout: 90s\n"
 	         "cron:\n"
@@ -255,6 +286,11 @@ static int setup(void **state)
 	         sandbox_probe(NULL, why, sizeof why) == 0 ? "workspace-write" : "full");
 	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
 	if (harness_write_file(path, cfg) != 0)
+		return -1;
+	snprintf(path, sizeof path, "%s/secrets", fx.home);
+	mkdir(path, 0700);
+	snprintf(path, sizeof path, "%s/secrets/hook", fx.home);
+	if (harness_write_file(path, HOOK_SECRET "\n") != 0 || chmod(path, 0600) != 0)
 		return -1;
 	snprintf(path, sizeof path, "%s/script.yaml", fx.home);
 	if (harness_write_file(path, SCRIPT) != 0 || harness_cli(fx.home, NULL, init) != 0)
@@ -1042,43 +1078,36 @@ static void test_sessions_end_on_time_and_stay_with_their_gateway(void **state)
 
 /* ---- 3. the browser ---- */
 
-static void test_the_pages_in_a_browser(void **state)
+/* Skips (fails under CI=true) when chromium or playwright-core is missing. */
+static void need_browser(void)
 {
-	char script[1024], shots[1024], profile[700], code[128], *arg, chunk[4096];
+	char p[1024];
 	const char *ci = getenv("CI");
-	bool in_ci = ci && strcmp(ci, "true") == 0;
+
+	snprintf(p, sizeof p, "%s/tests/fakes/node_modules/playwright-core/package.json",
+	         SB_SOURCE_DIR);
+	if (access("/usr/bin/chromium", X_OK) == 0 && access(p, R_OK) == 0)
+		return;
+	if (ci && strcmp(ci, "true") == 0)
+		fail_msg("chromium (/usr/bin/chromium, scripts/deps.sh test) or playwright-core "
+		         "(tests/fakes, npm ci) is missing");
+	fprintf(stderr, "skipped: chromium or playwright-core is not installed (make test "
+	                "installs both)\n");
+	skip();
+}
+
+/* Runs tests/browser/NAME with opts (taken); its JSON line, after checking
+ * that it passed and ran steps steps. */
+static json_t *run_browser(const char *name, json_t *opts, size_t steps)
+{
+	char script[1024], chunk[4096], *arg;
 	struct buf out;
-	json_t *opts, *res;
+	json_t *res;
 	int fds[2], st = 0;
 	pid_t pid;
 	ssize_t n;
 
-	(void)state;
-	snprintf(script, sizeof script, "%s/tests/fakes/node_modules/playwright-core/package.json",
-	         SB_SOURCE_DIR);
-	if (access("/usr/bin/chromium", X_OK) != 0 || access(script, R_OK) != 0) {
-		if (in_ci)
-			fail_msg("chromium (/usr/bin/chromium, scripts/deps.sh test) or playwright-core "
-			         "(tests/fakes, npm ci) is missing");
-		fprintf(stderr, "skipped: chromium or playwright-core is not installed (make test "
-		                "installs both)\n");
-		skip();
-	}
-	dashboard_code(code, sizeof code);
-	if (!getcwd(shots, sizeof shots - 32))
-		fail();
-	{
-		size_t l = strlen(shots);
-
-		snprintf(shots + l, sizeof shots - l, "/ui-screenshots");
-	}
-	snprintf(profile, sizeof profile, "%s/chromium-profile", fx.home);
-	mkdir(profile, 0700);
-	snprintf(script, sizeof script, "%s/tests/browser/ui_browser.js", SB_SOURCE_DIR);
-	opts = json_pack("{ss ss ss s{ss ss ss} ss ss sI}", "url", fx.origin, "code", code, "commit",
-	                 fx.commit, "pairing", "channel", PAIR_CHANNEL, "code", fx.pair_code,
-	                 "sender", PAIR_SENDER, "shots", shots, "profile", profile, "timeoutMs",
-	                 (json_int_t)240000);
+	snprintf(script, sizeof script, "%s/tests/browser/%s", SB_SOURCE_DIR, name);
 	arg = json_dumps(opts, JSON_COMPACT);
 	json_decref(opts);
 	assert_int_equal(pipe(fds), 0);
@@ -1102,14 +1131,45 @@ static void test_the_pages_in_a_browser(void **state)
 	waitpid(pid, &st, 0);
 	res = out.data ? json_loads(out.data, JSON_DISABLE_EOF_CHECK, NULL) : NULL;
 	if (!res || json_object_get(res, "fail") || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-		fprintf(stderr, "ui_browser: %s\n", out.data ? out.data : "(no output)");
+		fprintf(stderr, "%s: %s\n", name, out.data ? out.data : "(no output)");
 		print_log();
 	}
 	buf_free(&out);
 	assert_non_null(res);
 	assert_null(json_object_get(res, "fail"));
 	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	assert_int_equal(json_array_size(json_object_get(res, "steps")), 9);
+	assert_int_equal(json_array_size(json_object_get(res, "steps")), steps);
+	return res;
+}
+
+/* The screenshot directory under the build directory. */
+static void shots_dir(char *out, size_t size)
+{
+	size_t l;
+
+	if (!getcwd(out, size - 32))
+		fail();
+	l = strlen(out);
+	snprintf(out + l, size - l, "/ui-screenshots");
+}
+
+static void test_the_pages_in_a_browser(void **state)
+{
+	char shots[1024], profile[700], code[128];
+	json_t *res;
+
+	(void)state;
+	need_browser();
+	dashboard_code(code, sizeof code);
+	shots_dir(shots, sizeof shots);
+	snprintf(profile, sizeof profile, "%s/chromium-profile", fx.home);
+	mkdir(profile, 0700);
+	res = run_browser("ui_browser.js",
+	                  json_pack("{ss ss ss s{ss ss ss} ss ss sI}", "url", fx.origin, "code", code,
+	                            "commit", fx.commit, "pairing", "channel", PAIR_CHANNEL, "code",
+	                            fx.pair_code, "sender", PAIR_SENDER, "shots", shots, "profile",
+	                            profile, "timeoutMs", (json_int_t)240000),
+	                  9);
 	json_decref(res);
 	/* what the clicks did, seen from outside the browser: the approved
 	 * command ran; the sender is on the allow list */
@@ -1142,6 +1202,172 @@ static void test_the_pages_in_a_browser(void **state)
 	}
 }
 
+
+/* ---- 4. hostile values, in the browser ---- */
+
+/* Commits one file on top of HEAD with message and author as given (what a
+ * workspace cloned from elsewhere may hold); its id into id. */
+static void commit_file(const char *dir, const char *name, const char *data, const char *message,
+                        const char *author, char id[41])
+{
+	git_repository *repo = NULL;
+	git_index *index = NULL;
+	git_oid tree_id, commit_id, parent_id;
+	git_tree *tree = NULL;
+	git_commit *parent = NULL;
+	git_signature *sig = NULL;
+	char path[1024];
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	assert_int_equal(harness_write_file(path, data), 0);
+	assert_int_equal(git_repository_open(&repo, dir), 0);
+	assert_int_equal(git_repository_index(&index, repo), 0);
+	assert_int_equal(git_index_add_bypath(index, name), 0);
+	assert_int_equal(git_index_write_tree(&tree_id, index), 0);
+	assert_int_equal(git_index_write(index), 0);
+	assert_int_equal(git_tree_lookup(&tree, repo, &tree_id), 0);
+	assert_int_equal(git_reference_name_to_id(&parent_id, repo, "HEAD"), 0);
+	assert_int_equal(git_commit_lookup(&parent, repo, &parent_id), 0);
+	assert_int_equal(git_signature_now(&sig, author, "x@example.com"), 0);
+	assert_int_equal(git_commit_create_v(&commit_id, repo, "HEAD", sig, sig, NULL, message, tree,
+	                                     1, parent),
+	                 0);
+	git_oid_tostr(id, 41, &commit_id);
+	git_signature_free(sig);
+	git_commit_free(parent);
+	git_tree_free(tree);
+	git_index_free(index);
+	git_repository_free(repo);
+}
+
+/* POSTs a webhook delivery (bearer) to hook; the status, the body in out. */
+static long hook_send(const char *hook, const char *sender, const char *conv, const char *text,
+                      const char *id, struct buf *out)
+{
+	char path[64], idem[128];
+	const char *hdrs[] = {"Authorization: Bearer " HOOK_SECRET, "Content-Type: application/json",
+	                      idem, NULL};
+	json_t *b = conv ? json_pack("{ss ss ss ss}", "text", text, "sender", sender, "sender_name",
+	                             "<script>alert('name')</script>", "conversation", conv)
+	                 : json_pack("{ss ss ss}", "text", text, "sender", sender, "sender_name",
+	                             "<script>alert('name')</script>");
+	char *body = json_dumps(b, JSON_COMPACT);
+	long status;
+
+	snprintf(path, sizeof path, "/hooks/%s", hook);
+	snprintf(idem, sizeof idem, "Idempotency-Key: %s", id);
+	status = harness_http(fx.d.port, "POST", path, hdrs, body, out);
+	free(body);
+	json_decref(b);
+	return status;
+}
+
+/* Every value a non-owner (or a workspace from elsewhere) can put on a page,
+ * planted through the real channels, then every page in chromium: nothing
+ * planted runs or becomes markup, each shows as text; the CSP blocks what
+ * would run if something got in; the browser keeps only a non-extractable
+ * key; the cookie the browser also sends to any other port of 127.0.0.1
+ * opens nothing; sign-out forgets the key. Neither the token nor a session
+ * cookie reaches the log. */
+static void test_hostile_values_stay_text_in_a_browser(void **state)
+{
+	char shots[1024], profile[700], code[128], ws[700], commit[41], session[256], p[1024];
+	char pair_code[16] = "";
+	const char *approve[] = {"pairing", "approve", "webhook", pair_code, NULL};
+	struct buf out, log;
+	json_t *res;
+
+	(void)state;
+	need_browser();
+	/* the workspace: a hostile file name, contents, commit message; a
+	 * hostile name on disk, not committed */
+	snprintf(ws, sizeof ws, "%s/workspaces/main", fx.home);
+	commit_file(ws, HOSTILE_FILE, HOSTILE_FILE_TEXT "\n<img src=x onerror=alert(\"c\")>\n",
+	            HOSTILE_COMMIT "\n\n<script>alert(\"body\")</script>\n",
+	            "\"onmouseover=alert(1) x", commit);
+	snprintf(p, sizeof p, "%s/" HOSTILE_UNTRACKED, ws);
+	assert_int_equal(harness_write_file(p, "<iframe src=javascript:alert(3)>\n"), 0);
+	/* a sender asks to pair (its code in the reply) and is approved */
+	buf_init(&out, 1 << 20);
+	assert_int_equal(hook_send("h", HOSTILE_SENDER, NULL, "hi", "hostile-1", &out), 200);
+	{
+		const char *c = strstr(out.data, "code is ");
+
+		assert_non_null(c);
+		snprintf(pair_code, sizeof pair_code, "%.8s", c + 8);
+	}
+	buf_free(&out);
+	assert_int_equal(harness_cli(fx.home, NULL, approve), 0);
+	/* another one stays pending */
+	buf_init(&out, 1 << 20);
+	assert_int_equal(hook_send("h", HOSTILE_PENDING, NULL, "hi", "hostile-2", &out), 200);
+	assert_non_null(strstr(out.data, "\"status\":\"pairing\""));
+	buf_free(&out);
+	/* a message in a conversation: the agent answers, with a tool call that
+	 * prints the hostile file */
+	buf_init(&out, 1 << 20);
+	assert_int_equal(hook_send("h", HOSTILE_SENDER, HOSTILE_CONV, HOSTILE_TEXT, "hostile-3", &out),
+	                 200);
+	assert_non_null(strstr(out.data, "done <script>"));
+	buf_free(&out);
+	/* and one whose command waits for the operator */
+	buf_init(&out, 1 << 20);
+	assert_int_equal(hook_send("bg", HOSTILE_SENDER, "other-conv", "approve-me", "hostile-4", &out),
+	                 202);
+	buf_free(&out);
+	snprintf(session, sizeof session, "agent:main:webhook:channel:%s", HOSTILE_CONV);
+	/* a device (any local program may ask) with a hostile client id and
+	 * platform, waiting for approval */
+	{
+		char keyfile[700];
+		json_t *c;
+
+		snprintf(keyfile, sizeof keyfile, "%s/hostile-device.pem", fx.home);
+		c = ws_client(json_pack("{ss ss sb ss ss}", "scenario", "connect", "keyfile", keyfile,
+		                        "withDevice", 1, "clientId", HOSTILE_DEVICE, "platform",
+		                        "<b onmouseover=alert(4)>"));
+		assert_string_equal(json_string_value(json_object_get(
+		                        json_object_get(json_object_get(c, "hello"), "error"), "code")),
+		                    "NOT_PAIRED");
+		json_decref(c);
+	}
+
+	dashboard_code(code, sizeof code);
+	shots_dir(shots, sizeof shots);
+	snprintf(profile, sizeof profile, "%s/chromium-hostile", fx.home);
+	mkdir(profile, 0700);
+	res = run_browser(
+	    "ui_hostile.js",
+	    json_pack("{ss ss ss ss ss sI s{ss ss ss ss ss ss ss ss ss ss ss ss ss}}", "url", fx.origin,
+	              "code", code, "token", fx.token, "profile", profile, "shots", shots,
+	              "timeoutMs", (json_int_t)240000, "expect", "session", session, "text",
+	              HOSTILE_TEXT, "reply", "done <script>alert('done')</script>", "sender",
+	              HOSTILE_SENDER, "pending", HOSTILE_PENDING, "command",
+	              "touch '<img src=x onerror=alert(9)>'", "file", HOSTILE_FILE, "fileText",
+	              HOSTILE_FILE_TEXT, "commit", HOSTILE_COMMIT, "commitId", commit, "untracked",
+	              HOSTILE_UNTRACKED, "logged", "<svg/onload=alert('pending')>", "device",
+	              HOSTILE_DEVICE),
+	    6);
+	/* what left the browser reached no log */
+	buf_init(&log, 64 << 20);
+	harness_daemon_log(&fx.d, &log);
+	assert_null(strstr(log.data, fx.token));
+	assert_null(strstr(log.data, code));
+	{
+		const char *stolen = json_string_value(json_object_get(res, "stolen"));
+		const char *v = stolen ? strstr(stolen, "sb_session_") : NULL;
+		char value[128];
+
+		assert_non_null(v);
+		v = strchr(v, '=') + 1;
+		snprintf(value, sizeof value, "%.*s", (int)strcspn(v, "; "), v);
+		assert_true(strlen(value) >= 40);
+		assert_null(strstr(log.data, value));
+	}
+	buf_free(&log);
+	json_decref(res);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1152,6 +1378,7 @@ int main(void)
 	    cmocka_unit_test(test_a_browser_device_gets_no_bearer_token),
 	    cmocka_unit_test(test_sessions_end_on_time_and_stay_with_their_gateway),
 	    cmocka_unit_test(test_the_pages_in_a_browser),
+	    cmocka_unit_test(test_hostile_values_stay_text_in_a_browser),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
