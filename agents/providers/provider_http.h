@@ -53,6 +53,10 @@ struct provider_block {
 	int key;        /* the provider's index of the block */
 	bool tool;      /* a tool_use, else text */
 	bool announced; /* tool_use_start was emitted */
+	bool complete;  /* tool_use_done was emitted: the input is final */
+	bool bad;       /* the input cannot be used (model_bad_call) */
+	bool cut;       /* ... because the output-token limit cut it */
+	char *why;      /* ... the parser's words */
 	char *id;
 	char *name;
 	struct buf text; /* the text, or the tool input's JSON text as streamed */
@@ -150,9 +154,18 @@ int provider_text(struct provider_call *c, struct provider_block *b, const char 
 int provider_tool_begin(struct provider_call *c, struct provider_block *b, const char *id,
                         const char *name);
 
-/* Appends a piece of a tool block's input JSON text. */
+/* Appends a piece of a tool block's input JSON text. A piece for a block
+ * already complete (provider_tool_complete) is a broken stream. */
 int provider_tool_input(struct provider_call *c, struct provider_block *b, const char *json,
                         size_t len);
+
+/* Says that a tool block's input is complete (the API marks the end of the
+ * block), or may be (check: OpenAI has no such mark, so its input counts as
+ * complete once it parses as a JSON object, which no proper prefix of an
+ * object does). When it parses as an object and the call streams, emits
+ * tool_use_done once. An input that does not parse is left for the end of
+ * the answer, where it becomes a bad call. */
+int provider_tool_complete(struct provider_call *c, struct provider_block *b, bool check);
 
 /* Sets the stop reason (raw copied) and the model as reported (copied). */
 int provider_set_stop(struct provider_call *c, const char *raw, enum model_stop stop);

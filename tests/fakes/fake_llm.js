@@ -42,6 +42,13 @@
 //   chunk_bytes     write the raw SSE bytes in writes of this many bytes (each
 //                   write is one HTTP chunk, which curl hands on separately)
 //   delta_chars     code points per text delta (default 4)
+//   omit_ids        OpenAI: tool calls carry no id (as some local servers do)
+//   usage "auto"    usage counted from the request instead of fixed numbers:
+//                   input = the request's tokens (gpt-tokenizer, o200k, over
+//                   the system prompt, messages and tools as JSON text),
+//                   cache_read = the tokens of the longest prefix that the
+//                   previous request of the same API shared with this one
+//                   (a prompt cache), output = the answer's tokens
 //   no_stream       answer with one JSON body even when asked to stream
 // Requests are checked lightly (tool results must answer the tool calls just
 // before them, ...); a malformed one gets a 400 whose message starts with
@@ -191,13 +198,41 @@ function splitInto(s, parts) {
 	return splitChars(s, size);
 }
 
+let encoder = null;
+const lastPrompt = {};
+
+function tokenCount(text) {
+	if (!encoder) encoder = require('gpt-tokenizer/encoding/o200k_base');
+	return text ? encoder.encode(text).length : 0;
+}
+
+function promptText(api, body) {
+	return (api === 'anthropic' && typeof body.system === 'string' ? body.system : '') +
+		JSON.stringify(body.tools || []) + JSON.stringify(body.messages || []);
+}
+
+// usage "auto": counted from the request (see the top of the file).
+function autoUsage(api, body, step) {
+	const text = promptText(api, body);
+	const prev = lastPrompt[api] || '';
+	let k = 0;
+	while (k < text.length && k < prev.length && text.charCodeAt(k) === prev.charCodeAt(k)) k++;
+	lastPrompt[api] = text;
+	const input = tokenCount(text);
+	const cacheRead = Math.min(input, k ? tokenCount(text.slice(0, k)) : 0);
+	const calls = (step.tool_calls || []).map((tc) => JSON.stringify(tc.input || {})).join('');
+	return {input, output: Math.max(1, tokenCount((step.text || '') + calls)),
+		cache_read: cacheRead, cache_write: api === 'anthropic' ? input - cacheRead : 0};
+}
+
 function usageOf(step) {
+	if (step.usage === 'auto') return step.auto_usage;
 	return Object.assign({input: 20, output: 9, cache_read: 6, cache_write: 2}, step.usage || {});
 }
 
 function toolCalls(step, prefix) {
 	return (step.tool_calls || []).map((tc) => ({
-		id: tc.id || `${prefix}${++idCounter}`,
+		id: step.omit_ids && prefix === 'call_' ? undefined : tc.id || `${prefix}${++idCounter}`,
 		name: tc.name,
 		input: tc.input === undefined ? {} : tc.input,
 		raw: typeof tc.raw_input === 'string' ? tc.raw_input : null,
@@ -405,6 +440,7 @@ function answer(api, req, res, body) {
 		return sendJSON(res, 400, errorBody(api, 400, 'invalid_request_error',
 			'fake_llm: no script step left for this request'));
 	const stream = body.stream === true && !step.no_stream;
+	if (step.usage === 'auto') step.auto_usage = autoUsage(api, body, step);
 	const cached = JSON.stringify(body.messages).includes('"cache_control"');
 	let delay = step.delay_ms | 0;
 	if (step.fault === 'slow' && step.delay_ms === undefined) delay = 10000;
