@@ -81,6 +81,10 @@ struct tool_def {
 	 * command output, file names): the executor labels it untrusted when
 	 * the gates are on. */
 	bool untrusted_output;
+	/* The tool runs code (bash): a round of the loop whose calls all run
+	 * code is executed work rather than the model's thinking, and its
+	 * iteration is refunded to the budget (the seeds' IterationBudget). */
+	bool runs_code;
 	/* Starts the call. input is valid per input_schema and borrowed for
 	 * the call's duration. On SB_OK, done runs later (never from inside
 	 * call) and *run (if out not NULL) may be used to cancel until then.

@@ -184,5 +184,6 @@ const struct tool_def tool_bash = {
     .concurrency_safe = tool_never,
     .max_result_chars = 0,
     .untrusted_output = true,
+    .runs_code = true,
     .call = bash_call,
 };
