@@ -126,6 +126,12 @@ struct turn_options {
 	 * archive). */
 	struct turn_context context;
 	struct turn_session session;
+	/* A note with today's date and time zone ("[Today is ...]", day
+	 * granularity): added to the new user message when the history does
+	 * not hold the same note already, so the model knows the date and the
+	 * cached prefix changes at most once a day, and only in the newest
+	 * message. NULL: none. */
+	const char *date_note;
 };
 
 struct turn_result {
@@ -144,6 +150,9 @@ struct turn_result {
 	int results_persisted;            /* tool results saved to the store */
 	int cache_breaks[TURN_CACHE_BREAK_COUNT];
 	int64_t context_tokens; /* the estimate of the last request */
+	int budget_refunds;     /* rounds that only ran code (refunded) */
+	int bad_calls;          /* tool calls cut off or not valid JSON */
+	bool final_call;        /* a limit was reached and the model wrapped up */
 };
 
 typedef void (*turn_done_cb)(void *ud, const struct turn_result *r);
