@@ -49,11 +49,14 @@ static const struct cfg_key agent_context_keys[] = {
         .name = "window",
         .type = CFG_INT,
         .offset = offsetof(struct agent_context_config, window),
-        .min = 256,
+        .min = 0,
         .max = 10000000,
-        .def = "200000",
+        .def = "0",
         .doc = "The model's context window in tokens; the levels below are "
-               "percentages of it.",
+               "percentages of it. 0 (the default): learnt from the provider where "
+               "it says (`/models` of vLLM, OpenRouter, llama.cpp; Ollama's "
+               "`/api/show`), else from a table of known model families, else "
+               "32768.",
     },
     {
         .name = "trim_at",
@@ -460,6 +463,17 @@ static const struct cfg_key agent_config_keys[] = {
         .doc = "The most bytes of one workspace file (AGENTS.md, SOUL.md, ...) in "
                "the system prompt; a longer file keeps its first 70% and last 20% "
                "around a marker naming the file to read for the rest.",
+    },
+    {
+        .name = "timezone",
+        .type = CFG_STRING,
+        .offset = offsetof(struct agent_config, timezone),
+        .min = 1,
+        .max = 128,
+        .def = "local",
+        .doc = "The time zone of the date the model is told (the day, the zone and its "
+               "UTC offset, in the newest message when the day changes): `local` (the "
+               "host's zone), `UTC`, or an IANA zone such as `Europe/Berlin`.",
     },
     {
         .name = "bootstrap_total_max_chars",

@@ -62,6 +62,7 @@ struct agent_config {
 	int64_t queue_cap;       /* messages waiting per session */
 	int queue_drop;          /* enum agent_queue_drop: which to drop past the cap */
 	struct agent_context_config context;
+	char *timezone; /* the date the model is told: "local", "UTC" or an IANA zone */
 	int64_t bootstrap_max_chars;       /* a workspace file's cap in the prompt */
 	int64_t bootstrap_total_max_chars; /* all workspace files' cap */
 	struct agent_heartbeat_config heartbeat;

@@ -127,6 +127,11 @@ typedef void (*model_done_cb)(void *ud, int rc, const struct model_response *res
 
 struct provider;
 struct provider_call;
+struct provider_probe;
+
+/* The context window a server reports for a model: window in tokens (0 when
+ * it does not say), source in words ("GET /v1/models max_model_len"). */
+typedef void (*provider_window_cb)(void *ud, int64_t window, const char *source);
 
 struct provider_ops {
 	const char *api; /* "openai-chat", "anthropic-messages", "scripted" */
@@ -143,6 +148,13 @@ struct provider_ops {
 	            struct provider_call **out);
 	/* done runs with MODEL_ERR_ABORTED (rc SB_ERR_ABORTED) before it returns. */
 	void (*cancel)(struct provider_call *c);
+	/* Optional: asks the server for model's context window. done runs
+	 * once, later (never from inside), unless window_cancel is called
+	 * first; *out is for that. SB_OK, or an error after which done never
+	 * runs. */
+	int (*window)(struct provider *p, const char *model, provider_window_cb done, void *ud,
+	              struct provider_probe **out);
+	void (*window_cancel)(struct provider_probe *pr);
 };
 
 /* Every provider's struct begins with this. */

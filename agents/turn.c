@@ -1474,6 +1474,38 @@ static void turn_setup_context(struct turn *t)
 	t->n_tools_tab = i;
 }
 
+/* The date note of the newest message, when the history's last one says
+ * another day (or there is none): the model knows the date, and the cached
+ * prefix changes only in the newest message, at most once a day. */
+static void turn_add_date(struct turn *t, json_t *msg)
+{
+	const char *date = t->opt.date_note;
+	size_t i = json_array_size(t->history);
+
+	if (!date || !*date || !msg)
+		return;
+	while (i-- > 0) {
+		const json_t *m = json_array_get(t->history, i), *b;
+		size_t k = json_array_size(json_object_get(m, "content"));
+
+		if (m == msg)
+			continue;
+		while (k-- > 0) {
+			const char *text;
+
+			b = json_array_get(json_object_get(m, "content"), k);
+			text = json_string_value(json_object_get(b, "text"));
+			if (text && strncmp(text, TURN_DATE_PREFIX, strlen(TURN_DATE_PREFIX)) == 0) {
+				if (strcmp(text, date) == 0)
+					return; /* told already */
+				i = 0;  /* another day: tell it */
+				break;
+			}
+		}
+	}
+	msg_add_text(msg, date);
+}
+
 static void turn_first_step(uv_timer_t *timer)
 {
 	struct turn *t = timer->data;
@@ -1516,10 +1548,16 @@ int turn_start(struct turn **out, const struct turn_options *opt, turn_done_cb d
 	turn_setup_context(t);
 	uv_timer_init(opt->tool_ctx.loop, &t->timer);
 	t->timer.data = t;
-	if (opt->user_text &&
-	    turn_add_message(t, msg_user_text_new(opt->user_text), NULL, NULL) != SB_OK) {
-		uv_close((uv_handle_t *)&t->timer, turn_free_cb);
-		return SB_ERR_NOMEM;
+	if (opt->user_text) {
+		json_t *msg = msg_user_text_new(opt->user_text);
+
+		/* Not recorded yet (user_pending): the note may still go in. */
+		if (msg)
+			turn_add_date(t, msg);
+		if (turn_add_message(t, msg, NULL, NULL) != SB_OK) {
+			uv_close((uv_handle_t *)&t->timer, turn_free_cb);
+			return SB_ERR_NOMEM;
+		}
 	}
 	uv_timer_start(&t->timer, turn_first_step, 0, 0);
 	if (out)

@@ -624,4 +624,6 @@ const struct provider_ops provider_openai_ops = {
     .destroy = provider_http_destroy,
     .call = openai_call,
     .cancel = provider_http_cancel,
+    .window = provider_http_window,
+    .window_cancel = provider_http_window_cancel,
 };

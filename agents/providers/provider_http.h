@@ -132,6 +132,19 @@ int provider_http_start(struct provider *p, const struct provider_http_api *api,
 /* The ops' cancel: done runs with MODEL_ERR_ABORTED before this returns. */
 void provider_http_cancel(struct provider_call *c);
 
+/* The ops' window for OpenAI-compatible servers (window.c): GET
+ * {base_url}/models and the entry of the model (or the only one): vLLM's
+ * max_model_len, OpenRouter's context_length (or top_provider's),
+ * llama.cpp's meta.n_ctx (the server's, preferred) or meta.n_ctx_train;
+ * then, for llama.cpp without n_ctx, GET {root}/props
+ * (default_generation_settings.n_ctx); for Ollama (owned_by "library" or
+ * "ollama", or port 11434), POST {root}/api/show: parameters' num_ctx, else
+ * model_info's <arch>.context_length. root is base_url without a trailing
+ * "/v1". Each request has a 5 s limit. */
+int provider_http_window(struct provider *p, const char *model, provider_window_cb done, void *ud,
+                         struct provider_probe **out);
+void provider_http_window_cancel(struct provider_probe *pr);
+
 /* Records the call's failure (the first one wins) and returns the rc that
  * done will get: SB_ERR_ABORTED, SB_ERR_TIMEOUT, SB_ERR_PROTO
  * (BAD_RESPONSE) or SB_ERR_HTTP (the rest). The message is prefixed with the

@@ -24,6 +24,7 @@
 #include "gateway/core/err.h"
 #include "gateway/core/fsutil.h"
 #include "gateway/core/log.h"
+#include "gateway/cron/cron_tz.h"
 #include "gateway/obs/metrics.h"
 #include "workspaces/prompt.h"
 #include "workspaces/workspace.h"
@@ -39,7 +40,7 @@ struct runner {
 	struct workspace_cache *ws_cache; /* the workspaces' files, shared by the jobs */
 };
 
-enum run_stage { RUN_SESSION, RUN_PREPARE, RUN_TURN, RUN_FLUSH, RUN_DONE };
+enum run_stage { RUN_SESSION, RUN_PREPARE, RUN_WINDOW, RUN_TURN, RUN_FLUSH, RUN_DONE };
 
 struct run_job {
 	struct runner *r;
@@ -79,6 +80,9 @@ struct run_job {
 	const char **chain;
 	size_t n_chain;
 	struct turn *turn;
+	struct models_window_wait *wwait; /* the model's context window, being learnt */
+	int64_t window;
+	char window_source[200];
 	struct permissions perms;
 	struct sandbox_policy sandbox;
 
@@ -274,10 +278,53 @@ static bool run_resumes(const struct run_job *j)
 
 	if (!j->redelivered || !role || strcmp(role, "user") != 0)
 		return false;
+	/* The message's first text block is what was sent (notes, such as
+	 * the date, follow it). */
 	text = msg_text(last);
 	same = text && strcmp(text, j->text) == 0;
 	free(text);
+	if (!same) {
+		const json_t *b = json_array_get(json_object_get(last, "content"), 0);
+		const char *first = json_string_value(json_object_get(b, "text"));
+
+		same = first && strcmp(first, j->text) == 0;
+	}
 	return same;
+}
+
+/* The date the model is told, at day granularity, in the agent's time
+ * zone: "[Today is Monday, 30 November 2026 (Europe/Berlin, UTC+01:00).]".
+ * The turn adds it to the new message only when the day changed, so the
+ * cached prefix is not touched. */
+static void run_date_note(const struct run_job *j, char *out, size_t size)
+{
+	static const char *const days[] = {"Sunday",   "Monday", "Tuesday", "Wednesday",
+	                                   "Thursday", "Friday", "Saturday"};
+	static const char *const months[] = {"January", "February", "March",     "April",
+	                                     "May",     "June",     "July",      "August",
+	                                     "September", "October", "November", "December"};
+	const char *name = j->agent->timezone ? j->agent->timezone : "local";
+	const struct cron_tz *z = NULL;
+	struct cron_tm tm;
+	struct timespec ts;
+	int32_t off;
+	char zone[200];
+
+	out[0] = '\0';
+	if (cron_tz_get(name, &z) != SB_OK)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	cron_tz_to_tm(z, ts.tv_sec, &tm);
+	off = cron_tz_offset(z, ts.tv_sec);
+	if (strcmp(name, "local") == 0)
+		snprintf(zone, sizeof zone, "the gateway's local time");
+	else
+		snprintf(zone, sizeof zone, "%s", name);
+	if (tm.wday < 0 || tm.wday > 6 || tm.mon < 1 || tm.mon > 12)
+		return;
+	snprintf(out, size, "[Today is %s, %d %s %d (%s, UTC%c%02d:%02d).]", days[tm.wday],
+	         tm.mday, months[tm.mon - 1], tm.year, zone, off < 0 ? '-' : '+',
+	         (off < 0 ? -off : off) / 3600, (off < 0 ? -off : off) % 3600 / 60);
 }
 
 /* Records the workspace version the turn runs with: an event with every
@@ -331,10 +378,14 @@ static void run_gates(struct run_job *j)
 	j->sandbox.hide[j->sandbox.n_hide++] = "/root";
 }
 
+static void run_start_turn(struct run_job *j);
+static void run_ask_window(struct run_job *j);
+
 static void run_start_turn(struct run_job *j)
 {
 	const struct agent_config *a = j->agent;
 	struct turn_options to;
+	char date[300];
 	int rc;
 
 	if (j->aborted) {
@@ -343,16 +394,16 @@ static void run_start_turn(struct run_job *j)
 		run_finish(j, SB_ERR_ABORTED, j->abort_why);
 		return;
 	}
-	rc = run_chain(j);
-	if (rc) {
-		transcript_close(j->transcript);
-		j->transcript = NULL;
-		run_finish(j, rc,
-		           rc == SB_ERR_CONFIG ? "the agent has no model configured"
-		                               : "out of memory");
-		return;
-	}
 	run_stamp_workspace(j);
+	{
+		json_t *ev = json_pack("{sssIss}", "event", "context", "window",
+		                       (json_int_t)j->window, "source", j->window_source);
+
+		if (!ev || transcript_append(j->transcript, "event", ev, NULL, 0) != SB_OK)
+			log_warn("agent", "cannot record the context window in the transcript",
+			         LOG_S("path", j->path));
+		json_decref(ev);
+	}
 	turn_budget_init(&j->budget, a->budget, NULL);
 	memset(&to, 0, sizeof to);
 	to.models = j->models;
@@ -384,7 +435,7 @@ static void run_start_turn(struct run_job *j)
 	to.tool_ctx.results_dir = j->results_dir;
 	to.tool_ctx.sessions_dir = j->sessions_dir;
 	to.tool_ctx.session_id = j->session_id;
-	to.context.limits.window = a->context.window;
+	to.context.limits.window = j->window;
 	to.context.limits.trim_at = (int)a->context.trim_at;
 	to.context.limits.archive_at = (int)a->context.archive_at;
 	to.context.limits.summarize_at = (int)a->context.summarize_at;
@@ -396,6 +447,8 @@ static void run_start_turn(struct run_job *j)
 	to.context.budget.batch_max = (size_t)a->context.batch_result_max;
 	to.session = j->session;
 	to.session.last_prompt = j->last_prompt;
+	run_date_note(j, date, sizeof date);
+	to.date_note = date[0] ? date : NULL;
 	j->stage = RUN_TURN;
 	rc = turn_start(&j->turn, &to, run_turn_done, j);
 	if (rc) {
@@ -407,6 +460,46 @@ static void run_start_turn(struct run_job *j)
 	/* Steered in while the job prepared: seen at the first model call. */
 	for (size_t i = 0; i < json_array_size(j->steer); i++)
 		turn_steer(j->turn, json_string_value(json_array_get(j->steer, i)));
+}
+
+/* ---- the context window ---- */
+
+static void run_window_known(void *ud, int64_t window, const char *source)
+{
+	struct run_job *j = ud;
+
+	j->wwait = NULL;
+	j->window = window;
+	snprintf(j->window_source, sizeof j->window_source, "%s", source ? source : "");
+	run_start_turn(j);
+}
+
+/* The agent's context.window, or what the model's provider says, or the
+ * family table (models_window). */
+static void run_ask_window(struct run_job *j)
+{
+	int rc = run_chain(j);
+
+	if (rc) {
+		transcript_close(j->transcript);
+		j->transcript = NULL;
+		run_finish(j, rc,
+		           rc == SB_ERR_CONFIG ? "the agent has no model configured"
+		                               : "out of memory");
+		return;
+	}
+	j->stage = RUN_WINDOW;
+	if (j->agent->context.window > 0) {
+		j->window = j->agent->context.window;
+		snprintf(j->window_source, sizeof j->window_source, "config");
+		run_start_turn(j);
+		return;
+	}
+	rc = models_window(j->models, j->chain[0], run_window_known, j, &j->wwait);
+	if (rc != SB_OK) {
+		j->wwait = NULL;
+		run_window_known(j, MODELS_WINDOW_DEFAULT, "default");
+	}
 }
 
 /* ---- prepare (thread pool) ---- */
@@ -436,6 +529,7 @@ static void run_prepare_work(uv_work_t *w)
 		j->session.spent.cache_read_tokens = tl.spent_cache_read;
 		j->session.spent.cache_write_tokens = tl.spent_cache_write;
 		j->session.compact_failures = tl.compact_failures;
+		j->session.compact_failed_ms = tl.compact_failed_ms;
 		j->session.cache_breaks = tl.cache_breaks;
 		j->last_prompt = tl.last_prompt ? json_deep_copy(tl.last_prompt) : NULL;
 		if (tl.torn)
@@ -498,7 +592,7 @@ static void run_prepare_done(uv_work_t *w, int status)
 		run_finish(j, j->prep_rc, j->prep_err);
 		return;
 	}
-	run_start_turn(j);
+	run_ask_window(j);
 }
 
 static void run_prepare(struct run_job *j)
@@ -634,6 +728,11 @@ void runner_abort(struct run_job *j, const char *why)
 	j->abort_why = strdup(why ? why : "aborted");
 	if (j->stage == RUN_TURN && j->turn)
 		turn_abort(j->turn, j->abort_why);
+	else if (j->stage == RUN_WINDOW && j->wwait) {
+		models_window_cancel(j->wwait);
+		j->wwait = NULL;
+		run_start_turn(j); /* sees the flag and finishes */
+	}
 	/* Earlier stages notice the flag when their step completes. */
 }
 

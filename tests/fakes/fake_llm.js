@@ -13,7 +13,13 @@
 //   POST /__script              replaces the script with the JSON list in the body
 //   GET  /__requests            every API request received: [{method, path,
 //                               headers, body}] (body parsed when it is JSON)
-//   POST /__reset               forgets the requests and the script
+//   POST /__reset               forgets the requests and the script (and the
+//                               server answers below)
+//   POST /__server              {models, props, show}: the bodies of
+//                               GET /v1/models, GET /props and POST /api/show
+//                               (a model server's metadata; absent: 404 for
+//                               /props and /api/show, an empty list for
+//                               /v1/models); "status" overrides the codes
 //
 // The script is a list of steps. Each API request consumes one: the first
 // unconsumed step whose "match" substring appears in the text of the last
@@ -63,6 +69,7 @@ const MAX_BODY = 64 * 1024 * 1024;
 let steps = [];
 let requests = [];
 let idCounter = 0;
+let server = {};
 
 function loadScript(list) {
 	if (!Array.isArray(list)) throw new Error('the script must be a JSON list of steps');
@@ -514,7 +521,26 @@ function route(req, res, path, raw) {
 		requests = [];
 		steps = [];
 		idCounter = 0;
+		server = {};
 		return sendJSON(res, 200, {ok: true});
+	}
+	if (req.method === 'POST' && path === '/__server') {
+		try {
+			server = JSON.parse(raw.toString('utf8')) || {};
+		} catch (e) {
+			return sendJSON(res, 400, {error: String(e.message || e)});
+		}
+		return sendJSON(res, 200, {ok: true});
+	}
+	const meta = {'GET /v1/models': 'models', 'GET /props': 'props', 'POST /api/show': 'show'};
+	const what = meta[`${req.method} ${path}`];
+	if (what) {
+		requests.push({method: req.method, path, headers: req.headers,
+			body: raw.length ? raw.toString('utf8') : null});
+		const status = (server.status && server.status[what]) || (server[what] ? 200 : 404);
+		if (server[what] === undefined && what === 'models')
+			return sendJSON(res, status === 404 ? 200 : status, {object: 'list', data: []});
+		return sendJSON(res, status, server[what] === undefined ? {error: 'not found'} : server[what]);
 	}
 	if (req.method === 'POST' && path === '/__script') {
 		try {
@@ -540,7 +566,7 @@ function route(req, res, path, raw) {
 	return answer(api, req, res, body);
 }
 
-const server = http.createServer((req, res) => {
+const httpServer = http.createServer((req, res) => {
 	const chunks = [];
 	let size = 0;
 	req.on('data', (c) => {
@@ -558,7 +584,7 @@ const server = http.createServer((req, res) => {
 		route(req, res, path, Buffer.concat(chunks));
 	});
 });
-server.on('clientError', (err, socket) => socket.destroy());
+httpServer.on('clientError', (err, socket) => socket.destroy());
 
 const argv = process.argv.slice(2);
 let port = 0;
@@ -570,8 +596,8 @@ for (let i = 0; i < argv.length; i++) {
 	}
 }
 
-server.listen(port, '127.0.0.1', () => {
-	process.stdout.write(`PORT ${server.address().port}\n`);
+httpServer.listen(port, '127.0.0.1', () => {
+	process.stdout.write(`PORT ${httpServer.address().port}\n`);
 });
 
 process.stdin.on('end', () => process.exit(0));

@@ -1324,6 +1324,122 @@ static void test_tool_ready_while_streaming(void **state)
 	}
 }
 
+/* ---- the context window a server reports ------------------------------ */
+
+struct window_result {
+	int calls;
+	int64_t window;
+	char source[160];
+};
+
+static void on_window(void *ud, int64_t window, const char *source)
+{
+	struct window_result *w = ud;
+
+	w->calls++;
+	w->window = window;
+	snprintf(w->source, sizeof w->source, "%s", source);
+}
+
+/* Asks the openai-chat provider for model's window with the fake's metadata
+ * set to server (JSON text). */
+static void probe(struct tctx *t, const char *server, const char *model, struct window_result *w)
+{
+	struct provider_probe *pr = NULL;
+
+	json_decref(ctl(t, "POST", "/__reset", NULL));
+	json_decref(ctl(t, "POST", "/__server", server));
+	memset(w, 0, sizeof *w);
+	assert_int_equal(t->ops[OAI]->window(t->prov[OAI], model, on_window, w, &pr), SB_OK);
+	assert_non_null(pr);
+	assert_int_equal(w->calls, 0); /* never from inside */
+	run_until(t, &w->calls, 1);
+	assert_int_equal(w->calls, 1);
+}
+
+/* vLLM's max_model_len, OpenRouter's context_length (and top_provider's),
+ * llama.cpp's meta.n_ctx (over n_ctx_train), then /props, and the training
+ * size as the last resort; Ollama's /api/show (num_ctx over the model's
+ * context_length); a one-model server whose id differs; nothing said. */
+static void test_window_from_server(void **state)
+{
+	struct tctx *t = *state;
+	struct window_result w;
+	json_t *reqs;
+
+	probe(t, "{\"models\": {\"object\": \"list\", \"data\": [{\"id\": \"other\", "
+	         "\"max_model_len\": 4096}, {\"id\": \"qwen\", \"object\": \"model\", "
+	         "\"owned_by\": \"vllm\", \"max_model_len\": 16384}]}}",
+	      "qwen", &w);
+	assert_int_equal(w.window, 16384);
+	assert_string_equal(w.source, "GET /models max_model_len");
+	reqs = fake_requests(t);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, 0), "path")),
+	                    "/v1/models");
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_object_get(json_array_get(reqs, 0), "headers"), "authorization")),
+	                    "Bearer sk-test-secret-key-123");
+	json_decref(reqs);
+
+	probe(t, "{\"models\": {\"data\": [{\"id\": \"meta-llama/llama-3.1-8b-instruct\", "
+	         "\"context_length\": 131072, \"top_provider\": {\"context_length\": 65536}}]}}",
+	      "meta-llama/llama-3.1-8b-instruct", &w);
+	assert_int_equal(w.window, 131072);
+	probe(t, "{\"models\": {\"data\": [{\"id\": \"x\", \"top_provider\": {\"context_length\": "
+	         "65536}}, {\"id\": \"y\"}]}}",
+	      "x", &w);
+	assert_int_equal(w.window, 65536);
+	assert_string_equal(w.source, "GET /models top_provider.context_length");
+
+	/* llama.cpp: a one-model server names it by its file. */
+	probe(t, "{\"models\": {\"data\": [{\"id\": \"qwen2.5-7b-instruct-q4_k_m.gguf\", "
+	         "\"owned_by\": \"llamacpp\", \"meta\": {\"n_ctx\": 8192, \"n_ctx_train\": "
+	         "32768}}]}}",
+	      "local", &w);
+	assert_int_equal(w.window, 8192);
+	assert_string_equal(w.source, "GET /models meta.n_ctx");
+	probe(t, "{\"models\": {\"data\": [{\"id\": \"m.gguf\", \"owned_by\": \"llamacpp\", "
+	         "\"meta\": {\"n_ctx_train\": 32768}}]}, \"props\": "
+	         "{\"default_generation_settings\": {\"n_ctx\": 4096}}}",
+	      "m", &w);
+	assert_int_equal(w.window, 4096);
+	assert_string_equal(w.source, "GET /props n_ctx");
+	probe(t, "{\"models\": {\"data\": [{\"id\": \"m.gguf\", \"owned_by\": \"llamacpp\", "
+	         "\"meta\": {\"n_ctx_train\": 32768}}]}}",
+	      "m", &w);
+	assert_int_equal(w.window, 32768);
+	assert_string_equal(w.source, "GET /models meta.n_ctx_train");
+
+	/* Ollama: its /v1/models says nothing; /api/show does. */
+	probe(t, "{\"models\": {\"data\": [{\"id\": \"qwen2.5:7b\", \"owned_by\": \"library\"}]}, "
+	         "\"show\": {\"parameters\": \"stop \\\"<|im_end|>\\\"\\nnum_ctx 12288\", "
+	         "\"model_info\": {\"general.architecture\": \"qwen2\", \"qwen2.context_length\": "
+	         "32768}}}",
+	      "qwen2.5:7b", &w);
+	assert_int_equal(w.window, 12288);
+	assert_string_equal(w.source, "POST /api/show num_ctx");
+	reqs = fake_requests(t);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, 1), "path")),
+	                    "/api/show");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, 1), "body")),
+	                    "{\"model\":\"qwen2.5:7b\"}");
+	json_decref(reqs);
+	probe(t, "{\"models\": {\"data\": [{\"id\": \"llama3.1\", \"owned_by\": \"library\"}]}, "
+	         "\"show\": {\"model_info\": {\"general.architecture\": \"llama\", "
+	         "\"llama.context_length\": 131072}}}",
+	      "llama3.1", &w);
+	assert_int_equal(w.window, 131072);
+	assert_string_equal(w.source, "POST /api/show llama.context_length");
+
+	/* Nothing said (the official API), and a server that fails. */
+	probe(t, "{\"models\": {\"data\": [{\"id\": \"gpt-4o\", \"owned_by\": \"system\"}, "
+	         "{\"id\": \"gpt-4o-mini\", \"owned_by\": \"system\"}]}}",
+	      "gpt-4o", &w);
+	assert_int_equal(w.window, 0);
+	probe(t, "{\"status\": {\"models\": 500}, \"models\": {\"error\": \"boom\"}}", "gpt-4o", &w);
+	assert_int_equal(w.window, 0);
+}
+
 /* A server that answers a streaming request with one JSON body. */
 static void test_stream_ignored(void **state)
 {
@@ -1392,6 +1508,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_cut_tool_call, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_missing_ids, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tool_ready_while_streaming, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_window_from_server, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stream_ignored, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_script_match, setup, teardown),
 	};
