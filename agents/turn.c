@@ -1093,9 +1093,9 @@ static void turn_check_prefix(struct turn *t, int64_t tokens)
 	snprintf(ht, sizeof ht, "%016llx", (unsigned long long)t->tools_hash);
 	snprintf(hp, sizeof hp, "%016llx", (unsigned long long)h);
 	turn_record(t, "event",
-	            json_pack("{sssssssssIsI}", "event", "prompt", "system", hs, "tools", ht,
+	            json_pack("{sssssssssIsIsf}", "event", "prompt", "system", hs, "tools", ht,
 	                      "prefix", hp, "messages", (json_int_t)n, "tokens_estimate",
-	                      (json_int_t)tokens));
+	                      (json_int_t)tokens, "calibration", t->ledger.scale));
 	t->have_prev = true;
 	t->prev_system = sys;
 	t->prev_tools = t->tools_hash;
@@ -1146,12 +1146,7 @@ static void turn_send(struct turn *t)
 
 static int64_t turn_estimate_of(const struct turn *t, const json_t *history)
 {
-	int64_t sum = t->ledger.fixed;
-	const json_t *m;
-	size_t i;
-
-	json_array_foreach(history, i, m) sum += tokens_estimate_json(m);
-	return sum;
+	return tokens_ledger_estimate(&t->ledger, history);
 }
 
 static int64_t turn_pct(const struct turn *t, int64_t tokens)
@@ -1455,6 +1450,9 @@ static void turn_setup_context(struct turn *t)
 		compact_limits_default(&t->limits);
 	tokens_ledger_init(&t->ledger);
 	tokens_ledger_set_fixed(&t->ledger, t->opt.system, t->tools_json);
+	if (lp && json_is_number(json_object_get(lp, "calibration")))
+		tokens_ledger_set_scale(&t->ledger,
+		                        json_number_value(json_object_get(lp, "calibration")));
 	t->tools_hash = turn_json_hash(TURN_FNV_OFFSET, t->tools_json);
 	t->compact_failures = t->opt.session.compact_failures;
 	t->session_breaks = t->opt.session.cache_breaks;
