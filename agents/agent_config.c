@@ -66,8 +66,22 @@ static const struct cfg_key agent_context_keys[] = {
         .max = 1000,
         .def = "50",
         .doc = "Level 1: from this percentage of the window, old tool results "
-               "(all but `keep_results`) are replaced by a note naming the file "
-               "that holds them. Above 100 turns the level off.",
+               "(never the `keep_results` most recent) are replaced by a note naming "
+               "the file that holds them, oldest first, in one batch down to "
+               "`trim_to`. Above 100 turns the level off.",
+    },
+    {
+        .name = "trim_to",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_context_config, trim_to),
+        .min = 0,
+        .max = 1000,
+        .def = "20",
+        .doc = "Level 1's low-water mark: a batch clears old results until the "
+               "context is at this percentage, so the request prefix (and the "
+               "provider's prompt cache) changes once per batch; a batch that would "
+               "free less than half of `trim_at` - `trim_to` waits (unless "
+               "`archive_at` is reached).",
     },
     {
         .name = "archive_at",

@@ -16,6 +16,7 @@
 struct agent_context_config {
 	int64_t window;           /* the model's context window, tokens */
 	int64_t trim_at;          /* level 1 (old tool results) from this percent */
+	int64_t trim_to;          /* ... clearing down to this percent */
 	int64_t archive_at;       /* level 2 (archive the middle) */
 	int64_t summarize_at;     /* level 3 (summary by the model) */
 	int64_t block_at;         /* no model call above this until compaction succeeds */

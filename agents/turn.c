@@ -1149,6 +1149,11 @@ static int64_t turn_estimate_of(const struct turn *t, const json_t *history)
 	return tokens_ledger_estimate(&t->ledger, history);
 }
 
+static int64_t turn_estimate_text(void *ud, const char *s, size_t n)
+{
+	return tokens_ledger_text(&((struct turn *)ud)->ledger, s, n);
+}
+
 static int64_t turn_pct(const struct turn *t, int64_t tokens)
 {
 	return t->limits.window > 0 ? tokens * 100 / t->limits.window : 0;
@@ -1402,12 +1407,29 @@ static void turn_context_step(struct turn *t, bool forced, const char *why)
 		return;
 	}
 	est = tokens;
-	if ((forced || turn_pct(t, est) >= t->limits.trim_at) &&
-	    compact_plan_trim(scratch, t->limits.keep_results, t->opt.tool_ctx.results_dir,
-	                      &t->plans[0]) == SB_OK &&
-	    t->plans[0].edits && compact_apply(scratch, t->plans[0].edits) == SB_OK) {
-		any = true;
-		est = turn_estimate_of(t, scratch);
+	if (forced || turn_pct(t, est) >= t->limits.trim_at) {
+		/* One batch down to the low-water mark: the prefix changes once
+		 * for many calls. A batch too small to be worth a cache break
+		 * waits, unless the next level is due anyway. */
+		int64_t target = forced ? 0 : tokens - t->limits.window * t->limits.trim_to / 100;
+		int64_t worth = t->limits.window *
+		                (t->limits.trim_at > t->limits.trim_to
+		                     ? (t->limits.trim_at - t->limits.trim_to) / 2
+		                     : 0) /
+		                100;
+
+		if (compact_plan_trim(scratch, t->limits.keep_results, t->opt.tool_ctx.results_dir,
+		                      target > 0 ? target : 0, turn_estimate_text, t,
+		                      &t->plans[0]) == SB_OK &&
+		    t->plans[0].edits &&
+		    (forced || t->plans[0].freed >= worth ||
+		     turn_pct(t, est) >= t->limits.archive_at) &&
+		    compact_apply(scratch, t->plans[0].edits) == SB_OK) {
+			any = true;
+			est = turn_estimate_of(t, scratch);
+		} else {
+			compact_plan_free(&t->plans[0]);
+		}
 	}
 	if ((forced || turn_pct(t, est) >= t->limits.archive_at) && t->opt.tool_ctx.sessions_dir &&
 	    t->opt.tool_ctx.session_id) {
@@ -1424,6 +1446,11 @@ static void turn_context_step(struct turn *t, bool forced, const char *why)
 			any = true;
 	}
 	json_decref(scratch);
+	if (!any && !forced && turn_pct(t, tokens) < t->limits.summarize_at &&
+	    turn_pct(t, tokens) < t->limits.block_at) {
+		turn_send(t); /* nothing worth changing the prefix for yet */
+		return;
+	}
 	turn_set_state(t, TURN_COMPACTING,
 	               forced ? (why && *why ? why : "the prompt is too long")
 	                      : "the context is over a compaction threshold");

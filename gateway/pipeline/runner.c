@@ -437,6 +437,7 @@ static void run_start_turn(struct run_job *j)
 	to.tool_ctx.session_id = j->session_id;
 	to.context.limits.window = j->window;
 	to.context.limits.trim_at = (int)a->context.trim_at;
+	to.context.limits.trim_to = (int)a->context.trim_to;
 	to.context.limits.archive_at = (int)a->context.archive_at;
 	to.context.limits.summarize_at = (int)a->context.summarize_at;
 	to.context.limits.block_at = (int)a->context.block_at;

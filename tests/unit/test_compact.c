@@ -30,6 +30,7 @@
 #include <uv.h>
 
 #include "agents/context/compact.h"
+#include "agents/context/tokens.h"
 #include "agents/message.h"
 #include "agents/models.h"
 #include "agents/transcript.h"
@@ -451,6 +452,41 @@ static void test_summary_request_says_data(void **state)
 	json_decref(h);
 }
 
+static int64_t est_text(void *ud, const char *s, size_t n)
+{
+	(void)ud;
+	return tokens_estimate_text(s, n);
+}
+
+/* Level 1 in one batch: results are cleared oldest first only until the
+ * batch frees what was asked (the low-water mark), never the most recent;
+ * 0 asks for everything that may go. */
+static void test_level1_batch_plan(void **state)
+{
+	struct fixture *fx = *state;
+	json_t *h = make_history(10, 1500);
+	struct compact_plan p;
+	/* Each result is about 215 tokens, its note about 30. */
+	assert_int_equal(compact_plan_trim(h, 2, fx->results, 500, est_text, NULL, &p), SB_OK);
+	assert_int_equal(json_array_size(json_object_get(p.record, "results")), 3);
+	assert_true(p.freed >= 500 && p.freed < 750);
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_array_get(json_object_get(p.record, "results"), 0),
+	                        "tool_use_id")),
+	                    "h0");
+	assert_int_equal(json_integer_value(json_object_get(p.record, "freed")), p.freed);
+	compact_plan_free(&p);
+	assert_int_equal(compact_plan_trim(h, 2, fx->results, 0, est_text, NULL, &p), SB_OK);
+	assert_int_equal(json_array_size(json_object_get(p.record, "results")), 8);
+	compact_plan_free(&p);
+	/* More than there is: all that may go, still never the 2 kept. */
+	assert_int_equal(compact_plan_trim(h, 2, fx->results, 1000000, est_text, NULL, &p),
+	                 SB_OK);
+	assert_int_equal(json_array_size(json_object_get(p.record, "results")), 8);
+	compact_plan_free(&p);
+	json_decref(h);
+}
+
 /* ---- the levels through a run ---- */
 
 static void test_level1_trim(void **state)
@@ -747,6 +783,7 @@ int main(void)
 	    cmocka_unit_test(test_cuts_keep_pairs),
 	    cmocka_unit_test(test_summary_request_says_data),
 	    cmocka_unit_test_setup_teardown(test_level1_trim, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_level1_batch_plan, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_level2_archive, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_level3_summary_and_reload, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_breaker_and_block, setup, teardown),
