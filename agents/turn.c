@@ -11,6 +11,7 @@
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "agents/context/budget.h"
 #include "agents/context/compact.h"
@@ -138,6 +139,7 @@ struct turn {
 	size_t sum_cut;
 	int compact_failures;
 	struct model_usage session_spent;
+	char *handoff; /* the summary a full session hands off with */
 
 	/* blocking writes on the thread pool, one at a time */
 	uv_work_t io;
@@ -265,6 +267,7 @@ static void turn_free_cb(uv_handle_t *h)
 	tokens_ledger_free(&t->ledger);
 	buf_free(&t->text);
 	free(t->detail);
+	free(t->handoff);
 	free(t);
 }
 
@@ -332,6 +335,8 @@ static void turn_finish(struct turn *t, enum turn_end end, const char *detail)
 	r.results_persisted = t->counts.results_persisted;
 	r.context_tokens = t->counts.context_tokens;
 	r.budget_refunds = t->refunds;
+	r.handoff = t->handoff != NULL;
+	r.handoff_summary = t->handoff;
 	r.bad_calls = t->bad_calls;
 	r.final_call = t->grace;
 	r.session_usage = t->session_spent;
@@ -524,6 +529,7 @@ static void turn_refuse_bad(struct turn *t, const struct model_bad_call *bc)
 static void turn_call_model(struct turn *t, const char *reason);
 static void turn_context_step(struct turn *t, bool forced, const char *why);
 static void turn_maybe_refund(struct turn *t, const json_t *assistant);
+static void turn_context_full(struct turn *t, int64_t tokens, const char *cause);
 
 static void turn_on_delta(void *ud, const char *text, size_t len)
 {
@@ -818,9 +824,13 @@ static void turn_on_model_done(void *ud, int rc, const struct model_response *re
 			    "retry after compaction (the provider said the prompt is too long)");
 			turn_context_step(t, true, err->message);
 		} else if (err && err->kind == MODEL_ERR_PROMPT_TOO_LONG) {
-			turn_finish(
-			    t, TURN_END_ERROR,
-			    "prompt too long for the model's context, even after compaction");
+			char cause[600];
+
+			snprintf(cause, sizeof cause,
+			         "the prompt is too long for the model even after compaction (%.400s)",
+			         err->message);
+			tokens_ledger_sync(&t->ledger, t->history);
+			turn_context_full(t, tokens_ledger_total(&t->ledger), cause);
 		} else {
 			turn_finish(t, TURN_END_ERROR, err ? err->message : sb_strerror(rc));
 		}
@@ -1346,6 +1356,100 @@ static void turn_summary_step(struct turn *t)
 	}
 }
 
+#define TURN_HANDOFF_ITEM 600
+#define TURN_HANDOFF_MAX ((size_t)16 * 1024)
+
+/* Appends up to max bytes of s (whole characters) to b, with "..." when
+ * cut. */
+static void turn_put_cut(struct buf *b, const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n <= max) {
+		buf_puts(b, s);
+		return;
+	}
+	while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
+		max--;
+	buf_append(b, s, max);
+	buf_puts(b, " [...]");
+}
+
+/* The summary a full session hands off with, built without the model
+ * (which may be what failed): the earlier summary if the history starts
+ * with one, the last messages' text, and the todo list. */
+static char *turn_handoff_summary(struct turn *t)
+{
+	struct buf b;
+	const json_t *first = json_array_get(t->history, 0), *m, *blk;
+	char *text = first ? msg_text(first) : NULL;
+	size_t i, k, n = json_array_size(t->history), from, shown = 0;
+
+	buf_init(&b, TURN_HANDOFF_MAX + 1024);
+	buf_printf(&b,
+	           "[This conversation goes on from an earlier session (%s) whose context was "
+	           "full. What it held, in short:]\n",
+	           t->opt.tool_ctx.session_id ? t->opt.tool_ctx.session_id : "not named");
+	if (text && strncmp(text, "[Summary of the ", 16) == 0) {
+		buf_puts(&b, "\nIts summary:\n");
+		turn_put_cut(&b, text, TURN_HANDOFF_MAX / 2);
+		buf_puts(&b, "\n");
+	}
+	free(text);
+	/* The last dozen messages' text, oldest first. */
+	from = n > 12 ? n - 12 : 0;
+	for (i = from; i < n; i++) {
+		m = json_array_get(t->history, i);
+		json_array_foreach(json_object_get(m, "content"), k, blk)
+		{
+			const char *s = json_string_value(json_object_get(blk, "text"));
+
+			if (!s || !*s || strncmp(s, "[Summary of the ", 16) == 0 ||
+			    b.len > TURN_HANDOFF_MAX)
+				continue;
+			if (!shown++)
+				buf_puts(&b, "\nThe last messages:\n");
+			buf_printf(&b, "- %s: ", turn_str(json_object_get(m, "role")));
+			turn_put_cut(&b, s, TURN_HANDOFF_ITEM);
+			buf_puts(&b, "\n");
+		}
+	}
+	return buf_steal(&b);
+}
+
+/* The context is full and compaction could not make room: the run ends
+ * and the session should go on in a new one (the seeds' session split).
+ * A system prompt and tools that alone do not fit need the operator. */
+static void turn_context_full(struct turn *t, int64_t tokens, const char *cause)
+{
+	char why[600];
+	int64_t fixed = (int64_t)((double)t->ledger.fixed * t->ledger.scale);
+
+	if (fixed * 100 >= t->limits.window * t->limits.block_at) {
+		snprintf(why, sizeof why,
+		         "this agent's instructions and tools alone take about %lld tokens, more "
+		         "than its model's %lld-token context window leaves room for. The operator "
+		         "must act: shorten the workspace files, give the agent fewer tools, or "
+		         "give it a model with a larger window (agents[].model, "
+		         "agents[].context.window)",
+		         (long long)fixed, (long long)t->limits.window);
+		turn_finish(t, TURN_END_ERROR, why);
+		return;
+	}
+	free(t->handoff);
+	t->handoff = turn_handoff_summary(t);
+	if (cause)
+		snprintf(why, sizeof why, "%s", cause);
+	else
+		snprintf(why, sizeof why,
+		         "the context is full (%lld%% of the %lld-token window) and compaction "
+		         "could not make room",
+		         (long long)turn_pct(t, tokens), (long long)t->limits.window);
+	turn_record(t, "event",
+	            json_pack("{ssss}", "event", "handoff", "why", why));
+	turn_finish(t, TURN_END_ERROR, why);
+}
+
 /* After the levels: send, try the summary again, or give up. */
 static void turn_context_after(struct turn *t)
 {
@@ -1363,16 +1467,7 @@ static void turn_context_after(struct turn *t)
 			turn_summary_step(t);
 			return;
 		}
-		{
-			char why[256];
-
-			snprintf(
-			    why, sizeof why,
-			    "the context is full (%lld%% of the %lld-token window) and compaction "
-			    "could not make room",
-			    (long long)pct, (long long)t->limits.window);
-			turn_finish(t, TURN_END_ERROR, why);
-		}
+		turn_context_full(t, tokens, NULL);
 		return;
 	}
 	turn_send(t);
@@ -1482,6 +1577,20 @@ static void turn_setup_context(struct turn *t)
 		                        json_number_value(json_object_get(lp, "calibration")));
 	t->tools_hash = turn_json_hash(TURN_FNV_OFFSET, t->tools_json);
 	t->compact_failures = t->opt.session.compact_failures;
+	if (t->compact_failures >= COMPACT_BREAKER) {
+		/* Open for long enough: one more summary may be tried. */
+		struct timespec now;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		if ((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 -
+		        t->opt.session.compact_failed_ms >=
+		    COMPACT_BREAKER_RESET_MS) {
+			t->compact_failures = COMPACT_BREAKER - 1;
+			turn_record(t, "event",
+			            json_pack("{sssi}", "event", "compaction_breaker_reset",
+			                      "consecutive", t->compact_failures));
+		}
+	}
 	t->session_breaks = t->opt.session.cache_breaks;
 	t->session_spent = t->opt.session.spent;
 	if (lp) {
@@ -1574,8 +1683,13 @@ int turn_start(struct turn **out, const struct turn_options *opt, turn_done_cb d
 	uv_timer_init(opt->tool_ctx.loop, &t->timer);
 	t->timer.data = t;
 	if (opt->user_text) {
-		json_t *msg = msg_user_text_new(opt->user_text);
+		json_t *msg = opt->seed && *opt->seed ? msg_user_text_new(opt->seed)
+		                                      : msg_user_text_new(opt->user_text);
 
+		if (msg && opt->seed && *opt->seed && msg_add_text(msg, opt->user_text) != SB_OK) {
+			json_decref(msg);
+			msg = NULL;
+		}
 		/* Not recorded yet (user_pending): the note may still go in. */
 		if (msg)
 			turn_add_date(t, msg);

@@ -133,6 +133,9 @@ struct turn_options {
 	 * cached prefix changes at most once a day, and only in the newest
 	 * message. NULL: none. */
 	const char *date_note;
+	/* Text put before the user text in the new user message: the summary
+	 * a session handed off with (see turn_result.handoff). NULL: none. */
+	const char *seed;
 };
 
 struct turn_result {
@@ -154,6 +157,11 @@ struct turn_result {
 	int budget_refunds;     /* rounds that only ran code (refunded) */
 	int bad_calls;          /* tool calls cut off or not valid JSON */
 	bool final_call;        /* a limit was reached and the model wrapped up */
+	/* The context is full and compaction could not make room (end error):
+	 * the session should go on in a new one, seeded with handoff_summary
+	 * (the earlier summary if any, the recent messages, the todo list). */
+	bool handoff;
+	const char *handoff_summary;
 };
 
 typedef void (*turn_done_cb)(void *ud, const struct turn_result *r);

@@ -46,8 +46,11 @@
 
 /* Results shorter than this are not worth a note. */
 #define COMPACT_TRIM_MIN 300
-/* Consecutive failed summaries after which level 3 stops trying. */
+/* Consecutive failed summaries after which level 3 stops trying, and how
+ * long it stays open: after that one more summary is tried (and a success
+ * closes it). */
 #define COMPACT_BREAKER 3
+#define COMPACT_BREAKER_RESET_MS (10 * 60 * 1000)
 
 struct compact_limits {
 	int64_t window;       /* the model's context window, tokens */

@@ -81,6 +81,14 @@ struct run_job {
 	size_t n_chain;
 	struct turn *turn;
 	struct models_window_wait *wwait; /* the model's context window, being learnt */
+	/* A session handed off to a new one (the context was full): the first
+	 * run's session, the summary the second starts from. */
+	char *seed;
+	bool handed_off;
+	bool restart; /* flushing the full session before the run in the new one */
+	char old_session_id[40];
+	struct model_usage first_usage; /* the full session's run */
+	int first_calls, first_tools;
 	int64_t window;
 	char window_source[200];
 	struct permissions perms;
@@ -132,6 +140,7 @@ static void run_job_free(struct run_job *j)
 	free(j->target);
 	free(j->sender);
 	free(j->abort_why);
+	free(j->seed);
 	json_decref(j->history);
 	json_decref(j->last_prompt);
 	json_decref(j->steer);
@@ -198,6 +207,30 @@ static void run_touch_session(struct run_job *j)
 
 /* ---- flush ---- */
 
+static void run_prepare(struct run_job *j);
+
+/* The full session is written: the message runs again in the new one. */
+static void run_restart(struct run_job *j)
+{
+	json_decref(j->history);
+	j->history = NULL;
+	json_decref(j->last_prompt);
+	j->last_prompt = NULL;
+	memset(&j->session, 0, sizeof j->session);
+	buf_reset(&j->prompt);
+	free(j->chain);
+	j->chain = NULL;
+	j->n_chain = 0;
+	j->prep_rc = 0;
+	j->redelivered = false;
+	free(j->result_text);
+	free(j->result_detail);
+	json_decref(j->result_messages);
+	j->result_text = j->result_detail = NULL;
+	j->result_messages = NULL;
+	run_prepare(j);
+}
+
 static void run_flushed(void *ud, int rc)
 {
 	struct run_job *j = ud;
@@ -207,6 +240,12 @@ static void run_flushed(void *ud, int rc)
 		         LOG_S("error", sb_strerror(rc)));
 	transcript_close(j->transcript);
 	j->transcript = NULL;
+	if (j->restart && !j->aborted) {
+		j->restart = false;
+		run_restart(j);
+		return;
+	}
+	/* After a hand-off this points the session key at the new session. */
 	run_touch_session(j);
 	run_finish(j, SB_OK, NULL);
 }
@@ -229,15 +268,81 @@ static void run_count_context(struct run_job *j, const struct turn_result *res)
 	m->tool_results_persisted += res->results_persisted;
 }
 
+/* The context of the session is full: the message runs again in a new
+ * session that starts from a summary (the seeds' session split). The key
+ * points at the new session only once that run is written. */
+static bool run_hand_off(struct run_job *j, const struct turn_result *res)
+{
+	json_t *ev;
+
+	if (!res->handoff || j->handed_off || j->aborted || !res->handoff_summary)
+		return false;
+	free(j->seed);
+	j->seed = strdup(res->handoff_summary);
+	if (!j->seed)
+		return false;
+	j->handed_off = true;
+	j->restart = true;
+	j->first_usage = res->usage;
+	j->first_calls = res->model_calls;
+	j->first_tools = res->tool_calls;
+	snprintf(j->old_session_id, sizeof j->old_session_id, "%s", j->session_id);
+	transcript_new_session_id(j->session_id, sizeof j->session_id);
+	ev = json_pack("{sssssss}", "event", "handoff", "to", j->session_id, "why",
+	               res->detail ? res->detail : "");
+	if (!ev || transcript_append(j->transcript, "event", ev, NULL, 0) != SB_OK)
+		log_warn("agent", "cannot record the hand-off in the transcript",
+		         LOG_S("path", j->path));
+	json_decref(ev);
+	log_info("agent", "the session's context is full; it goes on in a new session",
+	         LOG_S("session", j->session_key), LOG_S("from", j->old_session_id),
+	         LOG_S("to", j->session_id));
+	return true;
+}
+
 static void run_turn_done(void *ud, const struct turn_result *res)
 {
 	struct run_job *j = ud;
+	char detail[1024];
+	struct buf text;
 
 	run_count_context(j, res);
 	j->turn = NULL;
+	if (run_hand_off(j, res)) {
+		j->stage = RUN_FLUSH;
+		if (transcript_flush(j->transcript, run_flushed, j) != SB_OK)
+			run_flushed(j, SB_ERR_IO);
+		return;
+	}
 	j->result = *res;
-	j->result_text = strdup(res->text ? res->text : "");
-	j->result_detail = strdup(res->detail ? res->detail : "");
+	j->result.handoff_summary = NULL; /* the turn's, gone after this */
+	if (j->handed_off) {
+		/* The reply's cost is both runs'. */
+		j->result.usage.input_tokens += j->first_usage.input_tokens;
+		j->result.usage.output_tokens += j->first_usage.output_tokens;
+		j->result.usage.cache_read_tokens += j->first_usage.cache_read_tokens;
+		j->result.usage.cache_write_tokens += j->first_usage.cache_write_tokens;
+		j->result.model_calls += j->first_calls;
+		j->result.tool_calls += j->first_tools;
+	}
+	buf_init(&text, (size_t)64 << 20);
+	buf_puts(&text, res->text ? res->text : "");
+	snprintf(detail, sizeof detail, "%s", res->detail ? res->detail : "");
+	if (j->handed_off && res->handoff) {
+		/* Full again in a fresh session: the message alone is too long. */
+		snprintf(detail, sizeof detail,
+		         "your message is too long for this agent's model even in a new "
+		         "conversation (about %lld tokens with the summary of the earlier one; "
+		         "the window holds %lld). Send it in shorter parts",
+		         (long long)res->context_tokens, (long long)j->window);
+	} else if (j->handed_off && res->end != TURN_END_ERROR) {
+		buf_printf(&text,
+		           "%s(This conversation's context was full, so it goes on in a new "
+		           "session that starts from a summary of the earlier one.)",
+		           text.len ? "\n\n" : "");
+	}
+	j->result_text = buf_steal(&text);
+	j->result_detail = strdup(detail);
 	j->result_messages = json_incref((json_t *)res->messages);
 	j->result.text = j->result_text ? j->result_text : "";
 	j->result.detail = j->result_detail ? j->result_detail : "";
@@ -450,6 +555,7 @@ static void run_start_turn(struct run_job *j)
 	to.session.last_prompt = j->last_prompt;
 	run_date_note(j, date, sizeof date);
 	to.date_note = date[0] ? date : NULL;
+	to.seed = j->seed;
 	j->stage = RUN_TURN;
 	rc = turn_start(&j->turn, &to, run_turn_done, j);
 	if (rc) {

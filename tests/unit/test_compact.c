@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -62,6 +63,8 @@ struct run {
 	struct turn_result res;
 	char *detail;
 	char *text;
+	bool handoff;
+	char *handoff_summary;
 	char states[8192];
 };
 
@@ -154,7 +157,11 @@ static void on_done(void *ud, const struct turn_result *res)
 	r->res = *res;
 	r->detail = strdup(res->detail);
 	r->text = strdup(res->text);
+	r->handoff = res->handoff;
+	free(r->handoff_summary);
+	r->handoff_summary = res->handoff_summary ? strdup(res->handoff_summary) : NULL;
 	r->res.messages = NULL;
+	r->res.handoff_summary = NULL;
 }
 
 /* rounds of: user question, assistant ls call, its result (result_chars
@@ -292,6 +299,8 @@ static void run_free(struct run *r)
 {
 	free(r->detail);
 	free(r->text);
+	free(r->handoff_summary);
+	r->handoff_summary = NULL;
 }
 
 static void load(struct fixture *fx, struct transcript_loaded *l)
@@ -692,22 +701,73 @@ static void test_breaker_and_block(void **state)
 	assert_non_null(strstr(r.detail, "context is full"));
 	assert_int_equal(r.res.model_calls, 0);
 	assert_int_equal(r.res.compaction_failures, COMPACT_BREAKER);
+	/* The session is handed off, with the recent messages. */
+	assert_true(r.handoff);
+	assert_non_null(strstr(r.handoff_summary, "goes on from an earlier session (S1)"));
+	assert_non_null(strstr(r.handoff_summary, "- user: the new question"));
+	assert_non_null(strstr(r.handoff_summary, "- assistant: answer 5"));
 	load(fx, &l);
+	assert_int_equal(count_entries(&l, "event", "handoff"), 1);
 	assert_int_equal(count_entries(&l, "event", "compaction_failed"), COMPACT_BREAKER);
 	assert_int_equal(l.compact_failures, COMPACT_BREAKER);
 	transcript_loaded_free(&l);
 	run_free(&r);
 
-	/* The breaker stays open for the session: no more tries. */
+	/* The breaker stays open for a while: no more tries. */
+	{
+		struct timespec now;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		tr = open_transcript(fx, h);
+		opts_init(fx, &o, &r, h, tr);
+		o.context.limits.summarize_at = 50;
+		o.context.limits.block_at = 60;
+		o.session.compact_failures = COMPACT_BREAKER;
+		o.session.compact_failed_ms = (int64_t)now.tv_sec * 1000 - 60 * 1000;
+		run_turn(fx, &o, &r);
+		close_transcript(fx, tr);
+		assert_int_equal(r.res.end, TURN_END_ERROR);
+		assert_int_equal(r.res.compaction_failures, 0);
+		assert_true(r.handoff);
+		run_free(&r);
+
+		/* After COMPACT_BREAKER_RESET_MS one more summary is tried. */
+		tr = open_transcript(fx, h);
+		opts_init(fx, &o, &r, h, tr);
+		o.context.limits.summarize_at = 50;
+		o.context.limits.block_at = 60;
+		o.session.compact_failures = COMPACT_BREAKER;
+		o.session.compact_failed_ms =
+		    (int64_t)now.tv_sec * 1000 - COMPACT_BREAKER_RESET_MS - 1000;
+		run_turn(fx, &o, &r);
+		close_transcript(fx, tr);
+		assert_int_equal(r.res.end, TURN_END_ERROR);
+		assert_int_equal(r.res.compaction_failures, 1);
+		load(fx, &l);
+		assert_int_equal(count_entries(&l, "event", "compaction_breaker_reset"), 1);
+		transcript_loaded_free(&l);
+		run_free(&r);
+	}
+
+	/* A system prompt that alone fills the window: no hand-off would help;
+	 * the user is told the operator must act. */
 	tr = open_transcript(fx, h);
 	opts_init(fx, &o, &r, h, tr);
+	{
+		static char big[8000];
+
+		memset(big, 'a', sizeof big - 1);
+		for (size_t i = 5; i < sizeof big - 1; i += 6)
+			big[i] = ' ';
+		o.system = big;
+	}
 	o.context.limits.summarize_at = 50;
 	o.context.limits.block_at = 60;
-	o.session.compact_failures = COMPACT_BREAKER;
 	run_turn(fx, &o, &r);
 	close_transcript(fx, tr);
 	assert_int_equal(r.res.end, TURN_END_ERROR);
-	assert_int_equal(r.res.compaction_failures, 0);
+	assert_non_null(strstr(r.detail, "The operator must act"));
+	assert_false(r.handoff);
 	run_free(&r);
 
 	/* Below block_at a failed summary does not stop the call. */
