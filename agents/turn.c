@@ -140,6 +140,8 @@ struct turn {
 	int compact_failures;
 	struct model_usage session_spent;
 	char *handoff; /* the summary a full session hands off with */
+	struct tool_plan plan; /* the session's todo list (tool_ctx.plan) */
+	bool plan_reinject;    /* a compaction removed messages: show the list again */
 
 	/* blocking writes on the thread pool, one at a time */
 	uv_work_t io;
@@ -268,6 +270,7 @@ static void turn_free_cb(uv_handle_t *h)
 	buf_free(&t->text);
 	free(t->detail);
 	free(t->handoff);
+	json_decref(t->plan.items);
 	free(t);
 }
 
@@ -337,6 +340,7 @@ static void turn_finish(struct turn *t, enum turn_end end, const char *detail)
 	r.budget_refunds = t->refunds;
 	r.handoff = t->handoff != NULL;
 	r.handoff_summary = t->handoff;
+	r.todo = t->plan.items;
 	r.bad_calls = t->bad_calls;
 	r.final_call = t->grace;
 	r.session_usage = t->session_spent;
@@ -530,6 +534,7 @@ static void turn_call_model(struct turn *t, const char *reason);
 static void turn_context_step(struct turn *t, bool forced, const char *why);
 static void turn_maybe_refund(struct turn *t, const json_t *assistant);
 static void turn_context_full(struct turn *t, int64_t tokens, const char *cause);
+static void turn_plan_reinject(struct turn *t);
 
 static void turn_on_delta(void *ud, const char *text, size_t len)
 {
@@ -1135,6 +1140,8 @@ static void turn_send(struct turn *t)
 	req.no_tools = t->grace && req.tools;
 	json_object_clear(t->id_map);
 	json_object_clear(t->refused);
+	turn_plan_reinject(t);
+	req.messages = t->history;
 	turn_record_pending(t);
 	tokens_ledger_sync(&t->ledger, t->history);
 	t->counts.context_tokens = tokens_ledger_total(&t->ledger);
@@ -1204,6 +1211,8 @@ static void turn_record_compaction(struct turn *t, const struct compact_plan *p,
 	turn_record(t, "compaction", f);
 	t->counts.compactions[p->level - 1]++;
 	t->cp_changed = true;
+	if (p->level >= 2)
+		t->plan_reinject = true;
 }
 
 /* Levels 1 and 2 are written (or failed): apply them, then level 3. */
@@ -1414,6 +1423,10 @@ static char *turn_handoff_summary(struct turn *t)
 			buf_puts(&b, "\n");
 		}
 	}
+	text = tool_todo_render(t->plan.items, "\nThe todo list");
+	if (text)
+		buf_printf(&b, "%s\n", text);
+	free(text);
 	return buf_steal(&b);
 }
 
@@ -1559,6 +1572,46 @@ static void turn_context_step(struct turn *t, bool forced, const char *why)
 		turn_levels_written(t, SB_ERR_IO);
 }
 
+/* The todo tool replaced the list: keep it and record it. */
+static void turn_plan_set(void *ud, const json_t *items)
+{
+	struct turn *t = ud;
+	json_t *copy = json_deep_copy(items);
+
+	if (!copy)
+		return;
+	json_decref(t->plan.items);
+	t->plan.items = copy;
+	turn_record(t, "event", json_pack("{sssO}", "event", "todo", "items", copy));
+}
+
+/* After a compaction removed messages, the todo list goes back into the
+ * newest message (compactly), so a long task keeps its plan; the prefix
+ * changed already, and the note changes only the newest message. */
+static void turn_plan_reinject(struct turn *t)
+{
+	char *text;
+
+	if (!t->plan_reinject)
+		return;
+	t->plan_reinject = false;
+	text = tool_todo_render(t->plan.items, "[Your todo list, kept across the compaction");
+	if (!text)
+		return;
+	{
+		struct buf b;
+
+		buf_init(&b, strlen(text) + 8);
+		buf_puts(&b, text);
+		buf_puts(&b, "]");
+		free(text);
+		text = buf_steal(&b);
+	}
+	if (text)
+		turn_add_user_note(t, text);
+	free(text);
+}
+
 /* Limits, the ledger, the tool table and what the session's transcript
  * says about the prompt cache. */
 static void turn_setup_context(struct turn *t)
@@ -1600,6 +1653,11 @@ static void turn_setup_context(struct turn *t)
 		t->prev_prefix = turn_hex_value(json_object_get(lp, "prefix"));
 		t->prev_n = (size_t)json_integer_value(json_object_get(lp, "messages"));
 	}
+	t->plan.items = json_is_array(t->opt.session.todo) ? json_deep_copy(t->opt.session.todo)
+	                                                   : json_array();
+	t->plan.set = turn_plan_set;
+	t->plan.ud = t;
+	t->opt.tool_ctx.plan = &t->plan;
 	t->read_def = tool_read;
 	t->read_def.call = budget_read_call;
 	all = tool_all(&n);

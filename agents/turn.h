@@ -97,6 +97,7 @@ struct turn_session {
 	int64_t compact_failed_ms; /* when the last of them failed (unix ms) */
 	int64_t cache_breaks;
 	const json_t *last_prompt; /* the last "prompt" event (borrowed), or NULL */
+	const json_t *todo;        /* the session's todo list (borrowed), or NULL */
 };
 
 /* Context levels and output budgets (compact.h, budget.h). A zero window
@@ -162,6 +163,7 @@ struct turn_result {
 	 * (the earlier summary if any, the recent messages, the todo list). */
 	bool handoff;
 	const char *handoff_summary;
+	const json_t *todo; /* the session's todo list at the end (borrowed) */
 };
 
 typedef void (*turn_done_cb)(void *ud, const struct turn_result *r);

@@ -31,8 +31,8 @@
 
 #define RUNNER_PROMPT_MAX (4u << 20)
 
-static const char *const runner_default_tools[] = {"bash", "edit",    "glob", "grep",
-                                                   "ls",   "message", "read", "write"};
+static const char *const runner_default_tools[] = {"bash",    "edit", "glob", "grep", "ls",
+                                                   "message", "read", "todo", "write"};
 
 struct runner {
 	struct runner_options opt;
@@ -67,6 +67,7 @@ struct run_job {
 	char sessions_dir[PATH_MAX];
 	struct turn_session session; /* from the transcript (last_prompt held below) */
 	json_t *last_prompt;
+	json_t *todo; /* the session's todo list, from the transcript */
 	char workspace[PATH_MAX];
 	uv_work_t work;
 	int prep_rc;
@@ -143,6 +144,7 @@ static void run_job_free(struct run_job *j)
 	free(j->seed);
 	json_decref(j->history);
 	json_decref(j->last_prompt);
+	json_decref(j->todo);
 	json_decref(j->steer);
 	buf_free(&j->prompt);
 	free(j->chain);
@@ -217,6 +219,7 @@ static void run_restart(struct run_job *j)
 	json_decref(j->last_prompt);
 	j->last_prompt = NULL;
 	memset(&j->session, 0, sizeof j->session);
+	/* j->todo goes on: the new session starts with the list. */
 	buf_reset(&j->prompt);
 	free(j->chain);
 	j->chain = NULL;
@@ -283,6 +286,8 @@ static bool run_hand_off(struct run_job *j, const struct turn_result *res)
 		return false;
 	j->handed_off = true;
 	j->restart = true;
+	json_decref(j->todo);
+	j->todo = res->todo ? json_deep_copy(res->todo) : NULL;
 	j->first_usage = res->usage;
 	j->first_calls = res->model_calls;
 	j->first_tools = res->tool_calls;
@@ -316,6 +321,7 @@ static void run_turn_done(void *ud, const struct turn_result *res)
 	}
 	j->result = *res;
 	j->result.handoff_summary = NULL; /* the turn's, gone after this */
+	j->result.todo = NULL;
 	if (j->handed_off) {
 		/* The reply's cost is both runs'. */
 		j->result.usage.input_tokens += j->first_usage.input_tokens;
@@ -500,6 +506,15 @@ static void run_start_turn(struct run_job *j)
 		return;
 	}
 	run_stamp_workspace(j);
+	if (j->handed_off && json_array_size(j->todo)) {
+		/* The todo list goes on with the session. */
+		json_t *ev = json_pack("{sssO}", "event", "todo", "items", j->todo);
+
+		if (!ev || transcript_append(j->transcript, "event", ev, NULL, 0) != SB_OK)
+			log_warn("agent", "cannot carry the todo list into the new session",
+			         LOG_S("path", j->path));
+		json_decref(ev);
+	}
 	{
 		json_t *ev = json_pack("{sssIss}", "event", "context", "window",
 		                       (json_int_t)j->window, "source", j->window_source);
@@ -553,6 +568,7 @@ static void run_start_turn(struct run_job *j)
 	to.context.budget.batch_max = (size_t)a->context.batch_result_max;
 	to.session = j->session;
 	to.session.last_prompt = j->last_prompt;
+	to.session.todo = j->todo;
 	run_date_note(j, date, sizeof date);
 	to.date_note = date[0] ? date : NULL;
 	to.seed = j->seed;
@@ -639,6 +655,8 @@ static void run_prepare_work(uv_work_t *w)
 		j->session.compact_failed_ms = tl.compact_failed_ms;
 		j->session.cache_breaks = tl.cache_breaks;
 		j->last_prompt = tl.last_prompt ? json_deep_copy(tl.last_prompt) : NULL;
+		json_decref(j->todo);
+		j->todo = tl.todo ? json_deep_copy(tl.todo) : NULL;
 		if (tl.torn)
 			log_warn("agent", "ignored a torn last line in the transcript",
 			         LOG_S("path", j->path));

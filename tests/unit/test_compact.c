@@ -836,6 +836,54 @@ static void test_level4_reactive(void **state)
 	json_decref(h);
 }
 
+/* The todo list goes back into the context after a compaction removed
+ * messages (compactly, in the newest message), and the reloaded history has
+ * it too; a run without compaction adds nothing. */
+static void test_todo_after_compaction(void **state)
+{
+	struct fixture *fx = *state;
+	json_t *h = make_history(5, 400);
+	json_t *todo = json_pack("[{ssss}{ssss}]", "text", "collect the logs", "status", "done",
+	                         "text", "write the summary", "status", "in_progress");
+	struct transcript *tr;
+	struct transcript_loaded l;
+	struct turn_options o;
+	struct run r;
+	char *last;
+
+	load_script(fx, "{\"text\": \"done\"}\n");
+	tr = open_transcript(fx, h);
+	opts_init(fx, &o, &r, h, tr);
+	o.context.limits.archive_at = 50;
+	o.session.todo = todo;
+	run_turn(fx, &o, &r);
+	close_transcript(fx, tr);
+	assert_int_equal(r.res.end, TURN_END_TURN);
+	assert_int_equal(r.res.compactions[1], 1);
+	load(fx, &l);
+	last = text_of(json_array_get(l.messages, json_array_size(l.messages) - 2));
+	assert_non_null(strstr(last, "[Your todo list, kept across the compaction (1 of 2 done):\n"
+	                             "[x] collect the logs\n[>] write the summary]"));
+	free(last);
+	transcript_loaded_free(&l);
+	run_free(&r);
+
+	/* No compaction, no note. */
+	tr = open_transcript(fx, h);
+	opts_init(fx, &o, &r, h, tr);
+	o.session.todo = todo;
+	run_turn(fx, &o, &r);
+	close_transcript(fx, tr);
+	load(fx, &l);
+	last = text_of(json_array_get(l.messages, json_array_size(l.messages) - 2));
+	assert_null(strstr(last, "todo list"));
+	free(last);
+	transcript_loaded_free(&l);
+	run_free(&r);
+	json_decref(todo);
+	json_decref(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -844,6 +892,7 @@ int main(void)
 	    cmocka_unit_test(test_summary_request_says_data),
 	    cmocka_unit_test_setup_teardown(test_level1_trim, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_level1_batch_plan, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_todo_after_compaction, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_level2_archive, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_level3_summary_and_reload, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_breaker_and_block, setup, teardown),

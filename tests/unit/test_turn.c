@@ -1811,6 +1811,100 @@ static void test_steer_into_resumed_run(void **state)
 	run_free(&r);
 }
 
+/* The todo tool: the list replaces the last one, is recorded in the
+ * transcript (and loading finds it), and is the run's at the end. */
+static void test_todo_tool(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript_info ti = {.session_id = "s3", .session_key = "k", .agent_id = "main"};
+	struct transcript *tr = NULL;
+	struct transcript_loaded l;
+	struct turn_options o;
+	struct flushed fl = {0};
+	struct run r;
+	char path[PATH_MAX + 64];
+	const json_t *res;
+
+	load_script(fx,
+	            "{\"tool_calls\": [{\"name\": \"todo\", \"input\": {\"items\": ["
+	            "{\"text\": \"read the files\", \"status\": \"in_progress\"},"
+	            "{\"text\": \"write the report\", \"status\": \"pending\"}]}}]}\n"
+	            "{\"tool_calls\": [{\"name\": \"todo\", \"input\": {\"items\": ["
+	            "{\"text\": \"read the files\", \"status\": \"done\"},"
+	            "{\"text\": \"write the report\", \"status\": \"in_progress\"}]}}]}\n"
+	            "{\"tool_calls\": [{\"name\": \"todo\", \"input\": {\"items\": ["
+	            "{\"text\": \"x\", \"status\": \"maybe\"}]}}]}\n"
+	            "{\"text\": \"Working on the report.\"}\n",
+	            0);
+	snprintf(path, sizeof path, "%s/sessions/s3.jsonl", fx->home);
+	assert_int_equal(transcript_open(&tr, &fx->loop, path, &ti), SB_OK);
+	run_init(&r, fx);
+	opts_init(&o, &r, "plan it");
+	o.transcript = tr;
+	start_run(&r, &o);
+	wait_done(&r);
+	assert_int_equal(r.end, TURN_END_TURN);
+	res = block_at(msg_at(&r, 2), 0);
+	assert_false(json_is_true(json_object_get(res, "is_error")));
+	assert_string_equal(str_of(res, "content"), "Todo list saved (0 of 2 done):\n"
+	                                            "[>] read the files\n[ ] write the report");
+	res = block_at(msg_at(&r, 4), 0);
+	assert_string_equal(str_of(res, "content"), "Todo list saved (1 of 2 done):\n"
+	                                            "[x] read the files\n[>] write the report");
+	/* A bad status is refused by the schema; the list stays. */
+	res = block_at(msg_at(&r, 6), 0);
+	assert_true(json_is_true(json_object_get(res, "is_error")));
+	assert_int_equal(transcript_flush(tr, on_flushed, &fl), SB_OK);
+	while (!fl.n)
+		uv_run(&fx->loop, UV_RUN_ONCE);
+	transcript_close(tr);
+	assert_int_equal(transcript_load(path, &l), SB_OK);
+	assert_non_null(l.todo);
+	assert_int_equal(json_array_size(l.todo), 2);
+	assert_string_equal(str_of(json_array_get(l.todo, 1), "status"), "in_progress");
+	transcript_loaded_free(&l);
+	run_free(&r);
+}
+
+/* The date: told in the new message the first time and when the day
+ * changed, never twice the same day, and never in a message already sent
+ * (the prefix stays byte for byte). */
+static void test_date_note(void **state)
+{
+	struct fixture *fx = *state;
+	struct turn_options o;
+	struct run r;
+	json_t *history = json_array();
+	const char *d1 = "[Today is Monday, 30 November 2026 (UTC, UTC+00:00).]";
+	const char *d2 = "[Today is Tuesday, 1 December 2026 (UTC, UTC+00:00).]";
+	char *t;
+
+	load_script(fx, "{\"text\": \"Saw: {{user_text}}\"}\n", 0);
+	for (int i = 0; i < 3; i++) {
+		run_init(&r, fx);
+		opts_init(&o, &r, i == 0 ? "one" : i == 1 ? "two" : "three");
+		o.history = history;
+		o.date_note = i < 2 ? d1 : d2;
+		start_run(&r, &o);
+		wait_done(&r);
+		assert_int_equal(r.end, TURN_END_TURN);
+		/* What the user wrote is what the model sees as the text. */
+		assert_string_equal(r.text, i == 0 ? "Saw: one" : i == 1 ? "Saw: two" : "Saw: three");
+		t = msg_text(msg_at(&r, 0));
+		if (i == 1)
+			assert_string_equal(t, "two");
+		else
+			assert_string_equal(t, i == 0 ? "one[Today is Monday, 30 November 2026 (UTC, "
+			                                "UTC+00:00).]"
+			                              : "three[Today is Tuesday, 1 December 2026 (UTC, "
+			                                "UTC+00:00).]");
+		free(t);
+		json_array_extend(history, r.messages);
+		run_free(&r);
+	}
+	json_decref(history);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1840,6 +1934,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_tools_start_while_streaming, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_budget_refund, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_steer_into_resumed_run, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_todo_tool, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_date_note, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
