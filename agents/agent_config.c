@@ -113,8 +113,9 @@ static const struct cfg_key agent_context_keys[] = {
         .max = 1000,
         .def = "97",
         .doc = "Above this percentage no model call is made until compaction "
-               "succeeds; after 3 failed summaries in a row the run ends with an "
-               "error instead.",
+               "succeeds; when it cannot (3 failed summaries in a row open a breaker "
+               "for 10 minutes), the conversation goes on in a new session that "
+               "starts from a summary of the full one.",
     },
     {
         .name = "keep_results",
@@ -514,7 +515,7 @@ static const struct cfg_key agent_config_keys[] = {
         .def = "coding",
         .validate = agent_config_check_profile,
         .doc = "The tools the agent may use (docs/security.md): `minimal` (read, ls, glob, "
-               "grep), `messaging` (those and message), `coding` (every built-in tool; "
+               "grep, todo), `messaging` (those and message), `coding` (every built-in tool; "
                "others than the operator need approval to change files or run commands "
                "that do more than read) or `full` (every tool; no default approvals).",
     },
