@@ -1526,7 +1526,14 @@ static void turn_context_step(struct turn *t, bool forced, const char *why)
 		                     : 0) /
 		                100;
 
-		if (compact_plan_trim(scratch, t->limits.keep_results, t->opt.tool_ctx.results_dir,
+		/* At the block (or told the prompt is too long) even the most
+		 * recent results give way to their notes: the model can read them
+		 * back from the store, which beats a full context. */
+		size_t keep = forced || turn_pct(t, est) >= t->limits.block_at
+		                  ? 0
+		                  : t->limits.keep_results;
+
+		if (compact_plan_trim(scratch, keep, t->opt.tool_ctx.results_dir,
 		                      target > 0 ? target : 0, turn_estimate_text, t,
 		                      &t->plans[0]) == SB_OK &&
 		    t->plans[0].edits &&

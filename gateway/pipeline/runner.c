@@ -293,7 +293,7 @@ static bool run_hand_off(struct run_job *j, const struct turn_result *res)
 	j->first_tools = res->tool_calls;
 	snprintf(j->old_session_id, sizeof j->old_session_id, "%s", j->session_id);
 	transcript_new_session_id(j->session_id, sizeof j->session_id);
-	ev = json_pack("{sssssss}", "event", "handoff", "to", j->session_id, "why",
+	ev = json_pack("{ssssss}", "event", "handoff", "to", j->session_id, "why",
 	               res->detail ? res->detail : "");
 	if (!ev || transcript_append(j->transcript, "event", ev, NULL, 0) != SB_OK)
 		log_warn("agent", "cannot record the hand-off in the transcript",

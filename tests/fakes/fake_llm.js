@@ -15,6 +15,7 @@
 //                               headers, body}] (body parsed when it is JSON)
 //   POST /__reset               forgets the requests and the script (and the
 //                               server answers below)
+//   GET  /__meta_requests       the requests to the routes below
 //   POST /__server              {models, props, show}: the bodies of
 //                               GET /v1/models, GET /props and POST /api/show
 //                               (a model server's metadata; absent: 404 for
@@ -70,6 +71,7 @@ let steps = [];
 let requests = [];
 let idCounter = 0;
 let server = {};
+let metaRequests = [];
 
 function loadScript(list) {
 	if (!Array.isArray(list)) throw new Error('the script must be a JSON list of steps');
@@ -517,11 +519,13 @@ function sendJSON200Raw(res, text) {
 
 function route(req, res, path, raw) {
 	if (req.method === 'GET' && path === '/__requests') return sendJSON(res, 200, requests);
+	if (req.method === 'GET' && path === '/__meta_requests') return sendJSON(res, 200, metaRequests);
 	if (req.method === 'POST' && path === '/__reset') {
 		requests = [];
 		steps = [];
 		idCounter = 0;
 		server = {};
+		metaRequests = [];
 		return sendJSON(res, 200, {ok: true});
 	}
 	if (req.method === 'POST' && path === '/__server') {
@@ -535,7 +539,7 @@ function route(req, res, path, raw) {
 	const meta = {'GET /v1/models': 'models', 'GET /props': 'props', 'POST /api/show': 'show'};
 	const what = meta[`${req.method} ${path}`];
 	if (what) {
-		requests.push({method: req.method, path, headers: req.headers,
+		metaRequests.push({method: req.method, path, headers: req.headers,
 			body: raw.length ? raw.toString('utf8') : null});
 		const status = (server.status && server.status[what]) || (server[what] ? 200 : 404);
 		if (server[what] === undefined && what === 'models')

@@ -1373,7 +1373,7 @@ static void test_window_from_server(void **state)
 	      "qwen", &w);
 	assert_int_equal(w.window, 16384);
 	assert_string_equal(w.source, "GET /models max_model_len");
-	reqs = fake_requests(t);
+	reqs = ctl(t, "GET", "/__meta_requests", NULL);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, 0), "path")),
 	                    "/v1/models");
 	assert_string_equal(json_string_value(json_object_get(
@@ -1418,7 +1418,7 @@ static void test_window_from_server(void **state)
 	      "qwen2.5:7b", &w);
 	assert_int_equal(w.window, 12288);
 	assert_string_equal(w.source, "POST /api/show num_ctx");
-	reqs = fake_requests(t);
+	reqs = ctl(t, "GET", "/__meta_requests", NULL);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, 1), "path")),
 	                    "/api/show");
 	assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, 1), "body")),
