@@ -633,7 +633,8 @@ static int exec_add(struct executor *ex, const json_t *b, bool copy)
 
 static bool exec_block_ok(const json_t *b)
 {
-	return json_is_string(json_object_get(b, "id")) && json_is_string(json_object_get(b, "name"));
+	return json_is_string(json_object_get(b, "id")) &&
+	       json_is_string(json_object_get(b, "name"));
 }
 
 static int exec_new(const struct executor_options *opt, executor_done_cb done, void *ud,
@@ -738,8 +739,7 @@ int executor_stream_add(struct executor *ex, const json_t *block)
 	int rc;
 
 	if (!ex || ex->sealed || ex->finished || ex->aborting || !exec_is_tool_use(block) ||
-	    !exec_block_ok(block) ||
-	    exec_find(ex, json_string_value(json_object_get(block, "id"))))
+	    !exec_block_ok(block) || exec_find(ex, json_string_value(json_object_get(block, "id"))))
 		return SB_ERR_INVAL;
 	rc = exec_add(ex, block, true);
 	if (rc != SB_OK)

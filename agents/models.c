@@ -738,7 +738,8 @@ int models_window(struct models *m, const char *name, models_window_cb cb, void 
 			}
 		}
 		if (k && !k->asking &&
-		    (!k->answered || (k->window <= 0 && now - k->asked_at >= MODELS_WINDOW_RETRY_MS))) {
+		    (!k->answered ||
+		     (k->window <= 0 && now - k->asked_at >= MODELS_WINDOW_RETRY_MS))) {
 			k->asked_at = now;
 			k->asking = mp->p->ops->window(mp->p, k->model, models_on_window, k,
 			                               &k->probe) == SB_OK;

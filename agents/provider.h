@@ -69,7 +69,7 @@ struct model_bad_call {
 };
 
 struct model_response {
-	json_t *message; /* borrowed: the canonical assistant message */
+	json_t *message;                        /* borrowed: the canonical assistant message */
 	const struct model_bad_call *bad_calls; /* borrowed, for the callback */
 	size_t n_bad_calls;
 	enum model_stop stop;

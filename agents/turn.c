@@ -98,7 +98,7 @@ struct turn {
 	struct executor *early; /* tools started while the answer streams */
 	json_t *refused;        /* tool_use id -> error result, for the current answer */
 	json_t *id_map;         /* the provider's id -> the session's, for the current call */
-	uv_timer_t timer; /* defers the first step out of turn_start */
+	uv_timer_t timer;       /* defers the first step out of turn_start */
 	int model_calls;
 	int tool_calls;
 	int continuations;
@@ -139,7 +139,7 @@ struct turn {
 	size_t sum_cut;
 	int compact_failures;
 	struct model_usage session_spent;
-	char *handoff; /* the summary a full session hands off with */
+	char *handoff;         /* the summary a full session hands off with */
 	struct tool_plan plan; /* the session's todo list (tool_ctx.plan) */
 	bool plan_reinject;    /* a compaction removed messages: show the list again */
 
@@ -831,9 +831,10 @@ static void turn_on_model_done(void *ud, int rc, const struct model_response *re
 		} else if (err && err->kind == MODEL_ERR_PROMPT_TOO_LONG) {
 			char cause[600];
 
-			snprintf(cause, sizeof cause,
-			         "the prompt is too long for the model even after compaction (%.400s)",
-			         err->message);
+			snprintf(
+			    cause, sizeof cause,
+			    "the prompt is too long for the model even after compaction (%.400s)",
+			    err->message);
 			tokens_ledger_sync(&t->ledger, t->history);
 			turn_context_full(t, tokens_ledger_total(&t->ledger), cause);
 		} else {
@@ -953,8 +954,8 @@ static void turn_add_user_note(struct turn *t, const char *text)
 	if (last && strcmp(turn_str(json_object_get(last, "role")), "user") == 0) {
 		json_t *copy = json_deep_copy(last), *ev;
 		size_t n_added = json_array_size(t->added);
-		bool recorded = !(t->user_pending && n_added &&
-		                  json_array_get(t->added, n_added - 1) == last);
+		bool recorded =
+		    !(t->user_pending && n_added && json_array_get(t->added, n_added - 1) == last);
 
 		/* Edit a copy, and put it wherever the message stands, so that
 		 * what was recorded earlier is not changed behind its back. */
@@ -1458,8 +1459,7 @@ static void turn_context_full(struct turn *t, int64_t tokens, const char *cause)
 		         "the context is full (%lld%% of the %lld-token window) and compaction "
 		         "could not make room",
 		         (long long)turn_pct(t, tokens), (long long)t->limits.window);
-	turn_record(t, "event",
-	            json_pack("{ssss}", "event", "handoff", "why", why));
+	turn_record(t, "event", json_pack("{ssss}", "event", "handoff", "why", why));
 	turn_finish(t, TURN_END_ERROR, why);
 }
 
@@ -1529,9 +1529,8 @@ static void turn_context_step(struct turn *t, bool forced, const char *why)
 		/* At the block (or told the prompt is too long) even the most
 		 * recent results give way to their notes: the model can read them
 		 * back from the store, which beats a full context. */
-		size_t keep = forced || turn_pct(t, est) >= t->limits.block_at
-		                  ? 0
-		                  : t->limits.keep_results;
+		size_t keep =
+		    forced || turn_pct(t, est) >= t->limits.block_at ? 0 : t->limits.keep_results;
 
 		if (compact_plan_trim(scratch, keep, t->opt.tool_ctx.results_dir,
 		                      target > 0 ? target : 0, turn_estimate_text, t,
@@ -1660,8 +1659,8 @@ static void turn_setup_context(struct turn *t)
 		t->prev_prefix = turn_hex_value(json_object_get(lp, "prefix"));
 		t->prev_n = (size_t)json_integer_value(json_object_get(lp, "messages"));
 	}
-	t->plan.items = json_is_array(t->opt.session.todo) ? json_deep_copy(t->opt.session.todo)
-	                                                   : json_array();
+	t->plan.items =
+	    json_is_array(t->opt.session.todo) ? json_deep_copy(t->opt.session.todo) : json_array();
 	t->plan.set = turn_plan_set;
 	t->plan.ud = t;
 	t->opt.tool_ctx.plan = &t->plan;
@@ -1694,10 +1693,11 @@ static void turn_add_date(struct turn *t, json_t *msg)
 
 			b = json_array_get(json_object_get(m, "content"), k);
 			text = json_string_value(json_object_get(b, "text"));
-			if (text && strncmp(text, TURN_DATE_PREFIX, strlen(TURN_DATE_PREFIX)) == 0) {
+			if (text &&
+			    strncmp(text, TURN_DATE_PREFIX, strlen(TURN_DATE_PREFIX)) == 0) {
 				if (strcmp(text, date) == 0)
 					return; /* told already */
-				i = 0;  /* another day: tell it */
+				i = 0;          /* another day: tell it */
 				break;
 			}
 		}

@@ -92,8 +92,8 @@ const char *turn_cache_break_name(enum turn_cache_break r);
 
 /* What the session's transcript says so far (transcript_loaded). */
 struct turn_session {
-	struct model_usage spent; /* tokens spent by the session before this run */
-	int compact_failures;     /* consecutive failed summaries */
+	struct model_usage spent;  /* tokens spent by the session before this run */
+	int compact_failures;      /* consecutive failed summaries */
 	int64_t compact_failed_ms; /* when the last of them failed (unix ms) */
 	int64_t cache_breaks;
 	const json_t *last_prompt; /* the last "prompt" event (borrowed), or NULL */

@@ -128,14 +128,15 @@ char *budget_preview(const char *content, size_t len, const char *name)
 	               "%zu characters). The whole result is saved as %s; "
 	               "read it with the read tool (path \"%s\", offset and limit to page). ",
 	               len, name, name) != SB_OK ||
-	    (tail < len ? buf_printf(&b, "Its first %zu and last %zu characters:]\n", head,
-	                             len - tail)
-	                : buf_printf(&b, "Its first %zu characters:]\n", head)) != SB_OK ||
+	    (tail < len
+	         ? buf_printf(&b, "Its first %zu and last %zu characters:]\n", head, len - tail)
+	         : buf_printf(&b, "Its first %zu characters:]\n", head)) != SB_OK ||
 	    buf_append(&b, content, head) != SB_OK)
 		goto fail;
 	if (tail < len) {
 		if (buf_printf(&b, "%s[... %zu characters not shown ...]\n",
-		               head && content[head - 1] == '\n' ? "" : "\n", tail - head) != SB_OK ||
+		               head && content[head - 1] == '\n' ? "" : "\n",
+		               tail - head) != SB_OK ||
 		    buf_append(&b, content + tail, len - tail) != SB_OK ||
 		    buf_printf(&b, "%s[the whole result is in %s]",
 		               content[len - 1] == '\n' ? "" : "\n", name) != SB_OK)

@@ -283,8 +283,9 @@ int compact_plan_trim(const json_t *history, size_t keep_results, const char *re
 			         "the whole result is in %s]",
 			         compact_tool_name(history, i, id), json_string_length(c), name);
 			if (est)
-				p->freed += est(est_ud, json_string_value(c), json_string_length(c)) -
-				            est(est_ud, note, strlen(note));
+				p->freed +=
+				    est(est_ud, json_string_value(c), json_string_length(c)) -
+				    est(est_ud, note, strlen(note));
 			if (json_array_append_new(p->edits,
 			                          json_pack("{sssIsIss}", "op", "set_result",
 			                                    "message", (json_int_t)i, "block",

@@ -109,7 +109,8 @@ static int64_t tk_text(const unsigned char *s, size_t n)
 			else if (digits)
 				t += (chars * 100 + TK_MIXED_CHARS - 1) / TK_MIXED_CHARS * 100;
 			else if (nonascii)
-				t += (chars * 100 + TK_NONASCII_CHARS - 1) / TK_NONASCII_CHARS * 100;
+				t +=
+				    (chars * 100 + TK_NONASCII_CHARS - 1) / TK_NONASCII_CHARS * 100;
 			else
 				t += (1 + (chars - 1) / TK_WORD_EXTRA) * 100;
 			continue;
@@ -117,7 +118,8 @@ static int64_t tk_text(const unsigned char *s, size_t n)
 		i += len;
 		if (c == '\n') {
 			t += TK_NEWLINE;
-			while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
+			while (i < n &&
+			       (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r'))
 				i++;
 		} else if (c == ' ' || c == '\t' || c == '\r') {
 			if (i < n && (s[i] == ' ' || s[i] == '\t')) {
@@ -164,7 +166,8 @@ static int64_t tk_json(const json_t *v, int depth)
 		json_array_foreach(v, i, x) t += 100 + tk_json(x, depth + 1);
 		return t;
 	case JSON_STRING:
-		return 100 + tk_text((const unsigned char *)json_string_value(v), json_string_length(v));
+		return 100 +
+		       tk_text((const unsigned char *)json_string_value(v), json_string_length(v));
 	case JSON_INTEGER:
 		snprintf(num, sizeof num, "%lld", (long long)json_integer_value(v));
 		return tk_text((const unsigned char *)num, strlen(num));
@@ -198,8 +201,8 @@ void tokens_ledger_free(struct tokens_ledger *l)
 
 void tokens_ledger_set_fixed(struct tokens_ledger *l, const char *system, const json_t *tools)
 {
-	l->fixed = tokens_estimate_text(system, system ? strlen(system) : 0) +
-	           tokens_estimate_json(tools);
+	l->fixed =
+	    tokens_estimate_text(system, system ? strlen(system) : 0) + tokens_estimate_json(tools);
 }
 
 void tokens_ledger_set_scale(struct tokens_ledger *l, double scale)

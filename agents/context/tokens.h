@@ -52,12 +52,12 @@ struct tokens_ledger {
 	const json_t **seen; /* the message each estimate was made for */
 	int64_t *est;        /* unscaled estimates */
 	size_t n, cap;
-	int64_t fixed;     /* system prompt + tool list, unscaled */
-	int64_t reported;  /* the provider's prompt size for anchor_n messages; -1 none */
-	size_t anchor_n;   /* how many messages that prompt held */
-	int64_t reply_out; /* reported output tokens of the reply after them; -1 none */
+	int64_t fixed;      /* system prompt + tool list, unscaled */
+	int64_t reported;   /* the provider's prompt size for anchor_n messages; -1 none */
+	size_t anchor_n;    /* how many messages that prompt held */
+	int64_t reply_out;  /* reported output tokens of the reply after them; -1 none */
 	bool reply_pending; /* the reply has not been synced yet */
-	double scale;      /* reported / estimated (1 until a report) */
+	double scale;       /* reported / estimated (1 until a report) */
 	int reports;
 };
 

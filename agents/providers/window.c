@@ -65,7 +65,8 @@ static int64_t window_int(const json_t *o, const char *key)
 		n = json_integer_value(v);
 	else if (json_is_real(v))
 		n = (int64_t)json_real_value(v);
-	else if (json_is_string(v) && num_parse_i64(json_string_value(v), 1, INT64_MAX, &n) != SB_OK)
+	else if (json_is_string(v) &&
+	         num_parse_i64(json_string_value(v), 1, INT64_MAX, &n) != SB_OK)
 		n = 0;
 	return n > 0 && n < (int64_t)1 << 40 ? n : 0;
 }
@@ -219,8 +220,8 @@ static void window_on_http(void *ud, int rc, const struct httpc_response *r)
 static int window_request(struct provider_probe *pr, const char *method, const char *path_root,
                           const char *path, const char *body)
 {
-	struct httpc *http = pr->p->host.http_client ? pr->p->host.http_client(pr->p->host.ctx)
-	                                             : NULL;
+	struct httpc *http =
+	    pr->p->host.http_client ? pr->p->host.http_client(pr->p->host.ctx) : NULL;
 	const struct provider_config *cfg = pr->p->base.cfg;
 	struct httpc_request hr = {0};
 	const char *headers[4];

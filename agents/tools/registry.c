@@ -9,7 +9,7 @@
 
 /* Sorted by name: tool_all's order and the order of the model's list. */
 static const struct tool_def *const tool_builtin[] = {
-    &tool_bash, &tool_edit,    &tool_glob, &tool_grep, &tool_ls,
+    &tool_bash,    &tool_edit, &tool_glob, &tool_grep,  &tool_ls,
     &tool_message, &tool_read, &tool_todo, &tool_write,
 };
 

@@ -50,7 +50,8 @@ char *tool_todo_render(const json_t *items, const char *heading)
 	           json_array_size(items));
 	json_array_foreach(items, i, it)
 	{
-		buf_printf(&b, "\n%s %s", todo_mark(json_string_value(json_object_get(it, "status"))),
+		buf_printf(&b, "\n%s %s",
+		           todo_mark(json_string_value(json_object_get(it, "status"))),
 		           json_string_value(json_object_get(it, "text")));
 	}
 	return buf_steal(&b);

@@ -75,10 +75,11 @@ static void write_work(void *p, struct tool_job_result *res)
 			rc = buf_append(&all, j->content, j->len);
 		free(old);
 		if (rc == SB_OK)
-			rc = tool_write_atomic(abs, all.data ? all.data : "", all.len, why, sizeof why);
+			rc = tool_write_atomic(abs, all.data ? all.data : "", all.len, why,
+			                       sizeof why);
 		if (rc == SB_OK)
-			tool_result_textf(res, "appended %zu bytes to %s (now %zu bytes)", j->len, rel,
-			                  all.len);
+			tool_result_textf(res, "appended %zu bytes to %s (now %zu bytes)", j->len,
+			                  rel, all.len);
 		buf_free(&all);
 		if (rc == SB_ERR_NOMEM)
 			goto out;

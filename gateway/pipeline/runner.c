@@ -411,9 +411,9 @@ static void run_date_note(const struct run_job *j, char *out, size_t size)
 {
 	static const char *const days[] = {"Sunday",   "Monday", "Tuesday", "Wednesday",
 	                                   "Thursday", "Friday", "Saturday"};
-	static const char *const months[] = {"January", "February", "March",     "April",
-	                                     "May",     "June",     "July",      "August",
-	                                     "September", "October", "November", "December"};
+	static const char *const months[] = {"January",   "February", "March",    "April",
+	                                     "May",       "June",     "July",     "August",
+	                                     "September", "October",  "November", "December"};
 	const char *name = j->agent->timezone ? j->agent->timezone : "local";
 	const struct cron_tz *z = NULL;
 	struct cron_tm tm;
@@ -433,8 +433,8 @@ static void run_date_note(const struct run_job *j, char *out, size_t size)
 		snprintf(zone, sizeof zone, "%s", name);
 	if (tm.wday < 0 || tm.wday > 6 || tm.mon < 1 || tm.mon > 12)
 		return;
-	snprintf(out, size, "[Today is %s, %d %s %d (%s, UTC%c%02d:%02d).]", days[tm.wday],
-	         tm.mday, months[tm.mon - 1], tm.year, zone, off < 0 ? '-' : '+',
+	snprintf(out, size, "[Today is %s, %d %s %d (%s, UTC%c%02d:%02d).]", days[tm.wday], tm.mday,
+	         months[tm.mon - 1], tm.year, zone, off < 0 ? '-' : '+',
 	         (off < 0 ? -off : off) / 3600, (off < 0 ? -off : off) % 3600 / 60);
 }
 

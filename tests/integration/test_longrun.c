@@ -83,7 +83,9 @@ static void todo_step(struct buf *b, int phase)
 	            "{\"items\": [");
 	for (int i = 0; i < 4; i++)
 		buf_printf(b, "%s{\"text\": \"%s\", \"status\": \"%s\"}", i ? "," : "", items[i],
-		           i < phase ? "done" : i == phase ? "in_progress" : "pending");
+		           i < phase    ? "done"
+		           : i == phase ? "in_progress"
+		                        : "pending");
 	buf_puts(b, "]}}]},");
 }
 
@@ -170,8 +172,8 @@ static void test_200_tool_calls_in_16k(void **state)
 	long breaks = 0, by_reason[4] = {0}, calls = 0, tools = 0, compactions[3] = {0};
 	long long prompt = 0, cached = 0;
 	int reinjected = 0, rc;
-	static const char *const reasons[] = {"system_prompt_changed", "tools_changed", "compaction",
-	                                      "history_changed"};
+	static const char *const reasons[] = {"system_prompt_changed", "tools_changed",
+	                                      "compaction", "history_changed"};
 
 	(void)state;
 	script = longrun_script();
@@ -195,7 +197,8 @@ static void test_200_tool_calls_in_16k(void **state)
 			breaks++;
 			for (int k = 0; k < 4; k++)
 				by_reason[k] +=
-				    strcmp(json_string_value(json_object_get(e, "reason")), reasons[k]) == 0;
+				    strcmp(json_string_value(json_object_get(e, "reason")),
+				           reasons[k]) == 0;
 		}
 		if (ev && strcmp(ev, "todo") == 0)
 			todo = json_object_get(e, "items");

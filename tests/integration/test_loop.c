@@ -205,7 +205,8 @@ static const char *last_user_text(const json_t *req_body, bool anthropic)
 	(void)anthropic;
 	if (json_is_string(c))
 		return json_string_value(c);
-	return json_string_value(json_object_get(json_array_get(c, json_array_size(c) - 1), "text"));
+	return json_string_value(
+	    json_object_get(json_array_get(c, json_array_size(c) - 1), "text"));
 }
 
 /* ---- 1 ---- */
@@ -308,12 +309,11 @@ static void test_ids_unique_in_session(void **state)
 	assert_non_null(strstr(saved, "\n6000\n"));
 	assert_null(strstr(saved, "\n1000\n"));
 	free(saved);
-	assert_non_null(strstr(json_string_value(json_object_get(
-	                           json_array_get(json_object_get(json_array_get(tl.messages, 4),
-	                                                          "content"),
-	                                          0),
-	                           "content")),
-	                       w2));
+	assert_non_null(strstr(
+	    json_string_value(json_object_get(
+	        json_array_get(json_object_get(json_array_get(tl.messages, 4), "content"), 0),
+	        "content")),
+	    w2));
 	transcript_loaded_free(&tl);
 }
 
@@ -464,12 +464,11 @@ static void test_bash_output_saved_whole(void **state)
 	assert_non_null(strstr(saved, "\n100000\nexit code 0"));
 	free(saved);
 	/* The preview shows the end too. */
-	assert_non_null(strstr(json_string_value(json_object_get(
-	                           json_array_get(json_object_get(json_array_get(tl.messages, 2),
-	                                                          "content"),
-	                                          0),
-	                           "content")),
-	                       "exit code 0"));
+	assert_non_null(strstr(
+	    json_string_value(json_object_get(
+	        json_array_get(json_object_get(json_array_get(tl.messages, 2), "content"), 0),
+	        "content")),
+	    "exit code 0"));
 	transcript_loaded_free(&tl);
 }
 
@@ -584,7 +583,8 @@ static void test_gateway_replies(void **state)
 	buf_init(&out, 1 << 20);
 	if (harness_cli(fx.home, &out, show) != 0)
 		fail_msg("sessions show:\n%s", out.data ? out.data : "");
-	assert_non_null(strstr(out.data, "todo:\n  [x] gather the numbers\n  [>] write the report\n"));
+	assert_non_null(
+	    strstr(out.data, "todo:\n  [x] gather the numbers\n  [>] write the report\n"));
 	buf_free(&out);
 
 	fx.daemon = false;

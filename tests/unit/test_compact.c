@@ -479,18 +479,17 @@ static void test_level1_batch_plan(void **state)
 	assert_int_equal(compact_plan_trim(h, 2, fx->results, 500, est_text, NULL, &p), SB_OK);
 	assert_int_equal(json_array_size(json_object_get(p.record, "results")), 3);
 	assert_true(p.freed >= 500 && p.freed < 750);
-	assert_string_equal(json_string_value(json_object_get(
-	                        json_array_get(json_object_get(p.record, "results"), 0),
-	                        "tool_use_id")),
-	                    "h0");
+	assert_string_equal(
+	    json_string_value(json_object_get(
+	        json_array_get(json_object_get(p.record, "results"), 0), "tool_use_id")),
+	    "h0");
 	assert_int_equal(json_integer_value(json_object_get(p.record, "freed")), p.freed);
 	compact_plan_free(&p);
 	assert_int_equal(compact_plan_trim(h, 2, fx->results, 0, est_text, NULL, &p), SB_OK);
 	assert_int_equal(json_array_size(json_object_get(p.record, "results")), 8);
 	compact_plan_free(&p);
 	/* More than there is: all that may go, still never the 2 kept. */
-	assert_int_equal(compact_plan_trim(h, 2, fx->results, 1000000, est_text, NULL, &p),
-	                 SB_OK);
+	assert_int_equal(compact_plan_trim(h, 2, fx->results, 1000000, est_text, NULL, &p), SB_OK);
 	assert_int_equal(json_array_size(json_object_get(p.record, "results")), 8);
 	compact_plan_free(&p);
 	json_decref(h);

@@ -908,8 +908,8 @@ static void test_schema_messages(void **state)
 /* ---- the streaming executor ------------------------------------------- */
 
 struct stream_step {
-	uint64_t at_ms;     /* when the block arrives */
-	const char *block;  /* a tool_use block, or NULL: the answer ends (the message) */
+	uint64_t at_ms;    /* when the block arrives */
+	const char *block; /* a tool_use block, or NULL: the answer ends (the message) */
 	const char *msg;
 };
 
@@ -974,10 +974,10 @@ static json_t *run_stream(const struct stream_step *steps, size_t n, struct exec
 }
 
 #define STREAM_MSG                                                                                 \
-	"{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"x\"},"                \
-	"{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"safe\",\"input\":{\"ms\":30,\"tag\":"      \
-	"\"a\"}},{\"type\":\"tool_use\",\"id\":\"t2\",\"name\":\"maybe\",\"input\":{\"ms\":30,"     \
-	"\"tag\":\"b\"}},{\"type\":\"tool_use\",\"id\":\"t3\",\"name\":\"unsafe\",\"input\":{"    \
+	"{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"x\"},"                 \
+	"{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"safe\",\"input\":{\"ms\":30,\"tag\":"     \
+	"\"a\"}},{\"type\":\"tool_use\",\"id\":\"t2\",\"name\":\"maybe\",\"input\":{\"ms\":30,"    \
+	"\"tag\":\"b\"}},{\"type\":\"tool_use\",\"id\":\"t3\",\"name\":\"unsafe\",\"input\":{"     \
 	"\"ms\":10,\"tag\":\"c\"}},{\"type\":\"tool_use\",\"id\":\"t4\",\"name\":\"safe\","        \
 	"\"input\":{\"ms\":10,\"tag\":\"d\"}}]}"
 #define BLOCK(id, name, tag, ms)                                                                   \
@@ -1085,9 +1085,8 @@ static void test_stream_mismatch_and_cancel(void **state)
 	struct executor *ex;
 	int calls = 0;
 	json_t *b1 = json_loads(BLOCK("t1", "safe", "a", 5000), 0, NULL);
-	json_t *other = json_loads("{\"role\":\"assistant\",\"content\":[" BLOCK("t9", "safe", "q",
-	                                                                            1) "]}",
-	                           0, NULL);
+	json_t *other = json_loads(
+	    "{\"role\":\"assistant\",\"content\":[" BLOCK("t9", "safe", "q", 1) "]}", 0, NULL);
 
 	seen_reset();
 	assert_int_equal(executor_stream_new(&opt, no_done, &calls, &ex), SB_OK);

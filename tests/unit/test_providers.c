@@ -1187,7 +1187,8 @@ static void test_bad_tool_input(void **state)
 				if (api == ANT && !stream) {
 					assert_int_equal(r.rc, SB_ERR_PROTO);
 					assert_int_equal(r.err.kind, MODEL_ERR_BAD_RESPONSE);
-					assert_non_null(strstr(r.err.message, "without an input object"));
+					assert_non_null(
+					    strstr(r.err.message, "without an input object"));
 					result_free(&r);
 					continue;
 				}
@@ -1234,15 +1235,15 @@ static void test_cut_tool_call(void **state)
 			c = content_of(&r);
 			assert_int_equal(json_array_size(c), 3);
 			assert_string_equal(
-			    json_string_value(json_object_get(json_array_get(c, 2), "name")), "write");
+			    json_string_value(json_object_get(json_array_get(c, 2), "name")),
+			    "write");
 			assert_int_equal(
 			    json_object_size(json_object_get(json_array_get(c, 2), "input")), 0);
 			assert_int_equal(r.n_bad, 1);
 			assert_true(r.bad_cut[0]);
 			assert_int_equal(r.bad_bytes[0], 48);
-			assert_string_equal(
-			    r.bad_ids[0],
-			    json_string_value(json_object_get(json_array_get(c, 2), "id")));
+			assert_string_equal(r.bad_ids[0], json_string_value(json_object_get(
+			                                      json_array_get(c, 2), "id")));
 			/* Streamed: ls was announced complete, the cut write never. */
 			assert_int_equal(r.n_ready, stream ? 1 : 0);
 			result_free(&r);
@@ -1260,10 +1261,11 @@ static void test_missing_ids(void **state)
 	int stream, k;
 
 	for (stream = 0; stream < 2; stream++) {
-		load_script(t, "[{\"omit_ids\": true, \"tool_calls\": [{\"name\": \"ls\", "
-		               "\"input\": {}}, {\"name\": \"read\", \"input\": {\"path\": \"a\"}}]},"
-		               " {\"omit_ids\": true, \"tool_calls\": [{\"name\": \"ls\", "
-		               "\"input\": {}}]}]");
+		load_script(t,
+		            "[{\"omit_ids\": true, \"tool_calls\": [{\"name\": \"ls\", "
+		            "\"input\": {}}, {\"name\": \"read\", \"input\": {\"path\": \"a\"}}]},"
+		            " {\"omit_ids\": true, \"tool_calls\": [{\"name\": \"ls\", "
+		            "\"input\": {}}]}]");
 		for (k = 0; k < 2; k++) {
 			const json_t *c;
 			const char *id;
@@ -1276,9 +1278,9 @@ static void test_missing_ids(void **state)
 			assert_int_equal(strlen(id), 8 + 16);
 			if (k == 0) {
 				snprintf(first[0], sizeof first[0], "%s", id);
-				snprintf(first[1], sizeof first[1], "%s",
-				         json_string_value(
-				             json_object_get(json_array_get(c, 1), "id")));
+				snprintf(
+				    first[1], sizeof first[1], "%s",
+				    json_string_value(json_object_get(json_array_get(c, 1), "id")));
 				assert_string_not_equal(first[0], first[1]);
 			} else {
 				assert_string_not_equal(id, first[0]);
@@ -1367,54 +1369,62 @@ static void test_window_from_server(void **state)
 	struct window_result w;
 	json_t *reqs;
 
-	probe(t, "{\"models\": {\"object\": \"list\", \"data\": [{\"id\": \"other\", "
-	         "\"max_model_len\": 4096}, {\"id\": \"qwen\", \"object\": \"model\", "
-	         "\"owned_by\": \"vllm\", \"max_model_len\": 16384}]}}",
+	probe(t,
+	      "{\"models\": {\"object\": \"list\", \"data\": [{\"id\": \"other\", "
+	      "\"max_model_len\": 4096}, {\"id\": \"qwen\", \"object\": \"model\", "
+	      "\"owned_by\": \"vllm\", \"max_model_len\": 16384}]}}",
 	      "qwen", &w);
 	assert_int_equal(w.window, 16384);
 	assert_string_equal(w.source, "GET /models max_model_len");
 	reqs = ctl(t, "GET", "/__meta_requests", NULL);
 	assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, 0), "path")),
 	                    "/v1/models");
-	assert_string_equal(json_string_value(json_object_get(
-	                        json_object_get(json_array_get(reqs, 0), "headers"), "authorization")),
-	                    "Bearer sk-test-secret-key-123");
+	assert_string_equal(
+	    json_string_value(json_object_get(json_object_get(json_array_get(reqs, 0), "headers"),
+	                                      "authorization")),
+	    "Bearer sk-test-secret-key-123");
 	json_decref(reqs);
 
-	probe(t, "{\"models\": {\"data\": [{\"id\": \"meta-llama/llama-3.1-8b-instruct\", "
-	         "\"context_length\": 131072, \"top_provider\": {\"context_length\": 65536}}]}}",
+	probe(t,
+	      "{\"models\": {\"data\": [{\"id\": \"meta-llama/llama-3.1-8b-instruct\", "
+	      "\"context_length\": 131072, \"top_provider\": {\"context_length\": 65536}}]}}",
 	      "meta-llama/llama-3.1-8b-instruct", &w);
 	assert_int_equal(w.window, 131072);
-	probe(t, "{\"models\": {\"data\": [{\"id\": \"x\", \"top_provider\": {\"context_length\": "
-	         "65536}}, {\"id\": \"y\"}]}}",
+	probe(t,
+	      "{\"models\": {\"data\": [{\"id\": \"x\", \"top_provider\": {\"context_length\": "
+	      "65536}}, {\"id\": \"y\"}]}}",
 	      "x", &w);
 	assert_int_equal(w.window, 65536);
 	assert_string_equal(w.source, "GET /models top_provider.context_length");
 
 	/* llama.cpp: a one-model server names it by its file. */
-	probe(t, "{\"models\": {\"data\": [{\"id\": \"qwen2.5-7b-instruct-q4_k_m.gguf\", "
-	         "\"owned_by\": \"llamacpp\", \"meta\": {\"n_ctx\": 8192, \"n_ctx_train\": "
-	         "32768}}]}}",
+	probe(t,
+	      "{\"models\": {\"data\": [{\"id\": \"qwen2.5-7b-instruct-q4_k_m.gguf\", "
+	      "\"owned_by\": \"llamacpp\", \"meta\": {\"n_ctx\": 8192, \"n_ctx_train\": "
+	      "32768}}]}}",
 	      "local", &w);
 	assert_int_equal(w.window, 8192);
 	assert_string_equal(w.source, "GET /models meta.n_ctx");
-	probe(t, "{\"models\": {\"data\": [{\"id\": \"m.gguf\", \"owned_by\": \"llamacpp\", "
-	         "\"meta\": {\"n_ctx_train\": 32768}}]}, \"props\": "
-	         "{\"default_generation_settings\": {\"n_ctx\": 4096}}}",
+	probe(t,
+	      "{\"models\": {\"data\": [{\"id\": \"m.gguf\", \"owned_by\": \"llamacpp\", "
+	      "\"meta\": {\"n_ctx_train\": 32768}}]}, \"props\": "
+	      "{\"default_generation_settings\": {\"n_ctx\": 4096}}}",
 	      "m", &w);
 	assert_int_equal(w.window, 4096);
 	assert_string_equal(w.source, "GET /props n_ctx");
-	probe(t, "{\"models\": {\"data\": [{\"id\": \"m.gguf\", \"owned_by\": \"llamacpp\", "
-	         "\"meta\": {\"n_ctx_train\": 32768}}]}}",
+	probe(t,
+	      "{\"models\": {\"data\": [{\"id\": \"m.gguf\", \"owned_by\": \"llamacpp\", "
+	      "\"meta\": {\"n_ctx_train\": 32768}}]}}",
 	      "m", &w);
 	assert_int_equal(w.window, 32768);
 	assert_string_equal(w.source, "GET /models meta.n_ctx_train");
 
 	/* Ollama: its /v1/models says nothing; /api/show does. */
-	probe(t, "{\"models\": {\"data\": [{\"id\": \"qwen2.5:7b\", \"owned_by\": \"library\"}]}, "
-	         "\"show\": {\"parameters\": \"stop \\\"<|im_end|>\\\"\\nnum_ctx 12288\", "
-	         "\"model_info\": {\"general.architecture\": \"qwen2\", \"qwen2.context_length\": "
-	         "32768}}}",
+	probe(t,
+	      "{\"models\": {\"data\": [{\"id\": \"qwen2.5:7b\", \"owned_by\": \"library\"}]}, "
+	      "\"show\": {\"parameters\": \"stop \\\"<|im_end|>\\\"\\nnum_ctx 12288\", "
+	      "\"model_info\": {\"general.architecture\": \"qwen2\", \"qwen2.context_length\": "
+	      "32768}}}",
 	      "qwen2.5:7b", &w);
 	assert_int_equal(w.window, 12288);
 	assert_string_equal(w.source, "POST /api/show num_ctx");
@@ -1424,19 +1434,22 @@ static void test_window_from_server(void **state)
 	assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, 1), "body")),
 	                    "{\"model\":\"qwen2.5:7b\"}");
 	json_decref(reqs);
-	probe(t, "{\"models\": {\"data\": [{\"id\": \"llama3.1\", \"owned_by\": \"library\"}]}, "
-	         "\"show\": {\"model_info\": {\"general.architecture\": \"llama\", "
-	         "\"llama.context_length\": 131072}}}",
+	probe(t,
+	      "{\"models\": {\"data\": [{\"id\": \"llama3.1\", \"owned_by\": \"library\"}]}, "
+	      "\"show\": {\"model_info\": {\"general.architecture\": \"llama\", "
+	      "\"llama.context_length\": 131072}}}",
 	      "llama3.1", &w);
 	assert_int_equal(w.window, 131072);
 	assert_string_equal(w.source, "POST /api/show llama.context_length");
 
 	/* Nothing said (the official API), and a server that fails. */
-	probe(t, "{\"models\": {\"data\": [{\"id\": \"gpt-4o\", \"owned_by\": \"system\"}, "
-	         "{\"id\": \"gpt-4o-mini\", \"owned_by\": \"system\"}]}}",
+	probe(t,
+	      "{\"models\": {\"data\": [{\"id\": \"gpt-4o\", \"owned_by\": \"system\"}, "
+	      "{\"id\": \"gpt-4o-mini\", \"owned_by\": \"system\"}]}}",
 	      "gpt-4o", &w);
 	assert_int_equal(w.window, 0);
-	probe(t, "{\"status\": {\"models\": 500}, \"models\": {\"error\": \"boom\"}}", "gpt-4o", &w);
+	probe(t, "{\"status\": {\"models\": 500}, \"models\": {\"error\": \"boom\"}}", "gpt-4o",
+	      &w);
 	assert_int_equal(w.window, 0);
 }
 

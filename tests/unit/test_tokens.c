@@ -49,8 +49,7 @@ static char *slurp(const char *path, size_t *len)
 
 /* The estimate of the file lies within [lo, hi] times each real count;
  * prints the figures. */
-static void check_file(const char *path, double lo, double hi, int64_t *est_out,
-                       size_t *bytes_out)
+static void check_file(const char *path, double lo, double hi, int64_t *est_out, size_t *bytes_out)
 {
 	long o, c;
 	size_t len;

@@ -361,19 +361,16 @@ static void test_write_append(void **state)
 	          "wrote 4 bytes to parts.txt (new file)");
 	expect_ok(&tool_write, "{\"path\":\"parts.txt\",\"content\":\"two \",\"append\":true}",
 	          "appended 4 bytes to parts.txt (now 8 bytes)");
-	expect_ok(&tool_write,
-	          "{\"path\":\"parts.txt\",\"content\":\"three\",\"append\":true}",
+	expect_ok(&tool_write, "{\"path\":\"parts.txt\",\"content\":\"three\",\"append\":true}",
 	          "appended 5 bytes to parts.txt (now 13 bytes)");
 	c = slurp(ws, "parts.txt");
 	assert_string_equal(c, "one two three");
 	free(c);
-	expect_ok(&tool_write,
-	          "{\"path\":\"new/fresh.txt\",\"content\":\"x\",\"append\":true}",
+	expect_ok(&tool_write, "{\"path\":\"new/fresh.txt\",\"content\":\"x\",\"append\":true}",
 	          "wrote 1 bytes to new/fresh.txt (new file)");
 	expect_error(&tool_write, "{\"path\":\"new\",\"content\":\"x\",\"append\":true}",
 	             "is a directory");
-	expect_error(&tool_write,
-	             "{\"path\":\"../out.txt\",\"content\":\"x\",\"append\":true}",
+	expect_error(&tool_write, "{\"path\":\"../out.txt\",\"content\":\"x\",\"append\":true}",
 	             "escapes the workspace");
 }
 

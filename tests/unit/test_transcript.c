@@ -725,8 +725,8 @@ static void test_context_bookkeeping(void **state)
 	assert_string_equal(t, "hi there");
 	free(t);
 	assert_non_null(l.todo);
-	assert_string_equal(
-	    json_string_value(json_object_get(json_array_get(l.todo, 0), "text")), "b");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(l.todo, 0), "text")),
+	                    "b");
 	transcript_loaded_free(&l);
 }
 

@@ -49,7 +49,8 @@
 #define WATCHDOG_MS 20000
 #define SYSTEM_PROMPT "You are a test agent."
 #define WRAP_UP                                                                                    \
-	"Do not call tools. Reply now to the user: say what you did, where you got to, and what is "  \
+	"Do not call tools. Reply now to the user: say what you did, where you got to, and what "  \
+	"is "                                                                                      \
 	"left to do."
 #define GRACE_NOTE "[The iteration budget is spent. " WRAP_UP "]"
 
@@ -1718,7 +1719,8 @@ static void test_tools_start_while_streaming(void **state)
 			k++;
 			if (strcmp(ev, "tool_end") == 0 && strcmp(str_of(e, "name"), "read") == 0)
 				read_end = k;
-			if (strcmp(ev, "tool_start") == 0 && strcmp(str_of(e, "name"), "write") == 0)
+			if (strcmp(ev, "tool_start") == 0 &&
+			    strcmp(str_of(e, "name"), "write") == 0)
 				write_start = k;
 			if (strcmp(str_of(e, "type"), "message") == 0 && answer < 0 &&
 			    msg_tool_use_count(json_object_get(e, "message")) == 2)
@@ -1889,15 +1891,18 @@ static void test_date_note(void **state)
 		wait_done(&r);
 		assert_int_equal(r.end, TURN_END_TURN);
 		/* What the user wrote is what the model sees as the text. */
-		assert_string_equal(r.text, i == 0 ? "Saw: one" : i == 1 ? "Saw: two" : "Saw: three");
+		assert_string_equal(r.text, i == 0   ? "Saw: one"
+		                            : i == 1 ? "Saw: two"
+		                                     : "Saw: three");
 		t = msg_text(msg_at(&r, 0));
 		if (i == 1)
 			assert_string_equal(t, "two");
 		else
-			assert_string_equal(t, i == 0 ? "one[Today is Monday, 30 November 2026 (UTC, "
-			                                "UTC+00:00).]"
-			                              : "three[Today is Tuesday, 1 December 2026 (UTC, "
-			                                "UTC+00:00).]");
+			assert_string_equal(
+			    t, i == 0 ? "one[Today is Monday, 30 November 2026 (UTC, "
+			                "UTC+00:00).]"
+			              : "three[Today is Tuesday, 1 December 2026 (UTC, "
+			                "UTC+00:00).]");
 		free(t);
 		json_array_extend(history, r.messages);
 		run_free(&r);
