@@ -163,7 +163,7 @@ static void cli_agent_wind_down_cb(uv_timer_t *t)
 	httpc_close(a->httpc);
 	a->httpc = NULL;
 	/* Not from inside a store callback: this runs from a timer. */
-	a->store->ops->close(a->store);
+	store_close(a->store);
 	a->store = NULL;
 }
 
@@ -276,7 +276,7 @@ static int cli_agent_open(struct cli_agent *a, const char *home, const char *cfg
 	memset(&so, 0, sizeof so);
 	so.path = a->cfg->store.path;
 	so.busy_timeout_ms = a->cfg->store.busy_timeout_ms;
-	rc = store_sqlite_ops.open(&a->store, &a->loop, &so);
+	rc = store_open(&a->store, &a->loop, &so);
 	if (rc) {
 		fprintf(stderr, "switchboard: cannot open the store %s: %s\n", so.path,
 		        sb_strerror(rc));
@@ -304,7 +304,7 @@ static void cli_agent_close(struct cli_agent *a)
 	models_free(a->models);
 	httpc_close(a->httpc);
 	if (a->store)
-		a->store->ops->close(a->store);
+		store_close(a->store);
 	if (a->loop_ready) {
 		uv_run(&a->loop, UV_RUN_DEFAULT);
 		if (uv_loop_close(&a->loop) != 0)

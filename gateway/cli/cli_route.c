@@ -87,7 +87,6 @@ static int cr_print_json(json_t *j)
 struct cr_store {
 	uv_loop_t loop;
 	bool loop_ok;
-	const struct store_ops *ops;
 	struct store *st;
 };
 
@@ -97,15 +96,14 @@ static int cr_store_open(struct cr_store *s, const struct config *c)
 	int rc;
 
 	memset(s, 0, sizeof *s);
-	s->ops = store_backend("sqlite");
-	if (!s->ops || uv_loop_init(&s->loop) != 0) {
+	if (uv_loop_init(&s->loop) != 0) {
 		fprintf(stderr, "switchboard: cannot start an event loop\n");
 		return 1;
 	}
 	s->loop_ok = true;
 	o.path = c->store.path;
 	o.busy_timeout_ms = c->store.busy_timeout_ms;
-	rc = s->ops->open(&s->st, &s->loop, &o);
+	rc = store_open(&s->st, &s->loop, &o);
 	if (rc) {
 		fprintf(stderr, "switchboard: cannot open the store %s: %s\n", c->store.path,
 		        sb_strerror(rc));
@@ -124,7 +122,7 @@ static void cr_store_wait(struct cr_store *s, const bool *done)
 static void cr_store_close(struct cr_store *s)
 {
 	if (s->st)
-		s->ops->close(s->st);
+		store_close(s->st);
 	s->st = NULL;
 	if (s->loop_ok) {
 		uv_run(&s->loop, UV_RUN_DEFAULT);
@@ -227,7 +225,7 @@ static void cr_lookup_approval(const struct config *c, const struct envelope *e,
 		cr_store_close(&s);
 		return;
 	}
-	rc = s.ops->allow_check(s.st, e->channel, e->account, e->sender_id, cr_allow_cb, a);
+	rc = store_allow_check(s.st, e->channel, e->account, e->sender_id, cr_allow_cb, a);
 	if (rc == SB_OK)
 		cr_store_wait(&s, &a->done);
 	cr_store_close(&s);
@@ -707,13 +705,13 @@ int cli_pairing(int argc, char **argv)
 		lr.json = json;
 		lr.now = cr_now_ms();
 		lr.channel = channel;
-		qrc = approved ? s.ops->allow_list(s.st, channel, cr_approved_cb, &lr)
-		               : s.ops->pairing_list(s.st, channel, cr_list_cb, &lr);
+		qrc = approved ? store_allow_list(s.st, channel, cr_approved_cb, &lr)
+		               : store_pairing_list(s.st, channel, cr_list_cb, &lr);
 		if (qrc == SB_OK)
 			cr_store_wait(&s, &lr.done);
 		qrc = qrc ? qrc : lr.rc;
 	} else if (revoke) {
-		qrc = s.ops->allow_remove(s.st, channel, account, code, cr_revoke_cb, &pr);
+		qrc = store_allow_remove(s.st, channel, account, code, cr_revoke_cb, &pr);
 		if (qrc == SB_OK)
 			cr_store_wait(&s, &pr.done);
 		qrc = qrc ? qrc : pr.rc;
@@ -727,8 +725,8 @@ int cli_pairing(int argc, char **argv)
 		}
 	} else {
 		qrc = strcmp(verb, "approve") == 0
-		          ? s.ops->pairing_approve(s.st, channel, code, cr_pairing_cb, &pr)
-		          : s.ops->pairing_deny(s.st, channel, code, cr_pairing_cb, &pr);
+		          ? store_pairing_approve(s.st, channel, code, cr_pairing_cb, &pr)
+		          : store_pairing_deny(s.st, channel, code, cr_pairing_cb, &pr);
 		if (qrc == SB_OK)
 			cr_store_wait(&s, &pr.done);
 		qrc = qrc ? qrc : pr.rc;

@@ -392,8 +392,8 @@ static void control_sessions_list(struct control_conn *c, const json_t *id, json
 		return;
 	}
 	control_op_start(&op->base, c, id);
-	rc = c->ctl->ctx.store->ops->session_list(c->ctl->ctx.store, agent, (size_t)limit,
-	                                          control_sessions_listed, op);
+	rc = store_session_list(c->ctl->ctx.store, agent, (size_t)limit, control_sessions_listed,
+	                        op);
 	if (rc) {
 		control_store_busy(c, id, rc);
 		control_op_free(&op->base);
@@ -440,7 +440,7 @@ static void control_sessions_get(struct control_conn *c, const json_t *id, json_
 	}
 	snprintf(op->key, sizeof op->key, "%s", key);
 	control_op_start(&op->base, c, id);
-	rc = c->ctl->ctx.store->ops->session_get(c->ctl->ctx.store, key, control_session_found, op);
+	rc = store_session_get(c->ctl->ctx.store, key, control_session_found, op);
 	if (rc) {
 		control_store_busy(c, id, rc);
 		control_op_free(&op->base);
@@ -865,8 +865,7 @@ static void control_chat_history(struct control_conn *c, const json_t *id, json_
 	h->limit = (size_t)limit;
 	h->base.release = control_history_release;
 	control_op_start(&h->base, c, id);
-	rc = c->ctl->ctx.store->ops->session_get(c->ctl->ctx.store, h->key, control_history_found,
-	                                         h);
+	rc = store_session_get(c->ctl->ctx.store, h->key, control_history_found, h);
 	if (rc) {
 		control_store_busy(c, id, rc);
 		control_op_free(&h->base);
@@ -939,7 +938,7 @@ static void control_devices_list(struct control_conn *c, const json_t *id, json_
 		return;
 	}
 	control_op_start(&op->base, c, id);
-	rc = c->ctl->ctx.store->ops->device_list(c->ctl->ctx.store, control_devices_listed, op);
+	rc = store_device_list(c->ctl->ctx.store, control_devices_listed, op);
 	if (rc) {
 		control_store_busy(c, id, rc);
 		control_op_free(&op->base);
@@ -1023,10 +1022,10 @@ static void control_devices_change(struct control_conn *c, const json_t *id, jso
 	for (char *p = op->device_id; *p; p++)
 		*p = (char)(*p >= 'A' && *p <= 'F' ? *p + 32 : *p);
 	control_op_start(&op->base, c, id);
-	rc = approve ? c->ctl->ctx.store->ops->device_approve(c->ctl->ctx.store, op->device_id,
-	                                                      control_device_approved, op)
-	             : c->ctl->ctx.store->ops->device_revoke(c->ctl->ctx.store, op->device_id,
-	                                                     control_device_revoked, op);
+	rc = approve ? store_device_approve(c->ctl->ctx.store, op->device_id,
+	                                    control_device_approved, op)
+	             : store_device_revoke(c->ctl->ctx.store, op->device_id, control_device_revoked,
+	                                   op);
 	if (rc) {
 		control_store_busy(c, id, rc);
 		control_op_free(&op->base);
@@ -1377,5 +1376,8 @@ const struct control_method *control_method_find(const char *name)
 	for (size_t i = 0; control_methods[i].name; i++)
 		if (strcmp(control_methods[i].name, name) == 0)
 			return &control_methods[i];
+	for (size_t i = 0; control_ops_methods[i].name; i++)
+		if (strcmp(control_ops_methods[i].name, name) == 0)
+			return &control_ops_methods[i];
 	return NULL;
 }

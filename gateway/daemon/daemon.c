@@ -128,7 +128,7 @@ static void daemon_stats_tick(uv_timer_t *t)
 
 	if (d->stats_busy || d->state >= DAEMON_STOPPING)
 		return;
-	if (d->store->ops->stats(d->store, daemon_stats_done, d) == SB_OK)
+	if (store_stats(d->store, daemon_stats_done, d) == SB_OK)
 		d->stats_busy = true;
 }
 
@@ -207,6 +207,14 @@ struct daemon_reload {
 	int rc;
 };
 
+static int64_t daemon_unix_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void daemon_reload_work(uv_work_t *w)
 {
 	struct daemon_reload *r = w->data;
@@ -228,6 +236,8 @@ static void daemon_reload_done(uv_work_t *w, int status)
 	d->reloading = false;
 	if (status != 0 || d->state >= DAEMON_STOPPING)
 		goto out;
+	d->metrics.config_last_reload_ms = daemon_unix_ms();
+	d->metrics.config_last_reload_ok = r->rc == SB_OK;
 	if (r->rc) {
 		d->metrics.config_reloads_failed++;
 		if (r->errs.n)
@@ -245,6 +255,7 @@ static void daemon_reload_done(uv_work_t *w, int status)
 	gen = daemon_gen_new(d, r->next);
 	if (!gen) {
 		d->metrics.config_reloads_failed++;
+		d->metrics.config_last_reload_ok = false;
 		log_error("config", "reload rejected: the model providers cannot be set up");
 		goto out;
 	}
@@ -362,7 +373,7 @@ static void daemon_close_all(struct daemon *d)
 	httpc_close(d->httpc);
 	d->httpc = NULL;
 	if (d->store)
-		d->store->ops->close(d->store);
+		store_close(d->store);
 	d->store = NULL;
 	/* After the store: its last callbacks may still reach the scheduler. */
 	scheduler_free(d->scheduler);
@@ -493,18 +504,18 @@ static int daemon_lock_home(struct daemon *d)
 static int daemon_open_store(struct daemon *d)
 {
 	static const char *const backends[] = {"sqlite"};
-	const struct store_ops *ops = store_backend(backends[d->cfg->store.backend]);
 	struct store_options so;
 	int rc;
 
 	memset(&so, 0, sizeof so);
+	so.backend = backends[d->cfg->store.backend];
 	so.path = d->cfg->store.path;
 	so.busy_timeout_ms = d->cfg->store.busy_timeout_ms;
 	so.batch_max = (size_t)d->cfg->store.batch_max;
 	so.queue_max = (size_t)d->cfg->store.queue_max;
 	so.on_commit = daemon_on_commit;
 	so.on_commit_ud = d;
-	rc = ops ? ops->open(&d->store, &d->loop, &so) : SB_ERR_CONFIG;
+	rc = store_open(&d->store, &d->loop, &so);
 	if (rc)
 		log_error("gateway", "cannot open the store", LOG_S("path", so.path),
 		          LOG_S("error", sb_strerror(rc)));
@@ -756,7 +767,7 @@ static void daemon_recovered(void *ud, int rc, int64_t inbox, int64_t outbox)
 
 static int daemon_recover(struct daemon *d)
 {
-	return d->store->ops->recover(d->store, daemon_recovered, d);
+	return store_recover(d->store, daemon_recovered, d);
 }
 
 static void daemon_watch_config(struct daemon *d)

@@ -64,7 +64,7 @@ static int daemon_ingest(void *ctx, const struct envelope *env, host_ingest_cb c
 	m.account = env->account ? env->account : "default";
 	m.dedupe_key = env->event_id;
 	m.payload = json;
-	rc = d->store->ops->inbox_put(d->store, &m, daemon_ingest_done, in);
+	rc = store_inbox_put(d->store, &m, daemon_ingest_done, in);
 	free(json);
 	if (rc) {
 		d->metrics.ingest_rejected++;
@@ -265,7 +265,7 @@ static int daemon_kv_get(void *ctx, const char *ns, const char *key, host_kv_get
 
 	if (!d->store)
 		return SB_ERR_CLOSED;
-	return d->store->ops->kv_get(d->store, ns, key, cb, ud);
+	return store_kv_get(d->store, ns, key, cb, ud);
 }
 
 static int daemon_kv_put(void *ctx, const char *ns, const char *key, const char *value,
@@ -275,7 +275,7 @@ static int daemon_kv_put(void *ctx, const char *ns, const char *key, const char 
 
 	if (!d->store)
 		return SB_ERR_CLOSED;
-	return d->store->ops->kv_put(d->store, ns, key, value, cb, ud);
+	return store_kv_put(d->store, ns, key, value, cb, ud);
 }
 
 static int daemon_ws_connect(void *ctx, const char *url, const struct host_ws_handlers *h, void *ud,

@@ -59,7 +59,7 @@ int host_common_deliver(struct store *s, const struct host_outbound *msg, host_d
 	m.target = msg->target;
 	m.payload = msg->payload;
 	m.due_at = msg->due_at;
-	rc = s->ops->outbox_put(s, &m, host_common_delivered, d);
+	rc = store_outbox_put(s, &m, host_common_delivered, d);
 	if (rc)
 		free(d);
 	return rc;

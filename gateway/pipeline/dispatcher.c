@@ -51,6 +51,7 @@ struct active {
 	bool interrupted;
 	bool shutdown;
 	int64_t run_timeout_ms;
+	uint64_t started; /* uv_now at start (metrics) */
 	int queue_mode;
 	struct turn_events ev;
 	char *run_id;
@@ -156,7 +157,7 @@ static void dispatch_done_cb(void *ud, int rc)
 /* Marks an entry done without a reply. */
 static void dispatch_done_silent(struct dispatcher *d, int64_t inbox_id)
 {
-	if (d->opt.store->ops->inbox_done(d->opt.store, inbox_id, NULL, 0, dispatch_done_cb, d))
+	if (store_inbox_done(d->opt.store, inbox_id, NULL, 0, dispatch_done_cb, d))
 		log_error("dispatch", "cannot queue inbox_done", LOG_I("inbox_id", inbox_id));
 }
 
@@ -487,8 +488,7 @@ static void run_done(void *ud, const struct run_outcome *o)
 	if (a->shutdown) {
 		/* Released, not done: the message runs again after a restart. */
 		for (p = a->items; p; p = p->next)
-			d->opt.store->ops->inbox_release(d->opt.store, p->inbox_id,
-			                                 dispatch_done_cb, d);
+			store_inbox_release(d->opt.store, p->inbox_id, dispatch_done_cb, d);
 	} else if (a->interrupted && !text.len) {
 		for (p = a->items; p; p = p->next) {
 			dispatch_done_silent(d, p->inbox_id);
@@ -533,9 +533,8 @@ static void run_done(void *ud, const struct run_outcome *o)
 				c->usage = o->result->usage;
 		}
 		if (!c || !payload || !c->text || !c->status ||
-		    d->opt.store->ops->inbox_done(d->opt.store, a->items->inbox_id,
-		                                  text.len ? &reply : NULL, text.len ? 1 : 0,
-		                                  reply_committed, c)) {
+		    store_inbox_done(d->opt.store, a->items->inbox_id, text.len ? &reply : NULL,
+		                     text.len ? 1 : 0, reply_committed, c)) {
 			log_error("dispatch", "cannot queue the reply", LOG_S("session", l->key));
 			if (c) {
 				free(c->text);
@@ -558,8 +557,10 @@ static void run_done(void *ud, const struct run_outcome *o)
 	buf_free(&text);
 	l->active = NULL;
 	d->running--;
-	if (d->opt.metrics)
+	if (d->opt.metrics) {
 		d->opt.metrics->runs_active = (int64_t)d->running;
+		metrics_run(d->opt.metrics, (double)(uv_now(d->opt.loop) - a->started) / 1000.0);
+	}
 	uv_close((uv_handle_t *)&a->watchdog, active_free_cb);
 	lane_schedule(l);
 	/* A slot is free: the next ready lane may go. */
@@ -656,6 +657,7 @@ static void lane_start(struct lane *l)
 	uv_timer_init(d->opt.loop, &a->watchdog);
 	a->watchdog.data = a;
 	l->active = a;
+	a->started = uv_now(d->opt.loop);
 	d->running++;
 	if (d->opt.metrics)
 		d->opt.metrics->runs_active = (int64_t)d->running;
@@ -885,8 +887,7 @@ static void pairing_requested(void *ud, int rc, const struct store_pairing *sp, 
 			log_info("dispatch", "no pairing code sent", LOG_S("channel", e->channel),
 			         LOG_S("sender", e->sender_id ? e->sender_id : ""),
 			         LOG_S("why", sb_strerror(rc)));
-		d->opt.store->ops->inbox_done(d->opt.store, c->p->inbox_id, NULL, 0,
-		                              pairing_reply_done, c);
+		store_inbox_done(d->opt.store, c->p->inbox_id, NULL, 0, pairing_reply_done, c);
 		return;
 	}
 	snprintf(text, sizeof text,
@@ -910,8 +911,7 @@ static void pairing_requested(void *ud, int rc, const struct store_pairing *sp, 
 	reply.target = e->peer_id ? e->peer_id : (e->sender_id ? e->sender_id : "");
 	reply.payload = payload ? payload : "{}";
 	reply.inbox_id = c->p->inbox_id;
-	if (d->opt.store->ops->inbox_done(d->opt.store, c->p->inbox_id, &reply, 1,
-	                                  pairing_reply_done, c)) {
+	if (store_inbox_done(d->opt.store, c->p->inbox_id, &reply, 1, pairing_reply_done, c)) {
 		d->held--;
 		pending_free(c->p);
 		free(c);
@@ -1004,10 +1004,10 @@ static void dispatch_item(struct dispatcher *d, const struct store_inbox_item *i
 			c->p = p;
 			c->dec = dec;
 		}
-		if (!c ||
-		    d->opt.store->ops->pairing_request(
-		        d->opt.store, p->env.channel, p->env.account ? p->env.account : "default",
-		        p->env.sender_id ? p->env.sender_id : "", pairing_requested, c)) {
+		if (!c || store_pairing_request(d->opt.store, p->env.channel,
+		                                p->env.account ? p->env.account : "default",
+		                                p->env.sender_id ? p->env.sender_id : "",
+		                                pairing_requested, c)) {
 			free(c);
 			dispatch_done_silent(d, it->id);
 			d->held--;
@@ -1068,8 +1068,8 @@ static void dispatch_claim(struct dispatcher *d)
 	if (d->held >= d->opt.max_pending)
 		return; /* run_done claims again when there is room */
 	d->claiming = true;
-	rc = d->opt.store->ops->inbox_claim(d->opt.store, DISPATCH_CLAIM_BATCH, DISPATCH_LEASE_MS,
-	                                    dispatch_claimed, d);
+	rc = store_inbox_claim(d->opt.store, DISPATCH_CLAIM_BATCH, DISPATCH_LEASE_MS,
+	                       dispatch_claimed, d);
 	if (rc) {
 		d->claiming = false;
 		uv_timer_start(&d->retry, dispatch_retry_timer, rc == SB_ERR_AGAIN ? 100 : 1000, 0);
@@ -1167,8 +1167,7 @@ void dispatcher_abort_all(struct dispatcher *d, const char *why)
 		struct pending *p;
 
 		while ((p = lane_pop(lanes[i]))) {
-			d->opt.store->ops->inbox_release(d->opt.store, p->inbox_id,
-			                                 dispatch_done_cb, d);
+			store_inbox_release(d->opt.store, p->inbox_id, dispatch_done_cb, d);
 			d->held--;
 			pending_free(p);
 		}

@@ -119,8 +119,8 @@ static void outbox_sent(void *ud, const struct channel_send_result *res)
 	if (res->rc == SB_OK) {
 		if (o->opt.metrics)
 			o->opt.metrics->outbox_sent++;
-		rc = o->opt.store->ops->outbox_done(o->opt.store, s->id, res->channel_msg_id,
-		                                    outbox_recorded, s);
+		rc =
+		    store_outbox_done(o->opt.store, s->id, res->channel_msg_id, outbox_recorded, s);
 	} else {
 		bool again = res->retryable && s->attempts < max;
 		int64_t at = again ? outbox_now_ms() + outbox_backoff_ms(&o->opt, s->attempts,
@@ -137,9 +137,8 @@ static void outbox_sent(void *ud, const struct channel_send_result *res)
 			else
 				o->opt.metrics->outbox_failed++;
 		}
-		rc = o->opt.store->ops->outbox_failed(o->opt.store, s->id,
-		                                      res->error ? res->error : "failed", at,
-		                                      outbox_recorded, s);
+		rc = store_outbox_failed(o->opt.store, s->id, res->error ? res->error : "failed",
+		                         at, outbox_recorded, s);
 	}
 	if (rc)
 		outbox_recorded(s, rc);
@@ -217,8 +216,8 @@ static void outbox_claim(struct outbox *o)
 	if (o->in_flight >= max)
 		return;
 	o->claiming = true;
-	if (o->opt.store->ops->outbox_claim_due(o->opt.store, max - o->in_flight, OUTBOX_LEASE_MS,
-	                                        outbox_claimed, o))
+	if (store_outbox_claim_due(o->opt.store, max - o->in_flight, OUTBOX_LEASE_MS,
+	                           outbox_claimed, o))
 		o->claiming = false;
 }
 

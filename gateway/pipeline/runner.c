@@ -204,7 +204,7 @@ static void run_touch_session(struct run_job *j)
 	ns.key = j->session_key;
 	ns.agent_id = j->agent_id;
 	ns.session_id = j->session_id;
-	j->r->opt.store->ops->session_put(j->r->opt.store, &ns, run_session_touched, NULL);
+	store_session_put(j->r->opt.store, &ns, run_session_touched, NULL);
 }
 
 /* ---- flush ---- */
@@ -782,7 +782,7 @@ static void run_session_found(void *ud, int rc, const struct store_session *s)
 	ns.key = j->session_key;
 	ns.agent_id = j->agent_id;
 	ns.session_id = j->session_id;
-	prc = j->r->opt.store->ops->session_put(j->r->opt.store, &ns, run_session_saved, j);
+	prc = store_session_put(j->r->opt.store, &ns, run_session_saved, j);
 	if (prc)
 		run_finish(j, prc, "cannot record the session in the store");
 }
@@ -834,7 +834,7 @@ int runner_run(struct runner *r, const struct run_request *req, run_done_cb done
 		run_job_free(j);
 		return SB_ERR_NOMEM;
 	}
-	rc = r->opt.store->ops->session_get(r->opt.store, j->session_key, run_session_found, j);
+	rc = store_session_get(r->opt.store, j->session_key, run_session_found, j);
 	if (rc) {
 		run_job_free(j);
 		return rc;

@@ -191,8 +191,8 @@ static void sched_hb_save(struct scheduler *s, const struct sched_hb *h)
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 
 	json_decref(o);
-	if (text && s->opt.store->ops->kv_put(s->opt.store, SCHED_HB_NS, h->agent_id, text,
-	                                      sched_store_logged, s) == SB_OK)
+	if (text && store_kv_put(s->opt.store, SCHED_HB_NS, h->agent_id, text, sched_store_logged,
+	                         s) == SB_OK)
 		s->refs++;
 	free(text);
 }
@@ -248,7 +248,7 @@ static void sched_kv_load(struct scheduler *s, const char *ns, const char *agent
 	}
 	c->s = s;
 	c->route = route;
-	if (s->opt.store->ops->kv_get(s->opt.store, ns, agent_id, sched_hb_loaded, c) != SB_OK) {
+	if (store_kv_get(s->opt.store, ns, agent_id, sched_hb_loaded, c) != SB_OK) {
 		free(c->agent_id);
 		free(c);
 		return;
@@ -326,8 +326,8 @@ void scheduler_route_seen(struct scheduler *s, const char *agent_id, const struc
 	}
 	free(h->route);
 	h->route = text;
-	if (s->opt.store->ops->kv_put(s->opt.store, SCHED_ROUTE_NS, agent_id, text,
-	                              sched_store_logged, s) == SB_OK)
+	if (store_kv_put(s->opt.store, SCHED_ROUTE_NS, agent_id, text, sched_store_logged, s) ==
+	    SB_OK)
 		s->refs++;
 }
 
@@ -643,7 +643,7 @@ static int sched_job_save(struct scheduler *s, const struct sched_job *j, schedu
 	op->cb = cb;
 	op->ud = ud;
 	op->result = result;
-	rc = s->opt.store->ops->cron_job_put(s->opt.store, &sj, sched_job_saved, op);
+	rc = store_cron_job_put(s->opt.store, &sj, sched_job_saved, op);
 	if (rc == SB_OK) {
 		s->refs++;
 		op = NULL;
@@ -676,8 +676,8 @@ static void sched_run_record(struct scheduler *s, const struct sched_job *j, int
 	char *d = detail ? strndup(detail, SCHED_DETAIL_MAX) : NULL;
 
 	r.detail = d;
-	if (s->opt.store->ops->cron_run_add(s->opt.store, &r, SCHEDULER_RUNS_KEEP,
-	                                    sched_run_recorded, s) == SB_OK)
+	if (store_cron_run_add(s->opt.store, &r, SCHEDULER_RUNS_KEEP, sched_run_recorded, s) ==
+	    SB_OK)
 		s->refs++;
 	free(d);
 }
@@ -708,8 +708,7 @@ static void sched_job_finish(struct scheduler *s, struct sched_job *j, bool ok, 
 		log_warn("scheduler", "cron job disabled after repeated failures",
 		         LOG_S("job", j->spec.id), LOG_I("failures", j->st.errors));
 	if (j->st.done && j->spec.delete_after_run && strcmp(j->source, "api") == 0) {
-		if (s->opt.store->ops->cron_job_delete(s->opt.store, j->spec.id, sched_store_logged,
-		                                       s) == SB_OK)
+		if (store_cron_job_delete(s->opt.store, j->spec.id, sched_store_logged, s) == SB_OK)
 			s->refs++;
 		sched_job_unlink(s, j);
 		sched_job_free(j);
@@ -953,8 +952,7 @@ static void sched_jobs_sync_config(struct scheduler *s)
 			kept = strcmp(cfg->cron[i].id, j->spec.id) == 0;
 		if (kept || j->inflight)
 			continue;
-		if (s->opt.store->ops->cron_job_delete(s->opt.store, j->spec.id, sched_store_logged,
-		                                       s) == SB_OK)
+		if (store_cron_job_delete(s->opt.store, j->spec.id, sched_store_logged, s) == SB_OK)
 			s->refs++;
 		sched_job_unlink(s, j);
 		sched_job_free(j);
@@ -1066,7 +1064,7 @@ int scheduler_new(struct scheduler **out, const struct scheduler_options *opt)
 void scheduler_start(struct scheduler *s)
 {
 	sched_hbs_sync(s, true);
-	if (s->opt.store->ops->cron_job_list(s->opt.store, sched_jobs_loaded, s) == SB_OK) {
+	if (store_cron_job_list(s->opt.store, sched_jobs_loaded, s) == SB_OK) {
 		s->refs++;
 	} else {
 		s->started = true;
@@ -1216,7 +1214,7 @@ int scheduler_cron_remove(struct scheduler *s, const char *id, scheduler_cb cb, 
 	op->cb = cb;
 	op->ud = ud;
 	op->result = json_pack("{ss sb}", "id", id, "removed", 1);
-	rc = s->opt.store->ops->cron_job_delete(s->opt.store, id, sched_job_saved, op);
+	rc = store_cron_job_delete(s->opt.store, id, sched_job_saved, op);
 	if (rc) {
 		json_decref(op->result);
 		free(op);
@@ -1274,11 +1272,26 @@ int scheduler_cron_runs(struct scheduler *s, const char *id, size_t limit, sched
 	op->s = s;
 	op->cb = cb;
 	op->ud = ud;
-	rc = s->opt.store->ops->cron_run_list(s->opt.store, id, limit, sched_runs_listed, op);
+	rc = store_cron_run_list(s->opt.store, id, limit, sched_runs_listed, op);
 	if (rc) {
 		free(op);
 		return rc;
 	}
 	s->refs++;
+	return SB_OK;
+}
+
+int scheduler_heartbeat_run(struct scheduler *s, const char *agent_id)
+{
+	struct sched_hb *h = agent_id ? sched_hb_find(s, agent_id) : NULL;
+
+	if (!h)
+		return SB_ERR_NOTFOUND;
+	if (h->inflight)
+		return SB_ERR_EXISTS;
+	/* As if it were due now: quiet hours, a busy session and an empty
+	 * HEARTBEAT.md apply as always; the next one is an interval away. */
+	sched_hb_tick(s, h, scheduler_now_ms(s));
+	sched_arm(s);
 	return SB_OK;
 }

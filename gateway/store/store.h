@@ -1,12 +1,13 @@
 /*
  * store.h - the durable store: inbox, outbox, kv, sessions, pairing, devices.
  *
- * The store sits behind one table of operations (struct store_ops) so that a
- * PostgreSQL backend can join the SQLite one without touching callers. Every
- * operation is asynchronous: it is queued to the backend's writer, and its
- * callback runs later ON THE LOOP THREAD with the result. The durability rule:
- * a callback that reports SB_OK for a write runs only after the transaction
- * holding that write is committed to disk (SQLite WAL, synchronous=FULL).
+ * Callers see functions (store_inbox_put, ...) and records; the backends
+ * (SQLite today, PostgreSQL as an addition) sit behind one table of
+ * operations (gateway/store/store_backend.h). Every operation is
+ * asynchronous: it is queued to the backend, and its callback runs later ON
+ * THE LOOP THREAD with the result. The durability rule: a callback that
+ * reports SB_OK for a write runs only after the transaction holding that
+ * write is committed to disk (SQLite WAL, synchronous=FULL).
  *
  * The SQLite backend has one writer thread that group-commits: everything
  * queued while a commit runs goes into the next transaction (each operation in
@@ -18,14 +19,16 @@
  *
  * Every operation function returns SB_OK when the operation was queued: its
  * callback (which may be NULL) then runs exactly once, on the loop thread.
- * Any other return means nothing was queued and the callback never runs:
+ * Any other return means nothing was queued and the callback never runs
+ * (the arguments are checked first, then whether the store takes more):
  *   SB_ERR_INVAL   a required field is NULL or a number is out of range
  *   SB_ERR_NOMEM   copying the arguments failed
  *   SB_ERR_AGAIN   queue_max operations are outstanding (try again later);
  *                  never for inbox_done, inbox_release, outbox_done and
  *                  outbox_failed, which finish claimed work and are bounded
  *                  by what can be claimed
- *   SB_ERR_CLOSED  close() has started (e.g. called from a callback it runs)
+ *   SB_ERR_CLOSED  store_close has started (e.g. called from a callback it
+ *                  runs)
  * Codes a callback may see: SB_OK; SB_ERR_NOTFOUND (no such row, see each
  * operation); SB_ERR_INVAL (a constraint was violated, e.g. an unknown
  * inbox_id); SB_ERR_NOMEM; SB_ERR_STORE (the database failed; for a write,
@@ -186,6 +189,7 @@ typedef void (*store_cron_runs_cb)(void *ud, int rc, const struct store_cron_run
 typedef void (*store_commit_cb)(void *ud, double seconds, size_t ops, int rc);
 
 struct store_options {
+	const char *backend;     /* "sqlite" (NULL means "sqlite") */
 	const char *path;        /* SQLite file (copied); its directory must exist */
 	int64_t busy_timeout_ms; /* 0 = 5000 */
 	size_t batch_max;        /* ops in one transaction; 0 = 256 */
@@ -215,188 +219,172 @@ struct store_options {
 #define STORE_DEVICES_MAX_PENDING 32
 #define STORE_DEVICE_PENDING_TTL_MS (3600LL * 1000)
 
-/* ---- the backend contract ---- */
+/* ---- operations ---- */
 
-struct store_ops {
-	const char *name;
-	/* Opens (creating if needed) and migrates the database, starts the
-	 * writer and registers a uv_async_t handle on loop. *out is set on
-	 * SB_OK. Returns SB_ERR_INVAL, SB_ERR_NOMEM, SB_ERR_IO, or SB_ERR_STORE
-	 * (cannot open, migration failed, or the file's schema is newer than
-	 * this build). */
-	int (*open)(struct store **out, uv_loop_t *loop, const struct store_options *opt);
-	/* Refuses new operations (SB_ERR_CLOSED), finishes every queued one
-	 * and runs their callbacks on the calling thread, stops the writer,
-	 * closes the database and frees the store. Blocks until the writer is
-	 * joined; call it at shutdown only, never from a store callback. It
-	 * uv_close()s the store's async handle: run the loop afterwards (until
-	 * all handles are closed) so that the handle's memory is released.
-	 * NULL is a no-op. */
-	void (*close)(struct store *s);
+/* Opens the store with opt->backend: creates and migrates the database
+ * if needed, starts the writer and registers a uv_async_t handle on
+ * loop. *out is set on SB_OK. Returns SB_ERR_CONFIG (no backend has
+ * that name), SB_ERR_INVAL, SB_ERR_NOMEM, SB_ERR_IO, or SB_ERR_STORE
+ * (cannot open, migration failed, or the file's schema is newer than
+ * this build). */
+int store_open(struct store **out, uv_loop_t *loop, const struct store_options *opt);
+/* Refuses new operations (SB_ERR_CLOSED), finishes every queued one
+ * and runs their callbacks on the calling thread, stops the writer,
+ * closes the database and frees the store. Blocks until the writer is
+ * joined; call it at shutdown only, never from a store callback. It
+ * uv_close()s the store's async handle: run the loop afterwards (until
+ * all handles are closed) so that the handle's memory is released.
+ * NULL is a no-op. */
+void store_close(struct store *s);
+/* The name of the store's backend ("sqlite"). */
+const char *store_backend_name(const struct store *s);
 
-	/* Adds a pending message; all fields are required. A duplicate
-	 * (channel, account, dedupe_key) reports the existing id with
-	 * duplicate=true (SB_OK, nothing written). */
-	int (*inbox_put)(struct store *s, const struct store_inbox_new *m, store_put_cb cb,
-	                 void *ud);
-	/* Claims up to max (1..STORE_CLAIM_MAX) entries, oldest id first, for
-	 * lease_ms (>= 0): pending ones, and claimed ones whose lease has
-	 * expired (lease_until < now; this is how a crashed process's claims
-	 * come back). Sets them claimed, lease_until = now + lease_ms,
-	 * attempts + 1. n may be 0. */
-	int (*inbox_claim)(struct store *s, size_t max, int64_t lease_ms, store_inbox_cb cb,
-	                   void *ud);
-	/* Marks an entry done and, in the same transaction, puts the replies
-	 * (n may be 0, at most STORE_CLAIM_MAX; a reply's inbox_id of 0 means
-	 * this entry). Replies whose idempotency key exists are skipped. All or
-	 * nothing: if one reply fails, the entry is not marked done either.
-	 * SB_ERR_NOTFOUND when no entry has that id. */
-	int (*inbox_done)(struct store *s, int64_t inbox_id, const struct store_outbox_new *replies,
-	                  size_t n, store_done_cb cb, void *ud);
-	/* Gives a claimed entry back (pending again) without counting it done.
-	 * SB_ERR_NOTFOUND when no claimed entry has that id. */
-	int (*inbox_release)(struct store *s, int64_t inbox_id, store_done_cb cb, void *ud);
+/* Adds a pending message; all fields are required. A duplicate
+ * (channel, account, dedupe_key) reports the existing id with
+ * duplicate=true (SB_OK, nothing written). */
+int store_inbox_put(struct store *s, const struct store_inbox_new *m, store_put_cb cb, void *ud);
+/* Claims up to max (1..STORE_CLAIM_MAX) entries, oldest id first, for
+ * lease_ms (>= 0): pending ones, and claimed ones whose lease has
+ * expired (lease_until < now; this is how a crashed process's claims
+ * come back). Sets them claimed, lease_until = now + lease_ms,
+ * attempts + 1. n may be 0. */
+int store_inbox_claim(struct store *s, size_t max, int64_t lease_ms, store_inbox_cb cb, void *ud);
+/* Marks an entry done and, in the same transaction, puts the replies
+ * (n may be 0, at most STORE_CLAIM_MAX; a reply's inbox_id of 0 means
+ * this entry). Replies whose idempotency key exists are skipped. All or
+ * nothing: if one reply fails, the entry is not marked done either.
+ * SB_ERR_NOTFOUND when no entry has that id. */
+int store_inbox_done(struct store *s, int64_t inbox_id, const struct store_outbox_new *replies,
+                     size_t n, store_done_cb cb, void *ud);
+/* Gives a claimed entry back (pending again) without counting it done.
+ * SB_ERR_NOTFOUND when no claimed entry has that id. */
+int store_inbox_release(struct store *s, int64_t inbox_id, store_done_cb cb, void *ud);
 
-	/* Adds a pending entry; every string is required. A duplicate
-	 * idempotency key reports the existing id with duplicate=true. */
-	int (*outbox_put)(struct store *s, const struct store_outbox_new *m, store_put_cb cb,
-	                  void *ud);
-	/* Claims up to max entries, by due_at then id: pending ones with
-	 * due_at <= now, and claimed ones whose lease has expired. Same limits
-	 * and effects as inbox_claim. */
-	int (*outbox_claim_due)(struct store *s, size_t max, int64_t lease_ms, store_outbox_cb cb,
-	                        void *ud);
-	/* Sent: records the channel's message id (may be NULL) and sent_at.
-	 * SB_ERR_NOTFOUND when no entry has that id. */
-	int (*outbox_done)(struct store *s, int64_t id, const char *channel_msg_id,
-	                   store_done_cb cb, void *ud);
-	/* Not sent: records error (may be NULL) and makes it pending again with
-	 * due_at = retry_at (unix ms), or failed for good when retry_at < 0.
-	 * SB_ERR_NOTFOUND when no entry that is not already sent has that id. */
-	int (*outbox_failed)(struct store *s, int64_t id, const char *error, int64_t retry_at,
-	                     store_done_cb cb, void *ud);
+/* Adds a pending entry; every string is required. A duplicate
+ * idempotency key reports the existing id with duplicate=true. */
+int store_outbox_put(struct store *s, const struct store_outbox_new *m, store_put_cb cb, void *ud);
+/* Claims up to max entries, by due_at then id: pending ones with
+ * due_at <= now, and claimed ones whose lease has expired. Same limits
+ * and effects as inbox_claim. */
+int store_outbox_claim_due(struct store *s, size_t max, int64_t lease_ms, store_outbox_cb cb,
+                           void *ud);
+/* Sent: records the channel's message id (may be NULL) and sent_at.
+ * SB_ERR_NOTFOUND when no entry has that id. */
+int store_outbox_done(struct store *s, int64_t id, const char *channel_msg_id, store_done_cb cb,
+                      void *ud);
+/* Not sent: records error (may be NULL) and makes it pending again with
+ * due_at = retry_at (unix ms), or failed for good when retry_at < 0.
+ * SB_ERR_NOTFOUND when no entry that is not already sent has that id. */
+int store_outbox_failed(struct store *s, int64_t id, const char *error, int64_t retry_at,
+                        store_done_cb cb, void *ud);
 
-	/* Reads a value (SB_ERR_NOTFOUND when absent) / inserts or replaces it
-	 * (value required). */
-	int (*kv_get)(struct store *s, const char *ns, const char *key, store_kv_cb cb, void *ud);
-	/* value NULL deletes the key (no error when there was none). */
-	int (*kv_put)(struct store *s, const char *ns, const char *key, const char *value,
-	              store_done_cb cb, void *ud);
+/* Reads a value (SB_ERR_NOTFOUND when absent) / inserts or replaces it
+ * (value required). */
+int store_kv_get(struct store *s, const char *ns, const char *key, store_kv_cb cb, void *ud);
+/* value NULL deletes the key (no error when there was none). */
+int store_kv_put(struct store *s, const char *ns, const char *key, const char *value,
+                 store_done_cb cb, void *ud);
 
-	/* Reads a session (SB_ERR_NOTFOUND and NULL when absent) / inserts or
-	 * replaces it (key, agent_id, session_id required). */
-	int (*session_get)(struct store *s, const char *key, store_session_cb cb, void *ud);
-	int (*session_put)(struct store *s, const struct store_session *sess, store_done_cb cb,
-	                   void *ud);
+/* Reads a session (SB_ERR_NOTFOUND and NULL when absent) / inserts or
+ * replaces it (key, agent_id, session_id required). */
+int store_session_get(struct store *s, const char *key, store_session_cb cb, void *ud);
+int store_session_put(struct store *s, const struct store_session *sess, store_done_cb cb,
+                      void *ud);
 
-	/* Counts, read in the writer's transaction (see struct store_stats). */
-	int (*stats)(struct store *s, store_stats_cb cb, void *ud);
-	/* Start-up recovery of a single-node gateway: every claimed inbox and
-	 * outbox entry is pending again (outbox entries due now). The counts
-	 * are what a crash left in flight. */
-	int (*recover)(struct store *s, store_recover_cb cb, void *ud);
+/* Counts, read in the writer's transaction (see struct store_stats). */
+int store_stats(struct store *s, store_stats_cb cb, void *ud);
+/* Start-up recovery of a single-node gateway: every claimed inbox and
+ * outbox entry is pending again (outbox entries due now). The counts
+ * are what a crash left in flight. */
+int store_recover(struct store *s, store_recover_cb cb, void *ud);
 
-	/* ---- pairing (every string required unless said otherwise) ---- */
+/* ---- pairing (every string required unless said otherwise) ---- */
 
-	/* The sender's pending code, or a new random one valid for
-	 * STORE_PAIRING_TTL_MS (expired requests are deleted first). The
-	 * callback gets SB_ERR_AGAIN when STORE_PAIRING_MAX_PENDING requests
-	 * of other senders are pending on (channel, account), and
-	 * SB_ERR_EXISTS when the sender is approved already. A caller sends
-	 * the code only when created is true, so that a sender who writes
-	 * again is not answered again. */
-	int (*pairing_request)(struct store *s, const char *channel, const char *account,
-	                       const char *sender_id, store_pairing_cb cb, void *ud);
-	/* Pending, unexpired requests, oldest first; channel NULL = all. */
-	int (*pairing_list)(struct store *s, const char *channel, store_pairing_list_cb cb,
-	                    void *ud);
-	/* Approves the pending request with this code on channel (codes are
-	 * compared in constant time): the sender moves to the allow list and
-	 * the callback gets the request. SB_ERR_NOTFOUND when no unexpired
-	 * request has that code. */
-	int (*pairing_approve)(struct store *s, const char *channel, const char *code,
-	                       store_pairing_cb cb, void *ud);
-	/* Deletes the pending request with this code (the sender may ask
-	 * again). SB_ERR_NOTFOUND as for approve. */
-	int (*pairing_deny)(struct store *s, const char *channel, const char *code,
-	                    store_pairing_cb cb, void *ud);
-	/* Whether the sender is on the allow list. */
-	int (*allow_check)(struct store *s, const char *channel, const char *account,
-	                   const char *sender_id, store_allow_cb cb, void *ud);
-	/* The whole allow list (channel NULL) or one channel's, by approval
-	 * time; at most STORE_LIST_MAX entries. For the routing table's
-	 * in-memory copy. */
-	int (*allow_list)(struct store *s, const char *channel, store_allow_list_cb cb, void *ud);
-	/* Takes a sender off the allow list (account NULL: on every account
-	 * of the channel); from the next message on they are a stranger
-	 * again. SB_ERR_NOTFOUND when they were not on it. */
-	int (*allow_remove)(struct store *s, const char *channel, const char *account,
-	                    const char *sender_id, store_done_cb cb, void *ud);
+/* The sender's pending code, or a new random one valid for
+ * STORE_PAIRING_TTL_MS (expired requests are deleted first). The
+ * callback gets SB_ERR_AGAIN when STORE_PAIRING_MAX_PENDING requests
+ * of other senders are pending on (channel, account), and
+ * SB_ERR_EXISTS when the sender is approved already. A caller sends
+ * the code only when created is true, so that a sender who writes
+ * again is not answered again. */
+int store_pairing_request(struct store *s, const char *channel, const char *account,
+                          const char *sender_id, store_pairing_cb cb, void *ud);
+/* Pending, unexpired requests, oldest first; channel NULL = all. */
+int store_pairing_list(struct store *s, const char *channel, store_pairing_list_cb cb, void *ud);
+/* Approves the pending request with this code on channel (codes are
+ * compared in constant time): the sender moves to the allow list and
+ * the callback gets the request. SB_ERR_NOTFOUND when no unexpired
+ * request has that code. */
+int store_pairing_approve(struct store *s, const char *channel, const char *code,
+                          store_pairing_cb cb, void *ud);
+/* Deletes the pending request with this code (the sender may ask
+ * again). SB_ERR_NOTFOUND as for approve. */
+int store_pairing_deny(struct store *s, const char *channel, const char *code, store_pairing_cb cb,
+                       void *ud);
+/* Whether the sender is on the allow list. */
+int store_allow_check(struct store *s, const char *channel, const char *account,
+                      const char *sender_id, store_allow_cb cb, void *ud);
+/* The whole allow list (channel NULL) or one channel's, by approval
+ * time; at most STORE_LIST_MAX entries. For the routing table's
+ * in-memory copy. */
+int store_allow_list(struct store *s, const char *channel, store_allow_list_cb cb, void *ud);
+/* Takes a sender off the allow list (account NULL: on every account
+ * of the channel); from the next message on they are a stranger
+ * again. SB_ERR_NOTFOUND when they were not on it. */
+int store_allow_remove(struct store *s, const char *channel, const char *account,
+                       const char *sender_id, store_done_cb cb, void *ud);
 
-	/* ---- sessions, devices ---- */
+/* ---- sessions, devices ---- */
 
-	/* Sessions, most recently updated first; agent_id NULL = every
-	 * agent's; limit 1..STORE_LIST_MAX. */
-	int (*session_list)(struct store *s, const char *agent_id, size_t limit,
-	                    store_session_list_cb cb, void *ud);
-	/* The device's record. An unknown device_id is added as pending with
-	 * d's public_key, client_id, platform, scopes and remote_addr
-	 * (created = true), after pending requests older than
-	 * STORE_DEVICE_PENDING_TTL_MS are deleted and, when
-	 * STORE_DEVICES_MAX_PENDING are pending, the oldest of them. A known
-	 * one gets last_seen_at and remote_addr updated and is returned as
-	 * stored. device_id and public_key are required. */
-	int (*device_request)(struct store *s, const struct store_device *d, store_device_cb cb,
-	                      void *ud);
-	/* Finds a device by id (token_hash NULL), or an approved one by the
-	 * hash of its token (device_id NULL). SB_ERR_NOTFOUND when none. */
-	int (*device_get)(struct store *s, const char *device_id, const char *token_hash,
-	                  store_device_cb cb, void *ud);
-	/* Every device: pending ones first, then approved, oldest first. */
-	int (*device_list)(struct store *s, store_device_list_cb cb, void *ud);
-	/* Approves a pending device (its asked-for scopes become its grant);
-	 * the callback gets the record. SB_ERR_NOTFOUND when no device has
-	 * that id; SB_ERR_EXISTS when it is approved already. */
-	int (*device_approve)(struct store *s, const char *device_id, store_device_cb cb, void *ud);
-	/* Replaces an approved device's token hash and marks it seen now.
-	 * SB_ERR_NOTFOUND when no approved device has that id. */
-	int (*device_set_token)(struct store *s, const char *device_id, const char *token_hash,
-	                        store_done_cb cb, void *ud);
-	/* Forgets a device, pending or approved: its token stops working and
-	 * it has to be approved again. SB_ERR_NOTFOUND when unknown. */
-	int (*device_revoke)(struct store *s, const char *device_id, store_done_cb cb, void *ud);
+/* Sessions, most recently updated first; agent_id NULL = every
+ * agent's; limit 1..STORE_LIST_MAX. */
+int store_session_list(struct store *s, const char *agent_id, size_t limit,
+                       store_session_list_cb cb, void *ud);
+/* The device's record. An unknown device_id is added as pending with
+ * d's public_key, client_id, platform, scopes and remote_addr
+ * (created = true), after pending requests older than
+ * STORE_DEVICE_PENDING_TTL_MS are deleted and, when
+ * STORE_DEVICES_MAX_PENDING are pending, the oldest of them. A known
+ * one gets last_seen_at and remote_addr updated and is returned as
+ * stored. device_id and public_key are required. */
+int store_device_request(struct store *s, const struct store_device *d, store_device_cb cb,
+                         void *ud);
+/* Finds a device by id (token_hash NULL), or an approved one by the
+ * hash of its token (device_id NULL). SB_ERR_NOTFOUND when none. */
+int store_device_get(struct store *s, const char *device_id, const char *token_hash,
+                     store_device_cb cb, void *ud);
+/* Every device: pending ones first, then approved, oldest first. */
+int store_device_list(struct store *s, store_device_list_cb cb, void *ud);
+/* Approves a pending device (its asked-for scopes become its grant);
+ * the callback gets the record. SB_ERR_NOTFOUND when no device has
+ * that id; SB_ERR_EXISTS when it is approved already. */
+int store_device_approve(struct store *s, const char *device_id, store_device_cb cb, void *ud);
+/* Replaces an approved device's token hash and marks it seen now.
+ * SB_ERR_NOTFOUND when no approved device has that id. */
+int store_device_set_token(struct store *s, const char *device_id, const char *token_hash,
+                           store_done_cb cb, void *ud);
+/* Forgets a device, pending or approved: its token stops working and
+ * it has to be approved again. SB_ERR_NOTFOUND when unknown. */
+int store_device_revoke(struct store *s, const char *device_id, store_done_cb cb, void *ud);
 
-	/* ---- cron jobs (gateway/sched/scheduler.c) ---- */
+/* ---- cron jobs (gateway/sched/scheduler.c) ---- */
 
-	/* Inserts or replaces a job (id, spec, state and source required);
-	 * created_at of an existing job is kept. */
-	int (*cron_job_put)(struct store *s, const struct store_cron_job *j, store_done_cb cb,
-	                    void *ud);
-	/* Deletes a job and its run history. SB_ERR_NOTFOUND when unknown. */
-	int (*cron_job_delete)(struct store *s, const char *id, store_done_cb cb, void *ud);
-	/* Every job, oldest first (at most STORE_LIST_MAX). */
-	int (*cron_job_list)(struct store *s, store_cron_jobs_cb cb, void *ud);
-	/* Appends a run to its job's history (job_id and status required) and
-	 * keeps only the newest keep (>= 1) runs of that job; the callback
-	 * gets the run's id. */
-	int (*cron_run_add)(struct store *s, const struct store_cron_run *r, size_t keep,
-	                    store_put_cb cb, void *ud);
-	/* Runs, newest first; job_id NULL = every job's; limit
-	 * 1..STORE_LIST_MAX. */
-	int (*cron_run_list)(struct store *s, const char *job_id, size_t limit,
-	                     store_cron_runs_cb cb, void *ud);
-};
-
-/* Every backend's struct begins with this. */
-struct store {
-	const struct store_ops *ops;
-};
-
-/* The SQLite backend. */
-extern const struct store_ops store_sqlite_ops;
-
-/* Finds a backend by name ("sqlite"); NULL if unknown. */
-const struct store_ops *store_backend(const char *name);
+/* Inserts or replaces a job (id, spec, state and source required);
+ * created_at of an existing job is kept. */
+int store_cron_job_put(struct store *s, const struct store_cron_job *j, store_done_cb cb, void *ud);
+/* Deletes a job and its run history. SB_ERR_NOTFOUND when unknown. */
+int store_cron_job_delete(struct store *s, const char *id, store_done_cb cb, void *ud);
+/* Every job, oldest first (at most STORE_LIST_MAX). */
+int store_cron_job_list(struct store *s, store_cron_jobs_cb cb, void *ud);
+/* Appends a run to its job's history (job_id and status required) and
+ * keeps only the newest keep (>= 1) runs of that job; the callback
+ * gets the run's id. */
+int store_cron_run_add(struct store *s, const struct store_cron_run *r, size_t keep,
+                       store_put_cb cb, void *ud);
+/* Runs, newest first; job_id NULL = every job's; limit
+ * 1..STORE_LIST_MAX. */
+int store_cron_run_list(struct store *s, const char *job_id, size_t limit, store_cron_runs_cb cb,
+                        void *ud);
 
 /* The schema version the SQLite backend migrates to. */
 #define STORE_SQLITE_SCHEMA_VERSION 4

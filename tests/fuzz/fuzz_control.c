@@ -49,6 +49,7 @@
 #define control_drop_device fz_control_drop_device
 #define control_module fz_control_module
 #include "gateway/control/control.c"
+#include "gateway/store/store_backend.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -140,86 +141,46 @@ const struct control_method *fuzz_method_find(const char *name)
 
 /* ---- the store: device look-ups answered on the next turn ---- */
 
-struct pending_cb {
-	int kind; /* 0 device_get, 1 device_request, 2 device_set_token */
-	void *cb;
-	void *ud;
-	struct store_device dev;
-	char id[65], key[64];
-};
-
-static struct pending_cb pend[8];
+/* A backend that takes device_request and device_get (new device pending
+ * approval; unknown token) and answers them from run_pending; any other
+ * operation is refused as if the queue were full. */
+static struct store_op *pend[8];
 static size_t n_pend;
+static struct store fuzz_store;
 
-static int fuzz_device_request(struct store *s, const struct store_device *d, store_device_cb cb,
-                               void *ud)
+static int fuzz_submit(struct store *s, struct store_op *op)
 {
-	struct pending_cb *p;
-
 	(void)s;
-	if (n_pend == sizeof pend / sizeof *pend)
+	if (n_pend == sizeof pend / sizeof *pend ||
+	    (op->kind != STORE_OP_DEVICE_REQUEST && op->kind != STORE_OP_DEVICE_GET))
 		return SB_ERR_AGAIN;
-	p = &pend[n_pend++];
-	memset(p, 0, sizeof *p);
-	p->kind = 1;
-	p->cb = (void *)cb;
-	p->ud = ud;
-	snprintf(p->id, sizeof p->id, "%s", d->device_id ? d->device_id : "");
-	snprintf(p->key, sizeof p->key, "%s", d->public_key ? d->public_key : "");
+	pend[n_pend++] = op;
 	return SB_OK;
 }
 
-static int fuzz_device_get(struct store *s, const char *device_id, const char *token_hash,
-                           store_device_cb cb, void *ud)
-{
-	struct pending_cb *p;
-
-	(void)s;
-	(void)device_id;
-	(void)token_hash;
-	if (n_pend == sizeof pend / sizeof *pend)
-		return SB_ERR_AGAIN;
-	p = &pend[n_pend++];
-	memset(p, 0, sizeof *p);
-	p->cb = (void *)cb;
-	p->ud = ud;
-	return SB_OK;
-}
-
-static int fuzz_device_set_token(struct store *s, const char *device_id, const char *token_hash,
-                                 store_done_cb cb, void *ud)
-{
-	(void)s;
-	(void)device_id;
-	(void)token_hash;
-	(void)cb;
-	(void)ud;
-	return SB_ERR_AGAIN;
-}
+static const struct store_backend fuzz_backend = {.name = "fuzz", .submit = fuzz_submit};
 
 static void run_pending(void)
 {
 	size_t n = n_pend;
-	struct pending_cb copy[8];
+	struct store_op *copy[8];
 
 	memcpy(copy, pend, n * sizeof *pend);
 	n_pend = 0;
 	for (size_t i = 0; i < n; i++) {
-		struct pending_cb *p = &copy[i];
+		struct store_op *op = copy[i];
 
-		if (p->kind == 1) {
-			p->dev.device_id = p->id;
-			p->dev.public_key = p->key;
-			p->dev.state = "pending";
-			((store_device_cb)p->cb)(p->ud, SB_OK, &p->dev, true);
+		if (op->kind == STORE_OP_DEVICE_REQUEST) {
+			op->a.device_request.d.state = "pending";
+			op->a.device_request.created = true;
+			op->rc = SB_OK;
 		} else {
-			((store_device_cb)p->cb)(p->ud, SB_ERR_NOTFOUND, NULL, false);
+			op->rc = SB_ERR_NOTFOUND;
 		}
+		store_op_finish(&fuzz_store, op);
 	}
 }
 
-static struct store_ops fuzz_store_ops;
-static struct store fuzz_store;
 static struct config *fuzz_cfg;
 static struct host fuzz_host;
 static uv_loop_t fuzz_loop;
@@ -242,10 +203,7 @@ static int fuzz_init(void)
 		abort();
 	cfg_errors_free(&errs);
 	uv_loop_init(&fuzz_loop);
-	fuzz_store_ops.device_request = fuzz_device_request;
-	fuzz_store_ops.device_get = fuzz_device_get;
-	fuzz_store_ops.device_set_token = fuzz_device_set_token;
-	fuzz_store.ops = &fuzz_store_ops;
+	store_base_init(&fuzz_store, &fuzz_backend, &(struct store_options){0});
 	fuzz_host.config = fuzz_config;
 	log_configure(LOG_ERROR, LOG_FORMAT_LOGFMT, fopen("/dev/null", "w"));
 	return 0;

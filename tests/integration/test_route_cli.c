@@ -131,23 +131,22 @@ enum store_q { Q_REQUEST, Q_ALLOWED };
 static struct op store_do(const struct fx *f, enum store_q q, const char *channel,
                           const char *sender)
 {
-	const struct store_ops *ops = store_backend("sqlite");
 	struct store_options opt = {.path = f->db, .busy_timeout_ms = 5000};
 	struct store *st = NULL;
 	struct op o = {0};
 	uv_loop_t loop;
 
 	assert_int_equal(uv_loop_init(&loop), 0);
-	assert_int_equal(ops->open(&st, &loop, &opt), SB_OK);
+	assert_int_equal(store_open(&st, &loop, &opt), SB_OK);
 	if (q == Q_REQUEST)
-		assert_int_equal(ops->pairing_request(st, channel, "default", sender, pair_cb, &o),
+		assert_int_equal(store_pairing_request(st, channel, "default", sender, pair_cb, &o),
 		                 SB_OK);
 	else
-		assert_int_equal(ops->allow_check(st, channel, "default", sender, allow_cb, &o),
+		assert_int_equal(store_allow_check(st, channel, "default", sender, allow_cb, &o),
 		                 SB_OK);
 	while (!o.done && uv_run(&loop, UV_RUN_ONCE))
 		;
-	ops->close(st);
+	store_close(st);
 	uv_run(&loop, UV_RUN_DEFAULT);
 	assert_int_equal(uv_loop_close(&loop), 0);
 	assert_true(o.done);

@@ -174,7 +174,7 @@ static void producer_next(struct producer *p)
 		snprintf(p->key, sizeof p->key, "r%d-p%d-%d", c->round, p->k, p->n);
 	}
 	snprintf(payload, sizeof payload, "{\"key\":\"%s\"}", p->key);
-	rc = c->st->ops->inbox_put(c->st, &m, producer_done, p);
+	rc = store_inbox_put(c->st, &m, producer_done, p);
 	if (rc != SB_OK)
 		child_fail(c, "submit", p->key, rc, 0);
 }
@@ -201,7 +201,7 @@ static void child_main(const char *path, int round, int fd, unsigned seed)
 	memset(&o, 0, sizeof o);
 	o.path = path;
 	o.busy_timeout_ms = 5000;
-	if (store_sqlite_ops.open(&c->st, &c->loop, &o) != SB_OK)
+	if (store_open(&c->st, &c->loop, &o) != SB_OK)
 		_exit(3);
 	child_write(c, "R\n");
 	for (int k = 0; k < CRASH_PRODUCERS; k++) {
@@ -439,9 +439,9 @@ static void test_store_crash(void **state)
 		struct store_stats stats = {-1, -1, -1};
 
 		assert_int_equal(uv_loop_init(&loop), 0);
-		assert_int_equal(store_sqlite_ops.open(&s, &loop, &o), SB_OK);
-		assert_int_equal(s->ops->stats(s, stats_cb, &stats), SB_OK);
-		s->ops->close(s); /* runs the callback */
+		assert_int_equal(store_open(&s, &loop, &o), SB_OK);
+		assert_int_equal(store_stats(s, stats_cb, &stats), SB_OK);
+		store_close(s); /* runs the callback */
 		uv_run(&loop, UV_RUN_DEFAULT);
 		assert_int_equal(uv_loop_close(&loop), 0);
 		assert_int_equal(stats.inbox_pending, rows);

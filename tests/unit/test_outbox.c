@@ -129,7 +129,7 @@ static int setup(void **state)
 	snprintf(f->path, sizeof f->path, "%s/state.db", f->dir);
 	assert_int_equal(uv_loop_init(&f->loop), 0);
 	so.path = f->path;
-	assert_int_equal(store_sqlite_ops.open(&f->st, &f->loop, &so), SB_OK);
+	assert_int_equal(store_open(&f->st, &f->loop, &so), SB_OK);
 	f->ch.ops = &fake_ops;
 	oo.loop = &f->loop;
 	oo.store = f->st;
@@ -138,7 +138,7 @@ static int setup(void **state)
 	oo.backoff_base_ms = 1000;
 	oo.poll_ms = 50;
 	assert_int_equal(outbox_new(&f->ob, &oo), SB_OK);
-	assert_int_equal(f->st->ops->outbox_put(f->st, &m, put_cb, f), SB_OK);
+	assert_int_equal(store_outbox_put(f->st, &m, put_cb, f), SB_OK);
 	run_until(f, &f->puts, 1);
 	outbox_start(f->ob);
 	run_until(f, &f->n_held, 1);
@@ -158,7 +158,7 @@ static int teardown(void **state)
 	char p[400];
 
 	outbox_free(f->ob);
-	f->st->ops->close(f->st);
+	store_close(f->st);
 	uv_run(&f->loop, UV_RUN_DEFAULT);
 	assert_int_equal(uv_loop_close(&f->loop), 0);
 	for (int i = 0; i < 4; i++) {

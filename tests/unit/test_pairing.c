@@ -34,7 +34,6 @@ struct fx {
 	uv_timer_t guard;
 	int guard_fired;
 	struct store *st;
-	const struct store_ops *ops;
 };
 
 static int g_calls;
@@ -155,13 +154,13 @@ static void fx_open(struct fx *f)
 {
 	struct store_options o = {.path = f->path};
 
-	assert_int_equal(f->ops->open(&f->st, &f->loop, &o), SB_OK);
+	assert_int_equal(store_open(&f->st, &f->loop, &o), SB_OK);
 }
 
 static void fx_close(struct fx *f)
 {
 	if (f->st)
-		f->ops->close(f->st);
+		store_close(f->st);
 	f->st = NULL;
 }
 
@@ -181,8 +180,6 @@ static int setup(void **state)
 	assert_int_equal(uv_loop_init(&f->loop), 0);
 	assert_int_equal(uv_timer_init(&f->loop, &f->guard), 0);
 	f->guard.data = f;
-	f->ops = store_backend("sqlite");
-	assert_non_null(f->ops);
 	g_calls = 0;
 	fx_open(f);
 	*state = f;
@@ -258,7 +255,7 @@ static struct pair_res request(struct fx *f, const char *channel, const char *ac
 {
 	struct pair_res r = {0};
 
-	assert_int_equal(f->ops->pairing_request(f->st, channel, account, sender, pair_cb, &r),
+	assert_int_equal(store_pairing_request(f->st, channel, account, sender, pair_cb, &r),
 	                 SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(r.calls, 1);
@@ -268,8 +265,8 @@ static struct pair_res request(struct fx *f, const char *channel, const char *ac
 static struct pair_res decide(struct fx *f, bool approve, const char *channel, const char *code)
 {
 	struct pair_res r = {0};
-	int rc = approve ? f->ops->pairing_approve(f->st, channel, code, pair_cb, &r)
-	                 : f->ops->pairing_deny(f->st, channel, code, pair_cb, &r);
+	int rc = approve ? store_pairing_approve(f->st, channel, code, pair_cb, &r)
+	                 : store_pairing_deny(f->st, channel, code, pair_cb, &r);
 
 	assert_int_equal(rc, SB_OK);
 	wait_calls(f, g_calls + 1);
@@ -281,7 +278,7 @@ static bool allowed(struct fx *f, const char *channel, const char *account, cons
 {
 	struct allow_res r = {0};
 
-	assert_int_equal(f->ops->allow_check(f->st, channel, account, sender, allow_cb, &r), SB_OK);
+	assert_int_equal(store_allow_check(f->st, channel, account, sender, allow_cb, &r), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(r.rc, SB_OK);
 	return r.allowed;
@@ -292,7 +289,7 @@ static struct list_res *list(struct fx *f, const char *channel)
 	struct list_res *r = calloc(1, sizeof *r);
 
 	assert_non_null(r);
-	assert_int_equal(f->ops->pairing_list(f->st, channel, list_cb, r), SB_OK);
+	assert_int_equal(store_pairing_list(f->st, channel, list_cb, r), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(r->rc, SB_OK);
 	return r;
@@ -489,7 +486,7 @@ static void test_lists(void **state)
 	assert_int_equal(decide(f, true, "slack", b.code).rc, SB_OK);
 	q_exec(f->path, "UPDATE allow_entries SET approved_at = approved_at + 1"
 	                " WHERE sender_id = 'U2'");
-	assert_int_equal(f->ops->allow_list(f->st, NULL, allow_list_cb, &al), SB_OK);
+	assert_int_equal(store_allow_list(f->st, NULL, allow_list_cb, &al), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(al.rc, SB_OK);
 	assert_int_equal(al.n, 2);
@@ -497,7 +494,7 @@ static void test_lists(void **state)
 	assert_string_equal(al.sender[1], "U2");
 	assert_true(al.approved_at[0] > 0 && al.approved_at[0] <= al.approved_at[1]);
 	memset(&al, 0, sizeof al);
-	assert_int_equal(f->ops->allow_list(f->st, "slack", allow_list_cb, &al), SB_OK);
+	assert_int_equal(store_allow_list(f->st, "slack", allow_list_cb, &al), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(al.n, 1);
 	assert_string_equal(al.channel[0], "slack");
@@ -525,20 +522,19 @@ static void test_bad_arguments(void **state)
 {
 	struct fx *f = *state;
 
-	assert_int_equal(f->ops->pairing_request(f->st, NULL, "default", "1", pair_cb, NULL),
+	assert_int_equal(store_pairing_request(f->st, NULL, "default", "1", pair_cb, NULL),
 	                 SB_ERR_INVAL);
-	assert_int_equal(f->ops->pairing_request(f->st, "telegram", "default", NULL, pair_cb, NULL),
+	assert_int_equal(store_pairing_request(f->st, "telegram", "default", NULL, pair_cb, NULL),
 	                 SB_ERR_INVAL);
-	assert_int_equal(f->ops->pairing_approve(f->st, "telegram", NULL, pair_cb, NULL),
+	assert_int_equal(store_pairing_approve(f->st, "telegram", NULL, pair_cb, NULL),
 	                 SB_ERR_INVAL);
-	assert_int_equal(f->ops->pairing_deny(f->st, NULL, "ABCDEFGH", pair_cb, NULL),
-	                 SB_ERR_INVAL);
-	assert_int_equal(f->ops->allow_check(f->st, "telegram", NULL, "1", allow_cb, NULL),
+	assert_int_equal(store_pairing_deny(f->st, NULL, "ABCDEFGH", pair_cb, NULL), SB_ERR_INVAL);
+	assert_int_equal(store_allow_check(f->st, "telegram", NULL, "1", allow_cb, NULL),
 	                 SB_ERR_INVAL);
 	fx_close(f);
 	fx_open(f);
 	/* A callback may be NULL. */
-	assert_int_equal(f->ops->pairing_request(f->st, "telegram", "default", "1", NULL, NULL),
+	assert_int_equal(store_pairing_request(f->st, "telegram", "default", "1", NULL, NULL),
 	                 SB_OK);
 	fx_close(f);
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM pairing_requests"), 1);

@@ -31,7 +31,6 @@ struct fx {
 	uv_timer_t guard;
 	int guard_fired;
 	struct store *st;
-	const struct store_ops *ops;
 	/* on_commit */
 	size_t commits;
 	size_t commit_ops;
@@ -120,7 +119,7 @@ static void put_cb(void *ud, int rc, int64_t id, bool dup)
 	if (r->reput) {
 		struct store_inbox_new m = {"t", "default", "after-close", "{}"};
 
-		r->reput_rc = r->reput->ops->inbox_put(r->reput->st, &m, put_cb, NULL);
+		r->reput_rc = store_inbox_put(r->reput->st, &m, put_cb, NULL);
 		r->reput = NULL;
 	}
 	g_calls++;
@@ -263,7 +262,7 @@ static int fx_open(struct fx *f, size_t batch_max, size_t queue_max, int64_t bus
 	o.queue_max = queue_max;
 	o.on_commit = commit_cb;
 	o.on_commit_ud = f;
-	return f->ops->open(&f->st, &f->loop, &o);
+	return store_open(&f->st, &f->loop, &o);
 }
 
 static int setup(void **state)
@@ -281,9 +280,6 @@ static int setup(void **state)
 	assert_int_equal(uv_loop_init(&f->loop), 0);
 	assert_int_equal(uv_timer_init(&f->loop, &f->guard), 0);
 	f->guard.data = f;
-	f->ops = store_backend("sqlite");
-	assert_non_null(f->ops);
-	assert_ptr_equal(f->ops, &store_sqlite_ops);
 	g_calls = 0;
 	*state = f;
 	return 0;
@@ -292,7 +288,7 @@ static int setup(void **state)
 static void fx_close(struct fx *f)
 {
 	if (f->st)
-		f->ops->close(f->st);
+		store_close(f->st);
 	f->st = NULL;
 }
 
@@ -391,7 +387,7 @@ static void put_inbox(struct fx *f, const char *account, const char *key, const 
 {
 	struct store_inbox_new m = {"webhook", account, key, payload};
 
-	assert_int_equal(f->ops->inbox_put(f->st, &m, put_cb, r), SB_OK);
+	assert_int_equal(store_inbox_put(f->st, &m, put_cb, r), SB_OK);
 }
 
 static int64_t put_inbox_wait(struct fx *f, const char *key, const char *payload)
@@ -410,7 +406,7 @@ static int64_t put_inbox_wait(struct fx *f, const char *key, const char *payload
 static void claim_inbox_wait(struct fx *f, size_t max, int64_t lease_ms, struct claim_res *r)
 {
 	memset(r, 0, sizeof *r);
-	assert_int_equal(f->ops->inbox_claim(f->st, max, lease_ms, inbox_cb, r), SB_OK);
+	assert_int_equal(store_inbox_claim(f->st, max, lease_ms, inbox_cb, r), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(r->calls, 1);
 	assert_int_equal(r->rc, SB_OK);
@@ -419,7 +415,7 @@ static void claim_inbox_wait(struct fx *f, size_t max, int64_t lease_ms, struct 
 static void claim_outbox_wait(struct fx *f, size_t max, int64_t lease_ms, struct claim_res *r)
 {
 	memset(r, 0, sizeof *r);
-	assert_int_equal(f->ops->outbox_claim_due(f->st, max, lease_ms, outbox_cb, r), SB_OK);
+	assert_int_equal(store_outbox_claim_due(f->st, max, lease_ms, outbox_cb, r), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(r->calls, 1);
 	assert_int_equal(r->rc, SB_OK);
@@ -437,7 +433,7 @@ static struct put_res put_outbox_wait(struct fx *f, const struct store_outbox_ne
 {
 	struct put_res r = {0};
 
-	assert_int_equal(f->ops->outbox_put(f->st, m, put_cb, &r), SB_OK);
+	assert_int_equal(store_outbox_put(f->st, m, put_cb, &r), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(r.calls, 1);
 	return r;
@@ -452,7 +448,7 @@ static void test_open_migrates(void **state)
 
 	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
 	assert_non_null(f->st);
-	assert_ptr_equal(f->st->ops, &store_sqlite_ops);
+	assert_string_equal(store_backend_name(f->st), "sqlite");
 	assert_int_equal(q_int(f->path, "PRAGMA user_version"), STORE_SQLITE_SCHEMA_VERSION);
 	q_text(f->path, "PRAGMA journal_mode", text, sizeof text);
 	assert_string_equal(text, "wal");
@@ -483,10 +479,10 @@ static void test_future_version_refused(void **state)
 	q_exec(f->path, sql);
 	{
 		struct store_options o = {.path = f->path};
-		struct store sentinel;
-		struct store *st = &sentinel; /* must be reset to NULL on failure */
+		int sentinel;
+		struct store *st = (struct store *)&sentinel; /* reset to NULL on failure */
 
-		assert_int_equal(f->ops->open(&st, &f->loop, &o), SB_ERR_STORE);
+		assert_int_equal(store_open(&st, &f->loop, &o), SB_ERR_STORE);
 		assert_null(st);
 	}
 	/* The file is left as it was: same version, journal mode untouched. */
@@ -523,7 +519,7 @@ static void test_inbox_roundtrip(void **state)
 	claim_inbox_wait(f, 10, 60000, &c);
 	assert_int_equal(c.n, 0);
 
-	assert_int_equal(f->ops->inbox_done(f->st, id, NULL, 0, done_cb, &d), SB_OK);
+	assert_int_equal(store_inbox_done(f->st, id, NULL, 0, done_cb, &d), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(d.calls, 1);
 	assert_int_equal(d.rc, SB_OK);
@@ -535,7 +531,7 @@ static void test_inbox_roundtrip(void **state)
 
 	/* Unknown ids are reported, not ignored. */
 	memset(&d, 0, sizeof d);
-	assert_int_equal(f->ops->inbox_done(f->st, id + 100, NULL, 0, done_cb, &d), SB_OK);
+	assert_int_equal(store_inbox_done(f->st, id + 100, NULL, 0, done_cb, &d), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(d.rc, SB_ERR_NOTFOUND);
 
@@ -544,12 +540,11 @@ static void test_inbox_roundtrip(void **state)
 		struct store_inbox_new bad = {"webhook", "default", "k", NULL};
 		struct put_res r = {0};
 
-		assert_int_equal(f->ops->inbox_put(f->st, &bad, put_cb, &r), SB_ERR_INVAL);
-		assert_int_equal(f->ops->inbox_claim(f->st, 0, 1000, inbox_cb, &c), SB_ERR_INVAL);
-		assert_int_equal(
-		    f->ops->inbox_claim(f->st, STORE_CLAIM_MAX + 1, 1000, inbox_cb, &c),
-		    SB_ERR_INVAL);
-		assert_int_equal(f->ops->inbox_claim(f->st, 1, -1, inbox_cb, &c), SB_ERR_INVAL);
+		assert_int_equal(store_inbox_put(f->st, &bad, put_cb, &r), SB_ERR_INVAL);
+		assert_int_equal(store_inbox_claim(f->st, 0, 1000, inbox_cb, &c), SB_ERR_INVAL);
+		assert_int_equal(store_inbox_claim(f->st, STORE_CLAIM_MAX + 1, 1000, inbox_cb, &c),
+		                 SB_ERR_INVAL);
+		assert_int_equal(store_inbox_claim(f->st, 1, -1, inbox_cb, &c), SB_ERR_INVAL);
 		uv_run(&f->loop, UV_RUN_NOWAIT);
 		assert_int_equal(r.calls, 0);
 	}
@@ -637,7 +632,7 @@ static void test_claim_order_and_max(void **state)
 	}
 
 	/* Released: pending again, and claimed before the others. */
-	assert_int_equal(f->ops->inbox_release(f->st, r[1].id, done_cb, &d), SB_OK);
+	assert_int_equal(store_inbox_release(f->st, r[1].id, done_cb, &d), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(d.rc, SB_OK);
 	claim_inbox_wait(f, 10, 60000, &c);
@@ -647,8 +642,8 @@ static void test_claim_order_and_max(void **state)
 
 	/* Releasing what is not claimed is reported. */
 	memset(&d, 0, sizeof d);
-	assert_int_equal(f->ops->inbox_done(f->st, r[0].id, NULL, 0, NULL, NULL), SB_OK);
-	assert_int_equal(f->ops->inbox_release(f->st, r[0].id, done_cb, &d), SB_OK);
+	assert_int_equal(store_inbox_done(f->st, r[0].id, NULL, 0, NULL, NULL), SB_OK);
+	assert_int_equal(store_inbox_release(f->st, r[0].id, done_cb, &d), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(d.calls, 1);
 	assert_int_equal(d.rc, SB_ERR_NOTFOUND);
@@ -716,7 +711,7 @@ static void test_inbox_done_replies(void **state)
 	replies[0] = outbox_new("reply-1", "chat-1", "{\"text\":\"one\"}", 0, 0);
 	replies[1] = outbox_new("reply-2", "chat-1", "{\"text\":\"two\"}", 0, 0);
 	replies[2] = outbox_new("reply-dup", "chat-1", "{\"text\":\"dup\"}", 0, 0);
-	assert_int_equal(f->ops->inbox_done(f->st, in1, replies, 3, done_cb, &d), SB_OK);
+	assert_int_equal(store_inbox_done(f->st, in1, replies, 3, done_cb, &d), SB_OK);
 	/* The caller's strings may go away at once: they were copied. */
 	memset(replies, 0, sizeof replies);
 	wait_calls(f, g_calls + 1);
@@ -743,7 +738,7 @@ static void test_inbox_done_replies(void **state)
 	replies[0] = outbox_new("reply-x", "chat-2", "{}", 0, 0);
 	replies[1] = outbox_new("reply-y", "chat-2", "{}", 0, in2 + 1000);
 	memset(&d, 0, sizeof d);
-	assert_int_equal(f->ops->inbox_done(f->st, in2, replies, 2, done_cb, &d), SB_OK);
+	assert_int_equal(store_inbox_done(f->st, in2, replies, 2, done_cb, &d), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(d.calls, 1);
 	assert_int_equal(d.rc, SB_ERR_INVAL);
@@ -793,12 +788,12 @@ static void test_outbox_due_and_retry(void **state)
 	assert_true(c.items[1].due_at >= t0 && c.items[1].due_at <= now_ms());
 
 	/* a fails and is retried later; p fails for good. */
-	assert_int_equal(
-	    f->ops->outbox_failed(f->st, a.id, "HTTP 502", now_ms() + 500, done_cb, &d), SB_OK);
+	assert_int_equal(store_outbox_failed(f->st, a.id, "HTTP 502", now_ms() + 500, done_cb, &d),
+	                 SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(d.rc, SB_OK);
 	memset(&d, 0, sizeof d);
-	assert_int_equal(f->ops->outbox_failed(f->st, p.id, "chat not found", -1, done_cb, &d),
+	assert_int_equal(store_outbox_failed(f->st, p.id, "chat not found", -1, done_cb, &d),
 	                 SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(d.rc, SB_OK);
@@ -818,7 +813,7 @@ static void test_outbox_due_and_retry(void **state)
 	assert_int_equal(c.items[0].attempts, 1);
 
 	memset(&d, 0, sizeof d);
-	assert_int_equal(f->ops->outbox_done(f->st, a.id, "msg-42", done_cb, &d), SB_OK);
+	assert_int_equal(store_outbox_done(f->st, a.id, "msg-42", done_cb, &d), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(d.rc, SB_OK);
 	q_text(f->path,
@@ -829,7 +824,7 @@ static void test_outbox_due_and_retry(void **state)
 
 	/* A late failure report does not undo a send. */
 	memset(&d, 0, sizeof d);
-	assert_int_equal(f->ops->outbox_failed(f->st, a.id, "late", 0, done_cb, &d), SB_OK);
+	assert_int_equal(store_outbox_failed(f->st, a.id, "late", 0, done_cb, &d), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(d.rc, SB_ERR_NOTFOUND);
 	q_text(f->path, "SELECT state FROM outbox WHERE idempotency_key = 'a'", text, sizeof text);
@@ -838,7 +833,7 @@ static void test_outbox_due_and_retry(void **state)
 	/* Nothing else is due: p failed for good, b is in the future. */
 	claim_outbox_wait(f, 10, 60000, &c);
 	assert_int_equal(c.n, 0);
-	assert_int_equal(f->ops->outbox_done(f->st, 0, NULL, done_cb, &d), SB_ERR_INVAL);
+	assert_int_equal(store_outbox_done(f->st, 0, NULL, done_cb, &d), SB_ERR_INVAL);
 }
 
 static void test_kv(void **state)
@@ -848,20 +843,20 @@ static void test_kv(void **state)
 	struct done_res d = {0};
 
 	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
-	assert_int_equal(f->ops->kv_get(f->st, "telegram", "offset", kv_cb, &g), SB_OK);
+	assert_int_equal(store_kv_get(f->st, "telegram", "offset", kv_cb, &g), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(g.calls, 1);
 	assert_int_equal(g.rc, SB_ERR_NOTFOUND);
 	assert_false(g.has_value);
 
-	assert_int_equal(f->ops->kv_put(f->st, "telegram", "offset", "100", done_cb, &d), SB_OK);
-	assert_int_equal(f->ops->kv_put(f->st, "slack", "offset", "other", NULL, NULL), SB_OK);
+	assert_int_equal(store_kv_put(f->st, "telegram", "offset", "100", done_cb, &d), SB_OK);
+	assert_int_equal(store_kv_put(f->st, "slack", "offset", "other", NULL, NULL), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(d.rc, SB_OK);
 	memset(&d, 0, sizeof d);
-	assert_int_equal(f->ops->kv_put(f->st, "telegram", "offset", "101", done_cb, &d), SB_OK);
+	assert_int_equal(store_kv_put(f->st, "telegram", "offset", "101", done_cb, &d), SB_OK);
 	memset(&g, 0, sizeof g);
-	assert_int_equal(f->ops->kv_get(f->st, "telegram", "offset", kv_cb, &g), SB_OK);
+	assert_int_equal(store_kv_get(f->st, "telegram", "offset", kv_cb, &g), SB_OK);
 	wait_calls(f, g_calls + 2);
 	assert_int_equal(d.calls, 1);
 	assert_int_equal(d.rc, SB_OK);
@@ -876,16 +871,16 @@ static void test_kv(void **state)
 	/* A NULL value deletes the key, and only that key; deleting again is
 	 * not an error. */
 	memset(&d, 0, sizeof d);
-	assert_int_equal(f->ops->kv_put(f->st, "telegram", "offset", NULL, done_cb, &d), SB_OK);
+	assert_int_equal(store_kv_put(f->st, "telegram", "offset", NULL, done_cb, &d), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(d.rc, SB_OK);
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM kv WHERE ns = 'telegram'"), 0);
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM kv WHERE ns = 'slack'"), 1);
 	memset(&d, 0, sizeof d);
-	assert_int_equal(f->ops->kv_put(f->st, "telegram", "offset", NULL, done_cb, &d), SB_OK);
+	assert_int_equal(store_kv_put(f->st, "telegram", "offset", NULL, done_cb, &d), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(d.rc, SB_OK);
-	assert_int_equal(f->ops->kv_put(f->st, NULL, "offset", "1", done_cb, &d), SB_ERR_INVAL);
+	assert_int_equal(store_kv_put(f->st, NULL, "offset", "1", done_cb, &d), SB_ERR_INVAL);
 }
 
 static void test_sessions(void **state)
@@ -898,14 +893,14 @@ static void test_sessions(void **state)
 	int64_t t0 = now_ms();
 
 	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
-	assert_int_equal(f->ops->session_get(f->st, "agent:main:main", sess_cb, &g), SB_OK);
+	assert_int_equal(store_session_get(f->st, "agent:main:main", sess_cb, &g), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(g.rc, SB_ERR_NOTFOUND);
 	assert_false(g.present);
 
-	assert_int_equal(f->ops->session_put(f->st, &s1, done_cb, &d), SB_OK);
+	assert_int_equal(store_session_put(f->st, &s1, done_cb, &d), SB_OK);
 	memset(&g, 0, sizeof g);
-	assert_int_equal(f->ops->session_get(f->st, "agent:main:main", sess_cb, &g), SB_OK);
+	assert_int_equal(store_session_get(f->st, "agent:main:main", sess_cb, &g), SB_OK);
 	wait_calls(f, g_calls + 2);
 	assert_int_equal(d.rc, SB_OK);
 	assert_int_equal(g.rc, SB_OK);
@@ -916,9 +911,9 @@ static void test_sessions(void **state)
 	assert_true(g.updated_at >= t0 && g.updated_at <= now_ms());
 
 	memset(&d, 0, sizeof d);
-	assert_int_equal(f->ops->session_put(f->st, &s2, done_cb, &d), SB_OK);
+	assert_int_equal(store_session_put(f->st, &s2, done_cb, &d), SB_OK);
 	memset(&g, 0, sizeof g);
-	assert_int_equal(f->ops->session_get(f->st, "agent:main:main", sess_cb, &g), SB_OK);
+	assert_int_equal(store_session_get(f->st, "agent:main:main", sess_cb, &g), SB_OK);
 	wait_calls(f, g_calls + 2);
 	assert_int_equal(d.calls, 1);
 	assert_int_equal(g.calls, 1);
@@ -958,10 +953,10 @@ static void test_session_list(void **state)
 	struct store_session c = {"agent:main:telegram:group:-1", "main", "s3", NULL, 2000};
 
 	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
-	assert_int_equal(f->ops->session_put(f->st, &a, NULL, NULL), SB_OK);
-	assert_int_equal(f->ops->session_put(f->st, &b, NULL, NULL), SB_OK);
-	assert_int_equal(f->ops->session_put(f->st, &c, NULL, NULL), SB_OK);
-	assert_int_equal(f->ops->session_list(f->st, NULL, 10, session_list_cb, &l), SB_OK);
+	assert_int_equal(store_session_put(f->st, &a, NULL, NULL), SB_OK);
+	assert_int_equal(store_session_put(f->st, &b, NULL, NULL), SB_OK);
+	assert_int_equal(store_session_put(f->st, &c, NULL, NULL), SB_OK);
+	assert_int_equal(store_session_list(f->st, NULL, 10, session_list_cb, &l), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(l.rc, SB_OK);
 	assert_int_equal(l.n, 3);
@@ -970,11 +965,11 @@ static void test_session_list(void **state)
 	assert_string_equal(l.keys[1], "agent:main:telegram:group:-1");
 	assert_string_equal(l.keys[2], "agent:main:main");
 	memset(&l, 0, sizeof l);
-	assert_int_equal(f->ops->session_list(f->st, "main", 1, session_list_cb, &l), SB_OK);
+	assert_int_equal(store_session_list(f->st, "main", 1, session_list_cb, &l), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(l.n, 1);
 	assert_string_equal(l.keys[0], "agent:main:telegram:group:-1");
-	assert_int_equal(f->ops->session_list(f->st, NULL, 0, session_list_cb, &l), SB_ERR_INVAL);
+	assert_int_equal(store_session_list(f->st, NULL, 0, session_list_cb, &l), SB_ERR_INVAL);
 }
 
 struct dev_res {
@@ -1035,7 +1030,7 @@ static struct dev_res device_request(struct fx *f, const char *id, const char *a
 	                         .remote_addr = addr};
 	struct dev_res r = {0};
 
-	assert_int_equal(f->ops->device_request(f->st, &d, device_cb, &r), SB_OK);
+	assert_int_equal(store_device_request(f->st, &d, device_cb, &r), SB_OK);
 	wait_calls(f, g_calls + 1);
 	return r;
 }
@@ -1060,42 +1055,42 @@ static void test_devices(void **state)
 	assert_string_equal(r.state, "pending");
 	assert_string_equal(r.remote, "10.0.0.2");
 	/* No token before approval. */
-	assert_int_equal(f->ops->device_set_token(f->st, "d1", "h1", done_cb, &d), SB_OK);
+	assert_int_equal(store_device_set_token(f->st, "d1", "h1", done_cb, &d), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(d.rc, SB_ERR_NOTFOUND);
 
 	memset(&r, 0, sizeof r);
-	assert_int_equal(f->ops->device_approve(f->st, "d1", device_cb, &r), SB_OK);
+	assert_int_equal(store_device_approve(f->st, "d1", device_cb, &r), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(r.rc, SB_OK);
 	assert_string_equal(r.state, "approved");
 	assert_true(r.approved_at > 0);
 	memset(&r, 0, sizeof r);
-	assert_int_equal(f->ops->device_approve(f->st, "d1", device_cb, &r), SB_OK);
+	assert_int_equal(store_device_approve(f->st, "d1", device_cb, &r), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(r.rc, SB_ERR_EXISTS);
 	assert_true(r.present);
 	memset(&r, 0, sizeof r);
-	assert_int_equal(f->ops->device_approve(f->st, "nope", device_cb, &r), SB_OK);
+	assert_int_equal(store_device_approve(f->st, "nope", device_cb, &r), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(r.rc, SB_ERR_NOTFOUND);
 
 	/* Tokens: found by hash, the latest only. */
 	memset(&d, 0, sizeof d);
-	assert_int_equal(f->ops->device_set_token(f->st, "d1", "h1", done_cb, &d), SB_OK);
+	assert_int_equal(store_device_set_token(f->st, "d1", "h1", done_cb, &d), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(d.rc, SB_OK);
 	memset(&r, 0, sizeof r);
-	assert_int_equal(f->ops->device_get(f->st, NULL, "h1", device_cb, &r), SB_OK);
+	assert_int_equal(store_device_get(f->st, NULL, "h1", device_cb, &r), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(r.rc, SB_OK);
 	assert_string_equal(r.id, "d1");
-	assert_int_equal(f->ops->device_set_token(f->st, "d1", "h2", NULL, NULL), SB_OK);
+	assert_int_equal(store_device_set_token(f->st, "d1", "h2", NULL, NULL), SB_OK);
 	memset(&r, 0, sizeof r);
-	assert_int_equal(f->ops->device_get(f->st, NULL, "h1", device_cb, &r), SB_OK);
+	assert_int_equal(store_device_get(f->st, NULL, "h1", device_cb, &r), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(r.rc, SB_ERR_NOTFOUND);
-	assert_int_equal(f->ops->device_get(f->st, "d1", "h2", device_cb, &r), SB_ERR_INVAL);
+	assert_int_equal(store_device_get(f->st, "d1", "h2", device_cb, &r), SB_ERR_INVAL);
 
 	/* At most STORE_DEVICES_MAX_PENDING wait: the oldest goes. */
 	for (int i = 0; i < STORE_DEVICES_MAX_PENDING + 2; i++) {
@@ -1105,7 +1100,7 @@ static void test_devices(void **state)
 		sleep_ms(2);
 	}
 	memset(&r, 0, sizeof r);
-	assert_int_equal(f->ops->device_list(f->st, device_list_cb, &r), SB_OK);
+	assert_int_equal(store_device_list(f->st, device_list_cb, &r), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(r.n, STORE_DEVICES_MAX_PENDING + 1);
 	assert_string_equal(r.ids[0], "p02"); /* pending first, oldest first */
@@ -1113,15 +1108,15 @@ static void test_devices(void **state)
 
 	/* Revoked: gone, token and all. */
 	memset(&d, 0, sizeof d);
-	assert_int_equal(f->ops->device_revoke(f->st, "d1", done_cb, &d), SB_OK);
+	assert_int_equal(store_device_revoke(f->st, "d1", done_cb, &d), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(d.rc, SB_OK);
 	memset(&r, 0, sizeof r);
-	assert_int_equal(f->ops->device_get(f->st, NULL, "h2", device_cb, &r), SB_OK);
+	assert_int_equal(store_device_get(f->st, NULL, "h2", device_cb, &r), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(r.rc, SB_ERR_NOTFOUND);
 	memset(&d, 0, sizeof d);
-	assert_int_equal(f->ops->device_revoke(f->st, "d1", done_cb, &d), SB_OK);
+	assert_int_equal(store_device_revoke(f->st, "d1", done_cb, &d), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(d.rc, SB_ERR_NOTFOUND);
 }
@@ -1136,7 +1131,7 @@ static void test_stats(void **state)
 	int64_t in[3];
 
 	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
-	assert_int_equal(f->ops->stats(f->st, stats_cb, &s), SB_OK);
+	assert_int_equal(store_stats(f->st, stats_cb, &s), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(s.rc, SB_OK);
 	assert_int_equal(s.st.inbox_pending, 0);
@@ -1147,7 +1142,7 @@ static void test_stats(void **state)
 	in[1] = put_inbox_wait(f, "s1", "{}");
 	in[2] = put_inbox_wait(f, "s2", "{}");
 	claim_inbox_wait(f, 1, 60000, &c); /* s0 claimed: still not done */
-	assert_int_equal(f->ops->inbox_done(f->st, in[1], NULL, 0, done_cb, &d), SB_OK);
+	assert_int_equal(store_inbox_done(f->st, in[1], NULL, 0, done_cb, &d), SB_OK);
 	wait_calls(f, g_calls + 1);
 	for (int i = 0; i < 3; i++) {
 		char key[8];
@@ -1160,9 +1155,9 @@ static void test_stats(void **state)
 	claim_outbox_wait(f, 1, 60000, &c); /* o0 claimed */
 	assert_int_equal(c.items[0].inbox_id, in[2]);
 	memset(&d, 0, sizeof d);
-	assert_int_equal(f->ops->outbox_failed(f->st, o[1].id, "x", -1, done_cb, &d), SB_OK);
+	assert_int_equal(store_outbox_failed(f->st, o[1].id, "x", -1, done_cb, &d), SB_OK);
 	memset(&s, 0, sizeof s);
-	assert_int_equal(f->ops->stats(f->st, stats_cb, &s), SB_OK);
+	assert_int_equal(store_stats(f->st, stats_cb, &s), SB_OK);
 	wait_calls(f, g_calls + 2);
 	assert_int_equal(d.rc, SB_OK);
 	assert_int_equal(s.calls, 1);
@@ -1199,7 +1194,7 @@ static void test_stats_queue_depth(void **state)
 	lock = lock_db(f->path);
 	put_inbox(f, "default", "first", "{}", &r[0]); /* the writer blocks on it */
 	sleep_ms(50);
-	assert_int_equal(f->ops->stats(f->st, stats_cb, &s), SB_OK);
+	assert_int_equal(store_stats(f->st, stats_cb, &s), SB_OK);
 	for (int i = 1; i < 6; i++) {
 		char key[8];
 
@@ -1230,15 +1225,15 @@ static void test_queue_full(void **state)
 	/* Three outstanding (callbacks not run): the fourth is refused at once,
 	 * whatever the writer has done meanwhile. */
 	sleep_ms(30);
-	assert_int_equal(f->ops->inbox_put(f->st, &m, put_cb, &r[3]), SB_ERR_AGAIN);
-	assert_int_equal(f->ops->stats(f->st, stats_cb, NULL), SB_ERR_AGAIN);
+	assert_int_equal(store_inbox_put(f->st, &m, put_cb, &r[3]), SB_ERR_AGAIN);
+	assert_int_equal(store_stats(f->st, stats_cb, NULL), SB_ERR_AGAIN);
 	wait_calls(f, 3);
 	assert_int_equal(r[3].calls, 0);
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox"), 3);
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE dedupe_key = 'x'"), 0);
 
 	/* Drained: accepted again. */
-	assert_int_equal(f->ops->inbox_put(f->st, &m, put_cb, &r[3]), SB_OK);
+	assert_int_equal(store_inbox_put(f->st, &m, put_cb, &r[3]), SB_OK);
 	wait_calls(f, 4);
 	assert_int_equal(r[3].calls, 1);
 	assert_int_equal(r[3].rc, SB_OK);
@@ -1257,10 +1252,10 @@ static void test_queue_full(void **state)
 		put_inbox(f, "default", "q4", "{}", &more[0]);
 		put_inbox(f, "default", "q5", "{}", &more[1]);
 		put_inbox(f, "default", "q6", "{}", &more[2]);
-		assert_int_equal(f->ops->inbox_put(f->st, &m, put_cb, &r[3]), SB_ERR_AGAIN);
-		assert_int_equal(f->ops->inbox_done(f->st, c.items[0].id, NULL, 0, done_cb, &d[0]),
+		assert_int_equal(store_inbox_put(f->st, &m, put_cb, &r[3]), SB_ERR_AGAIN);
+		assert_int_equal(store_inbox_done(f->st, c.items[0].id, NULL, 0, done_cb, &d[0]),
 		                 SB_OK);
-		assert_int_equal(f->ops->inbox_release(f->st, c.items[1].id, done_cb, &d[1]), SB_OK);
+		assert_int_equal(store_inbox_release(f->st, c.items[1].id, done_cb, &d[1]), SB_OK);
 		wait_calls(f, g_calls + 5);
 		assert_int_equal(d[0].rc, SB_OK);
 		assert_int_equal(d[1].rc, SB_OK);
@@ -1317,7 +1312,7 @@ static void test_failure_isolated(void **state)
 	put_inbox(f, "default", "first", "{}", &first);
 	sleep_ms(50);
 	put_inbox(f, "default", "a", "{}", &a);
-	assert_int_equal(f->ops->outbox_put(f->st, &bad, put_cb, &o), SB_OK);
+	assert_int_equal(store_outbox_put(f->st, &bad, put_cb, &o), SB_OK);
 	put_inbox(f, "default", "b", "{}", &b);
 	unlock_db(lock);
 	wait_calls(f, 4);
@@ -1374,7 +1369,7 @@ static void test_close_flushes_and_refuses(void **state)
 		snprintf(key, sizeof key, "c%d", i);
 		put_inbox(f, "default", key, "{}", &r[i]);
 	}
-	assert_int_equal(f->ops->kv_get(f->st, "ns", "absent", kv_cb, &g), SB_OK);
+	assert_int_equal(store_kv_get(f->st, "ns", "absent", kv_cb, &g), SB_OK);
 	r[0].reput = f;
 	r[0].reput_rc = -1;
 	/* No loop run: close itself finishes the queue and runs every callback

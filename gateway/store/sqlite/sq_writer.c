@@ -1,0 +1,312 @@
+/*
+ * sq_writer.c - the SQLite backend's writer thread: the queue the loop
+ * thread fills, batches run in one transaction (a savepoint per operation),
+ * group commit, the hand-back to the loop; open and close. See sq.h.
+ */
+#include <signal.h>
+#include <sodium.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gateway/core/err.h"
+#include "gateway/core/log.h"
+#include "gateway/store/sqlite/sq.h"
+
+#define SQ_DEFAULT_BUSY_TIMEOUT_MS 5000
+#define SQ_DEFAULT_BATCH_MAX 256
+
+static const char SQ_BEGIN[] = "BEGIN IMMEDIATE";
+static const char SQ_COMMIT[] = "COMMIT";
+static const char SQ_ROLLBACK[] = "ROLLBACK";
+static const char SQ_SAVEPOINT[] = "SAVEPOINT op";
+static const char SQ_RELEASE[] = "RELEASE op";
+static const char SQ_ROLLBACK_TO[] = "ROLLBACK TO op";
+
+/* How this backend runs each kind (the other half of store_backend.h's
+ * table). */
+#define SQ_RUN_ROW_(K, n, f) [STORE_OP_##K] = sq_run_##n,
+static int (*const sq_runs[STORE_OP__COUNT])(struct sq_store *,
+                                             struct store_op *) = {STORE_OPS(SQ_RUN_ROW_)};
+#undef SQ_RUN_ROW_
+
+static double sq_mono_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+size_t sq_queued(struct sq_store *s)
+{
+	size_t n;
+
+	pthread_mutex_lock(&s->mu);
+	n = s->queued;
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+/* ---- writer thread: batches ---- */
+
+/* Runs one batch in one transaction and records the commit on its last op. */
+static void sq_run_batch(struct sq_store *s, struct store_op *head, size_t n)
+{
+	double t0 = sq_mono_seconds();
+	bool lost = false; /* the transaction is gone: nothing of it is stored */
+	struct store_op *op, *last = NULL;
+	int rc = sq_exec(s, SQ_BEGIN);
+
+	if (rc != SB_OK) {
+		lost = true;
+		goto report;
+	}
+	for (op = head; op && !lost; op = op->next) {
+		if (sq_exec(s, SQ_SAVEPOINT) != SB_OK) {
+			lost = true;
+			break;
+		}
+		op->rc = sq_runs[op->kind](s, op);
+		/* Some errors (SQLITE_FULL, IOERR, ...) roll the whole
+		 * transaction back on their own. */
+		if (sqlite3_get_autocommit(s->db)) {
+			lost = true;
+			break;
+		}
+		if (op->rc != SB_OK && sq_exec(s, SQ_ROLLBACK_TO) != SB_OK) {
+			lost = true;
+			break;
+		}
+		if (sq_exec(s, SQ_RELEASE) != SB_OK)
+			lost = true;
+	}
+	if (!lost && sq_exec(s, SQ_COMMIT) != SB_OK)
+		lost = true;
+	if (lost && !sqlite3_get_autocommit(s->db))
+		sq_exec(s, SQ_ROLLBACK);
+report:
+	if (lost)
+		log_error("store", "commit failed; batch not stored", LOG_I("ops", n),
+		          LOG_S("error", sqlite3_errmsg(s->db)));
+	for (op = head; op; op = op->next) {
+		if (lost)
+			op->rc = SB_ERR_STORE;
+		last = op;
+	}
+	if (last) {
+		last->commit.end = true;
+		last->commit.rc = lost ? SB_ERR_STORE : SB_OK;
+		last->commit.ops = n;
+		last->commit.seconds = sq_mono_seconds() - t0;
+	}
+}
+
+static void *sq_writer_main(void *arg)
+{
+	struct sq_store *s = arg;
+
+	for (;;) {
+		struct store_op *head, *tail;
+		size_t n = 0;
+
+		pthread_mutex_lock(&s->mu);
+		while (!s->queue_head && !s->closing)
+			pthread_cond_wait(&s->cv, &s->mu);
+		if (!s->queue_head) {
+			pthread_mutex_unlock(&s->mu);
+			break;
+		}
+		/* Everything queued so far, up to batch_max, goes in one commit. */
+		head = tail = s->queue_head;
+		n = 1;
+		while (tail->next && n < s->batch_max) {
+			tail = tail->next;
+			n++;
+		}
+		s->queue_head = tail->next;
+		if (!s->queue_head)
+			s->queue_tail = NULL;
+		tail->next = NULL;
+		s->queued -= n;
+		pthread_mutex_unlock(&s->mu);
+
+		sq_run_batch(s, head, n);
+
+		pthread_mutex_lock(&s->mu);
+		if (s->done_tail)
+			s->done_tail->next = head;
+		else
+			s->done_head = head;
+		s->done_tail = tail;
+		pthread_mutex_unlock(&s->mu);
+		uv_async_send(&s->async->handle);
+	}
+	sq_db_close(s);
+	return NULL;
+}
+
+/* ---- loop thread: delivery ---- */
+
+/* Hands every finished operation back, in order. */
+static void sq_deliver(struct sq_store *s)
+{
+	struct store_op *op;
+
+	pthread_mutex_lock(&s->mu);
+	op = s->done_head;
+	s->done_head = s->done_tail = NULL;
+	pthread_mutex_unlock(&s->mu);
+
+	while (op) {
+		struct store_op *next = op->next;
+
+		store_op_finish(&s->base, op);
+		op = next;
+	}
+}
+
+static void sq_async_cb(uv_async_t *h)
+{
+	struct sq_store *s = h->data;
+
+	if (s)
+		sq_deliver(s);
+}
+
+static void sq_async_free(uv_handle_t *h)
+{
+	free(h); /* the handle is the first member of struct sq_async */
+}
+
+/* ---- loop thread: submission ---- */
+
+static int sq_submit(struct store *base, struct store_op *op)
+{
+	struct sq_store *s = (struct sq_store *)base;
+
+	op->next = NULL;
+	pthread_mutex_lock(&s->mu);
+	if (s->queue_tail)
+		s->queue_tail->next = op;
+	else
+		s->queue_head = op;
+	s->queue_tail = op;
+	s->queued++;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	return SB_OK;
+}
+
+/* ---- open and close ---- */
+
+static void sq_store_free(struct sq_store *s)
+{
+	if (!s)
+		return;
+	sq_db_close(s);
+	free(s->path);
+	free(s);
+}
+
+static int sq_open(struct store **out, uv_loop_t *loop, const struct store_options *opt)
+{
+	struct sq_store *s = NULL;
+	bool sync_init = false;
+	sigset_t all, old;
+	int rc = SB_ERR_INVAL;
+
+	if (out)
+		*out = NULL;
+	if (!out || !loop || !opt || !opt->path || !*opt->path)
+		goto out;
+	rc = SB_ERR_NOMEM;
+	if (sodium_init() < 0) /* pairing codes come from randombytes_uniform */
+		goto out;
+	s = calloc(1, sizeof *s);
+	if (!s)
+		goto out;
+	store_base_init(&s->base, &store_sqlite_backend, opt);
+	s->loop = loop;
+	s->batch_max = opt->batch_max ? opt->batch_max : SQ_DEFAULT_BATCH_MAX;
+	s->path = strdup(opt->path);
+	if (!s->path)
+		goto out;
+	rc = sq_schema_open(s, opt->busy_timeout_ms > 0 ? opt->busy_timeout_ms
+	                                                : SQ_DEFAULT_BUSY_TIMEOUT_MS);
+	if (rc != SB_OK)
+		goto out;
+
+	rc = SB_ERR_NOMEM;
+	s->async = calloc(1, sizeof *s->async);
+	if (!s->async)
+		goto out;
+	if (pthread_mutex_init(&s->mu, NULL) != 0)
+		goto out;
+	if (pthread_cond_init(&s->cv, NULL) != 0) {
+		pthread_mutex_destroy(&s->mu);
+		goto out;
+	}
+	sync_init = true;
+	if (uv_async_init(loop, &s->async->handle, sq_async_cb) != 0) {
+		log_error("store", "uv_async_init failed", LOG_S("path", s->path));
+		rc = SB_ERR_IO;
+		goto out;
+	}
+	s->async->handle.data = s;
+	/* The writer takes no signals: they belong to the loop thread. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	s->writer_started = pthread_create(&s->writer, NULL, sq_writer_main, s) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (!s->writer_started) {
+		log_error("store", "cannot start the writer thread", LOG_S("path", s->path));
+		s->async->handle.data = NULL;
+		uv_close((uv_handle_t *)&s->async->handle, sq_async_free);
+		s->async = NULL; /* freed by the loop */
+		goto out;
+	}
+	log_info("store", "opened", LOG_S("path", s->path),
+	         LOG_I("schema", STORE_SQLITE_SCHEMA_VERSION), LOG_I("batch_max", s->batch_max),
+	         LOG_I("queue_max", s->base.queue_max));
+	*out = &s->base;
+	s = NULL;
+	rc = SB_OK;
+out:
+	if (s) {
+		free(s->async);
+		if (sync_init) {
+			pthread_cond_destroy(&s->cv);
+			pthread_mutex_destroy(&s->mu);
+		}
+	}
+	sq_store_free(s);
+	return rc;
+}
+
+static void sq_close(struct store *base)
+{
+	struct sq_store *s = (struct sq_store *)base;
+
+	pthread_mutex_lock(&s->mu);
+	s->closing = true;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	/* The writer runs what is queued, closes the database and exits. */
+	pthread_join(s->writer, NULL);
+	sq_deliver(s);
+
+	s->async->handle.data = NULL;
+	uv_close((uv_handle_t *)&s->async->handle, sq_async_free);
+	pthread_cond_destroy(&s->cv);
+	pthread_mutex_destroy(&s->mu);
+	log_info("store", "closed", LOG_S("path", s->path));
+	sq_store_free(s);
+}
+
+const struct store_backend store_sqlite_backend = {
+    .name = "sqlite",
+    .open = sq_open,
+    .submit = sq_submit,
+    .close = sq_close,
+};
