@@ -166,12 +166,11 @@ static json_t *history_commit_json(git_commit *c)
 		history_oid(git_commit_parent_id(c, i), pid);
 		json_array_append_new(parents, json_string(pid));
 	}
-	return json_pack("{ss so so so so so sI}", "id", id, "parents",
-	                 parents ? parents : json_array(), "summary",
-	                 history_str(git_commit_summary(c)), "message",
-	                 history_str(git_commit_message(c)), "author",
-	                 history_str(a ? a->name : NULL), "email", history_str(a ? a->email : NULL),
-	                 "time", (json_int_t)git_commit_time(c) * 1000);
+	return json_pack(
+	    "{ss so so so so so sI}", "id", id, "parents", parents ? parents : json_array(),
+	    "summary", history_str(git_commit_summary(c)), "message",
+	    history_str(git_commit_message(c)), "author", history_str(a ? a->name : NULL), "email",
+	    history_str(a ? a->email : NULL), "time", (json_int_t)git_commit_time(c) * 1000);
 }
 
 /* Whether c changed path compared with its first parent. */
@@ -355,8 +354,8 @@ int workspace_git_show(const char *dir, const char *rev, const char *path, size_
 		goto out;
 	if (size > WORKSPACE_SHOW_LOAD_MAX) {
 		*out = json_pack("{ss so sI ss sb sb sb}", "rev", id, "path", history_str(path),
-		                 "size", (json_int_t)size, "blob", blob, "binary", 0, "truncated", 1,
-		                 "tooLarge", 1);
+		                 "size", (json_int_t)size, "blob", blob, "binary", 0, "truncated",
+		                 1, "tooLarge", 1);
 		rc = *out ? SB_OK : SB_ERR_NOMEM;
 		goto out;
 	}

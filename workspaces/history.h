@@ -23,7 +23,7 @@
 #include <stddef.h>
 
 #define WORKSPACE_WORKTREE "WORKTREE"
-#define WORKSPACE_DIFF_FILES_MAX 1000            /* files one diff lists */
+#define WORKSPACE_DIFF_FILES_MAX 1000             /* files one diff lists */
 #define WORKSPACE_SHOW_LOAD_MAX ((size_t)8 << 20) /* a file bigger is not loaded to show */
 
 /* {"head": id|null, "commits": [{id, parents, summary, message, author,

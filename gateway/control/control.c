@@ -1022,8 +1022,8 @@ static void control_connect(struct control_conn *c, const json_t *id, const json
 		 * made at sign-in. The cookie alone is not enough: browsers send
 		 * it to every port of the host, so any program listening on
 		 * 127.0.0.1 can read it. */
-		unsigned granted = control_web_session_verify(ctl, c->web_hash, c->nonce, h.web_sig,
-		                                              &why);
+		unsigned granted =
+		    control_web_session_verify(ctl, c->web_hash, c->nonce, h.web_sig, &why);
 
 		if (!granted) {
 			control_auth_refused(c, id, why);

@@ -273,8 +273,8 @@ static bool web_request_ok(struct control *ctl, struct server_request *r, bool p
 		goto out;
 	}
 	*secure = strncasecmp(origin, "https:", 6) == 0;
-	if (post && (server_req_header(r, "content-type", type, sizeof type) <= 0 ||
-	             !web_is_json(type))) {
+	if (post &&
+	    (server_req_header(r, "content-type", type, sizeof type) <= 0 || !web_is_json(type))) {
 		web_error(r, 415, "send application/json");
 		goto out;
 	}
@@ -313,8 +313,9 @@ static void web_login(void *ud, struct server_request *r)
 	if (!web_request_ok(ctl, r, true, &secure))
 		return;
 	if (len > WEB_BODY_MAX || !(in = json_loadb(body, len, 0, NULL)) || !json_is_object(in)) {
-		web_error(r, 400, "the body is {\"code\": ..., \"key\": ...} or "
-		                  "{\"token\": ..., \"key\": ...}");
+		web_error(r, 400,
+		          "the body is {\"code\": ..., \"key\": ...} or "
+		          "{\"token\": ..., \"key\": ...}");
 		goto out;
 	}
 	code = json_string_value(json_object_get(in, "code"));

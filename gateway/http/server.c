@@ -284,7 +284,8 @@ static int server_add_extra_headers(struct lws *wsi, struct server_request *r, u
 
 		if (!server_has_header(r->extra_headers, name) &&
 		    lws_add_http_header_by_name(wsi, (const unsigned char *)name,
-		                                (const unsigned char *)val, (int)strlen(val), p, end))
+		                                (const unsigned char *)val, (int)strlen(val), p,
+		                                end))
 			return -1;
 	}
 	for (char *line = r->extra_headers; line && *line;) {

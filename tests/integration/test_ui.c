@@ -59,13 +59,13 @@
 	"      - {name: bash, input: {command: \"touch made.txt\"}}\n"                             \
 	"  - text: \"I made it.\"\n"                                                               \
 	"  - match: hostile\n"                                                                     \
-	"    text: \"<img src=x onerror=alert('reply')> \"\n"                                       \
+	"    text: \"<img src=x onerror=alert('reply')> \"\n"                                      \
 	"    tool_calls:\n"                                                                        \
-	"      - {name: bash, input: {command: \"cat 'evil<img src=x onerror=alert(1)>.md'\"}}\n"   \
-	"  - text: \"done <script>alert('done')</script>\"\n"                                       \
+	"      - {name: bash, input: {command: \"cat 'evil<img src=x onerror=alert(1)>.md'\"}}\n"  \
+	"  - text: \"done <script>alert('done')</script>\"\n"                                      \
 	"  - match: approve-me\n"                                                                  \
 	"    tool_calls:\n"                                                                        \
-	"      - {name: bash, input: {command: \"touch '<img src=x onerror=alert(9)>'\"}}\n"        \
+	"      - {name: bash, input: {command: \"touch '<img src=x onerror=alert(9)>'\"}}\n"       \
 	"  - text: \"approved\"\n"
 
 /* Values a non-owner controls, planted through the real channels for the
@@ -262,28 +262,29 @@ static int setup(void **state)
 	memset(&fx, 0, sizeof fx);
 	if (harness_tmpdir(fx.home, sizeof fx.home) != 0)
 		return -1;
-	snprintf(cfg, sizeof cfg,
-	         "providers:\n"
-	         "  - {id: s, api: scripted, script: script.yaml}\n"
-	         "agents:\n"
-	         "  - id: main\n"
-	         "    default: true\n"
-	         "    model: s/scripted-ui\n"
-	         "    sandbox: %s\n"
-	         "    permissions:\n"
-	         "      - {ask_commands: [touch]}\n"
-	         "channels:\n"
-	         "  webhook:\n"
-	         "    dm_policy: pairing\n"
-	         "    group_policy: open\n"
-	         "    hooks:\n"
-	         "      - {name: h, verify: bearer, secret: \"${file:secrets/hook}\"}\n"
-	         "      - {name: bg, verify: bearer, secret: \"${file:secrets/hook}\", mode: none}\n"
-	         "security:\n"
-	         "  approval_timeout: 90s\n"
-	         "cron:\n"
-	         "  - {id: nightly, cron: \"0 3 * * *\", payload: \"nightly check\"}\n",
-	         sandbox_probe(NULL, why, sizeof why) == 0 ? "workspace-write" : "full");
+	snprintf(
+	    cfg, sizeof cfg,
+	    "providers:\n"
+	    "  - {id: s, api: scripted, script: script.yaml}\n"
+	    "agents:\n"
+	    "  - id: main\n"
+	    "    default: true\n"
+	    "    model: s/scripted-ui\n"
+	    "    sandbox: %s\n"
+	    "    permissions:\n"
+	    "      - {ask_commands: [touch]}\n"
+	    "channels:\n"
+	    "  webhook:\n"
+	    "    dm_policy: pairing\n"
+	    "    group_policy: open\n"
+	    "    hooks:\n"
+	    "      - {name: h, verify: bearer, secret: \"${file:secrets/hook}\"}\n"
+	    "      - {name: bg, verify: bearer, secret: \"${file:secrets/hook}\", mode: none}\n"
+	    "security:\n"
+	    "  approval_timeout: 90s\n"
+	    "cron:\n"
+	    "  - {id: nightly, cron: \"0 3 * * *\", payload: \"nightly check\"}\n",
+	    sandbox_probe(NULL, why, sizeof why) == 0 ? "workspace-write" : "full");
 	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
 	if (harness_write_file(path, cfg) != 0)
 		return -1;
@@ -419,7 +420,6 @@ static void test_page_is_served_with_its_policy(void **state)
 	}
 }
 
-
 /* Every answer on the port, whatever its status or route, carries the
  * headers that keep a browser from rendering, framing or sniffing it:
  * errors and 304s included (a 404 or a 403 is a page too). */
@@ -476,7 +476,8 @@ static void test_every_answer_carries_the_policy(void **state)
 	buf_free(&r.raw);
 	/* a method the route does not take */
 	snprintf(req, sizeof req,
-	         "POST / HTTP/1.1\r\nHost: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", host);
+	         "POST / HTTP/1.1\r\nHost: %s\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+	         host);
 	r = http_raw(req);
 	assert_int_equal(r.status, 405);
 	assert_policy(&r, "method not allowed");
@@ -510,7 +511,6 @@ static void test_every_answer_carries_the_policy(void **state)
 	buf_free(&r.raw);
 }
 
-
 /* A browser's upgrade from any origin but the gateway's own is closed
  * before the challenge, whatever the spelling; the gateway's own origin in
  * any case and on every loopback name gets in. An Origin too long to be
@@ -537,13 +537,15 @@ static void test_foreign_origins_are_closed_before_the_challenge(void **state)
 		if (json_integer_value(json_object_get(c, "closeCode")) != 1008 ||
 		    json_object_get(c, "hello"))
 			fail_msg("origin %.60s was let in: %s", refused[i], json_dumps(c, 0));
-		assert_non_null(strstr(json_string_value(json_object_get(c, "closeReason")), "origin"));
+		assert_non_null(
+		    strstr(json_string_value(json_object_get(c, "closeReason")), "origin"));
 		json_decref(c);
 	}
 	snprintf(allowed[0], sizeof allowed[0], "%s", fx.origin);
 	snprintf(allowed[1], sizeof allowed[1], "HTTP://LOCALHOST:%d", fx.d.port);
 	snprintf(allowed[2], sizeof allowed[2], "http://[::1]:%d/", fx.d.port);
-	snprintf(allowed[3], sizeof allowed[3], "127.0.0.1:%d", fx.d.port); /* lws' own, not a browser's */
+	snprintf(allowed[3], sizeof allowed[3], "127.0.0.1:%d",
+	         fx.d.port); /* lws' own, not a browser's */
 	for (size_t i = 0; i < 4; i++) {
 		c = ws_client(json_pack("{ss ss ss}", "scenario", "status", "origin", allowed[i],
 		                        "token", fx.token));
@@ -764,9 +766,9 @@ static void test_sign_in_with_a_code_once(void **state)
 	                        json_object_get(json_object_get(c, "hello"), "error"), "code")),
 	                    "UNAUTHORIZED");
 	json_decref(c);
-	c = ws_client(json_pack("{ss ss ss ss}", "scenario", "status", "cookie", cookie, "webKey",
-	                        key.seed_hex, "webNonce",
-	                        "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"));
+	c = ws_client(json_pack(
+	    "{ss ss ss ss}", "scenario", "status", "cookie", cookie, "webKey", key.seed_hex,
+	    "webNonce", "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"));
 	assert_string_equal(json_string_value(json_object_get(
 	                        json_object_get(json_object_get(c, "hello"), "error"), "code")),
 	                    "UNAUTHORIZED");
@@ -776,8 +778,8 @@ static void test_sign_in_with_a_code_once(void **state)
 	{
 		char tossed[600];
 
-		snprintf(tossed, sizeof tossed, "sb_session_%d=planted-by-someone-else; %s", fx.d.port,
-		         cookie);
+		snprintf(tossed, sizeof tossed, "sb_session_%d=planted-by-someone-else; %s",
+		         fx.d.port, cookie);
 		c = ws_client(json_pack("{ss ss ss ss}", "scenario", "status", "cookie", tossed,
 		                        "origin", fx.origin, "webKey", key.seed_hex));
 		assert_true(json_is_true(json_object_get(json_object_get(c, "hello"), "ok")));
@@ -794,9 +796,9 @@ static void test_sign_in_with_a_code_once(void **state)
 	{
 		const char *connected = "msg=\"client connected\"";
 		int before = log_count(&fx.d, connected);
-		struct ws_run held = ws_client_start(json_pack(
-		    "{ss ss ss ss}", "scenario", "hold", "cookie", cookie, "origin", fx.origin,
-		    "webKey", key.seed_hex));
+		struct ws_run held =
+		    ws_client_start(json_pack("{ss ss ss ss}", "scenario", "hold", "cookie", cookie,
+		                              "origin", fx.origin, "webKey", key.seed_hex));
 
 		/* the connect is in the log once the gateway has answered it */
 		assert_true(log_grows(&fx.d, connected, before, 10000));
@@ -820,18 +822,15 @@ static void test_sign_in_with_a_code_once(void **state)
 	                    "UNAUTHORIZED");
 	json_decref(c);
 	/* a bad token is refused; the real one signs in */
-	snprintf(body, sizeof body, "{\"token\":\"%s-not\",\"key\":\"%s\"}", fx.token,
-	         key.pub_b64);
+	snprintf(body, sizeof body, "{\"token\":\"%s-not\",\"key\":\"%s\"}", fx.token, key.pub_b64);
 	r = post("/auth/login", fx.origin, "application/json", body, NULL);
 	assert_int_equal(r.status, 401);
 	buf_free(&r.raw);
-	snprintf(body, sizeof body, "{\"token\":\"%s\",\"key\":\"%s\"}", fx.token,
-	         key.pub_b64);
+	snprintf(body, sizeof body, "{\"token\":\"%s\",\"key\":\"%s\"}", fx.token, key.pub_b64);
 	r = post("/auth/login", fx.origin, "application/json", body, NULL);
 	assert_int_equal(r.status, 200);
 	buf_free(&r.raw);
 }
-
 
 /* A browser paired as a device proves itself with its non-extractable key
  * on every connection; it is never handed a device token, a bearer
@@ -853,10 +852,11 @@ static void test_a_browser_device_gets_no_bearer_token(void **state)
 	assert_string_equal(json_string_value(json_object_get(
 	                        json_object_get(json_object_get(c, "hello"), "error"), "code")),
 	                    "NOT_PAIRED");
-	snprintf(device_id, sizeof device_id, "%s",
-	         json_string_value(json_object_get(
-	             json_object_get(json_object_get(json_object_get(c, "hello"), "error"), "details"),
-	             "deviceId")));
+	snprintf(
+	    device_id, sizeof device_id, "%s",
+	    json_string_value(json_object_get(
+	        json_object_get(json_object_get(json_object_get(c, "hello"), "error"), "details"),
+	        "deviceId")));
 	json_decref(c);
 	assert_int_equal(strlen(device_id), 64);
 	assert_int_equal(harness_cli(fx.home, NULL, approve), 0);
@@ -875,28 +875,34 @@ static void test_a_browser_device_gets_no_bearer_token(void **state)
 	assert_true(json_string_length(json_object_get(auth, "deviceToken")) >= 40);
 	json_decref(c);
 	/* a captured signed connect, sent again on a new connection */
-	c = ws_client(json_pack("{ss ss sb s[s] ss}", "scenario", "device-replay", "keyfile", keyfile,
-	                        "withDevice", 1, "scopes", "operator.read", "origin", fx.origin));
+	c = ws_client(json_pack("{ss ss sb s[s] ss}", "scenario", "device-replay", "keyfile",
+	                        keyfile, "withDevice", 1, "scopes", "operator.read", "origin",
+	                        fx.origin));
 	assert_true(json_is_true(json_object_get(json_object_get(c, "first"), "ok")));
 	for (size_t i = 0; i < 2; i++) {
 		const json_t *rp = json_array_get(json_object_get(c, "replays"), i);
 
-		assert_string_equal(json_string_value(json_object_get(
-		                        json_object_get(json_object_get(rp, "hello"), "error"), "code")),
-		                    "UNAUTHORIZED");
-		assert_int_equal(json_integer_value(json_object_get(json_object_get(rp, "closed"), "code")),
-		                 1008);
+		assert_string_equal(
+		    json_string_value(json_object_get(
+		        json_object_get(json_object_get(rp, "hello"), "error"), "code")),
+		    "UNAUTHORIZED");
+		assert_int_equal(
+		    json_integer_value(json_object_get(json_object_get(rp, "closed"), "code")),
+		    1008);
 	}
 	json_decref(c);
 	/* read only: write and admin methods are refused */
 	{
-		static const char *const methods[] = {"chat.send", "heartbeat.run", "dashboard.code",
-		                                      "workspace.file", "pairing.approve"};
+		static const char *const methods[] = {"chat.send", "heartbeat.run",
+		                                      "dashboard.code", "workspace.file",
+		                                      "pairing.approve"};
 		for (size_t i = 0; i < sizeof methods / sizeof *methods; i++) {
-			c = ws_client(json_pack("{ss ss sb s[s] ss ss}", "scenario", "call", "keyfile",
-			                        keyfile, "withDevice", 1, "scopes", "operator.read",
-			                        "origin", fx.origin, "method", methods[i]));
-			assert_true(json_is_true(json_object_get(json_object_get(c, "hello"), "ok")));
+			c = ws_client(json_pack("{ss ss sb s[s] ss ss}", "scenario", "call",
+			                        "keyfile", keyfile, "withDevice", 1, "scopes",
+			                        "operator.read", "origin", fx.origin, "method",
+			                        methods[i]));
+			assert_true(
+			    json_is_true(json_object_get(json_object_get(c, "hello"), "ok")));
 			assert_string_equal(
 			    json_string_value(json_object_get(
 			        json_object_get(json_object_get(c, "reply"), "error"), "code")),
@@ -905,7 +911,6 @@ static void test_a_browser_device_gets_no_bearer_token(void **state)
 		}
 	}
 }
-
 
 /* Signs in to the gateway on port with the token of home and key: the
  * cookie ("sb_session_PORT=VALUE") into cookie. */
@@ -985,16 +990,16 @@ static void test_sessions_end_on_time_and_stay_with_their_gateway(void **state)
 	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
 	assert_int_equal(harness_cli(home, NULL, init), 0);
 	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
-	assert_int_equal(harness_write_file(path,
-	                                    "gateway:\n"
-	                                    "  ui: {session_ttl: 1m, code_ttl: 10s}\n"
-	                                    "  control: {tick_interval: 1s}\n"
-	                                    "providers:\n"
-	                                    "  - {id: offline, api: scripted, script: builtin:offline}\n"
-	                                    "agents:\n"
-	                                    "  - {id: main, default: true, workspace: workspaces/main, "
-	                                    "model: offline/demo}\n"),
-	                 0);
+	assert_int_equal(
+	    harness_write_file(path, "gateway:\n"
+	                             "  ui: {session_ttl: 1m, code_ttl: 10s}\n"
+	                             "  control: {tick_interval: 1s}\n"
+	                             "providers:\n"
+	                             "  - {id: offline, api: scripted, script: builtin:offline}\n"
+	                             "agents:\n"
+	                             "  - {id: main, default: true, workspace: workspaces/main, "
+	                             "model: offline/demo}\n"),
+	    0);
 	assert_int_equal(harness_daemon_start(&b, home, NULL), 0);
 	assert_int_equal(harness_wait_ready(&b, 20000), 0);
 	snprintf(url, sizeof url, "ws://127.0.0.1:%d/", b.port);
@@ -1012,15 +1017,16 @@ static void test_sessions_end_on_time_and_stay_with_their_gateway(void **state)
 	{
 		char renamed[300];
 
-		snprintf(renamed, sizeof renamed, "sb_session_%d=%s", b.port, strchr(cookie_a, '=') + 1);
+		snprintf(renamed, sizeof renamed, "sb_session_%d=%s", b.port,
+		         strchr(cookie_a, '=') + 1);
 		assert_false(signed_in_at(b.port, renamed));
 	}
 
 	/* a live connection of B's session, held until the session expires */
 	{
-		struct ws_run held = ws_client_start(json_pack(
-		    "{ss ss ss ss sI}", "url", url, "scenario", "hold", "cookie", cookie_b, "webKey",
-		    key.seed_hex, "timeoutMs", (json_int_t)100000));
+		struct ws_run held = ws_client_start(
+		    json_pack("{ss ss ss ss sI}", "url", url, "scenario", "hold", "cookie",
+		              cookie_b, "webKey", key.seed_hex, "timeoutMs", (json_int_t)100000));
 
 		/* meanwhile: a code is good for code_ttl only */
 		buf_init(&out, 1 << 20);
@@ -1029,7 +1035,8 @@ static void test_sessions_end_on_time_and_stay_with_their_gateway(void **state)
 			json_t *j = json_loads(out.data, JSON_DISABLE_EOF_CHECK, NULL);
 
 			assert_non_null(j);
-			snprintf(code, sizeof code, "%s", json_string_value(json_object_get(j, "code")));
+			snprintf(code, sizeof code, "%s",
+			         json_string_value(json_object_get(j, "code")));
 			json_decref(j);
 		}
 		buf_free(&out);
@@ -1058,7 +1065,8 @@ static void test_sessions_end_on_time_and_stay_with_their_gateway(void **state)
 			         json_string_value(json_object_get(c, "fail")));
 		assert_true(json_is_true(json_object_get(json_object_get(c, "hello"), "ok")));
 		assert_int_equal(json_integer_value(json_object_get(c, "closeCode")), 1008);
-		assert_non_null(strstr(json_string_value(json_object_get(c, "closeReason")), "expired"));
+		assert_non_null(
+		    strstr(json_string_value(json_object_get(c, "closeReason")), "expired"));
 		/* the session lasted its minute, and was closed within a few ticks of it */
 		assert_true(json_integer_value(json_object_get(c, "heldMs")) < 70000);
 		json_decref(c);
@@ -1165,10 +1173,10 @@ static void test_the_pages_in_a_browser(void **state)
 	snprintf(profile, sizeof profile, "%s/chromium-profile", fx.home);
 	mkdir(profile, 0700);
 	res = run_browser("ui_browser.js",
-	                  json_pack("{ss ss ss s{ss ss ss} ss ss sI}", "url", fx.origin, "code", code,
-	                            "commit", fx.commit, "pairing", "channel", PAIR_CHANNEL, "code",
-	                            fx.pair_code, "sender", PAIR_SENDER, "shots", shots, "profile",
-	                            profile, "timeoutMs", (json_int_t)240000),
+	                  json_pack("{ss ss ss s{ss ss ss} ss ss sI}", "url", fx.origin, "code",
+	                            code, "commit", fx.commit, "pairing", "channel", PAIR_CHANNEL,
+	                            "code", fx.pair_code, "sender", PAIR_SENDER, "shots", shots,
+	                            "profile", profile, "timeoutMs", (json_int_t)240000),
 	                  9);
 	json_decref(res);
 	/* what the clicks did, seen from outside the browser: the approved
@@ -1202,7 +1210,6 @@ static void test_the_pages_in_a_browser(void **state)
 	}
 }
 
-
 /* ---- 4. hostile values, in the browser ---- */
 
 /* Commits one file on top of HEAD with message and author as given (what a
@@ -1229,9 +1236,9 @@ static void commit_file(const char *dir, const char *name, const char *data, con
 	assert_int_equal(git_reference_name_to_id(&parent_id, repo, "HEAD"), 0);
 	assert_int_equal(git_commit_lookup(&parent, repo, &parent_id), 0);
 	assert_int_equal(git_signature_now(&sig, author, "x@example.com"), 0);
-	assert_int_equal(git_commit_create_v(&commit_id, repo, "HEAD", sig, sig, NULL, message, tree,
-	                                     1, parent),
-	                 0);
+	assert_int_equal(
+	    git_commit_create_v(&commit_id, repo, "HEAD", sig, sig, NULL, message, tree, 1, parent),
+	    0);
 	git_oid_tostr(id, 41, &commit_id);
 	git_signature_free(sig);
 	git_commit_free(parent);
@@ -1245,8 +1252,8 @@ static long hook_send(const char *hook, const char *sender, const char *conv, co
                       const char *id, struct buf *out)
 {
 	char path[64], idem[128];
-	const char *hdrs[] = {"Authorization: Bearer " HOOK_SECRET, "Content-Type: application/json",
-	                      idem, NULL};
+	const char *hdrs[] = {"Authorization: Bearer " HOOK_SECRET,
+	                      "Content-Type: application/json", idem, NULL};
 	json_t *b = conv ? json_pack("{ss ss ss ss}", "text", text, "sender", sender, "sender_name",
 	                             "<script>alert('name')</script>", "conversation", conv)
 	                 : json_pack("{ss ss ss}", "text", text, "sender", sender, "sender_name",
@@ -1306,14 +1313,14 @@ static void test_hostile_values_stay_text_in_a_browser(void **state)
 	/* a message in a conversation: the agent answers, with a tool call that
 	 * prints the hostile file */
 	buf_init(&out, 1 << 20);
-	assert_int_equal(hook_send("h", HOSTILE_SENDER, HOSTILE_CONV, HOSTILE_TEXT, "hostile-3", &out),
-	                 200);
+	assert_int_equal(
+	    hook_send("h", HOSTILE_SENDER, HOSTILE_CONV, HOSTILE_TEXT, "hostile-3", &out), 200);
 	assert_non_null(strstr(out.data, "done <script>"));
 	buf_free(&out);
 	/* and one whose command waits for the operator */
 	buf_init(&out, 1 << 20);
-	assert_int_equal(hook_send("bg", HOSTILE_SENDER, "other-conv", "approve-me", "hostile-4", &out),
-	                 202);
+	assert_int_equal(
+	    hook_send("bg", HOSTILE_SENDER, "other-conv", "approve-me", "hostile-4", &out), 202);
 	buf_free(&out);
 	snprintf(session, sizeof session, "agent:main:webhook:channel:%s", HOSTILE_CONV);
 	/* a device (any local program may ask) with a hostile client id and
@@ -1323,12 +1330,13 @@ static void test_hostile_values_stay_text_in_a_browser(void **state)
 		json_t *c;
 
 		snprintf(keyfile, sizeof keyfile, "%s/hostile-device.pem", fx.home);
-		c = ws_client(json_pack("{ss ss sb ss ss}", "scenario", "connect", "keyfile", keyfile,
-		                        "withDevice", 1, "clientId", HOSTILE_DEVICE, "platform",
-		                        "<b onmouseover=alert(4)>"));
-		assert_string_equal(json_string_value(json_object_get(
-		                        json_object_get(json_object_get(c, "hello"), "error"), "code")),
-		                    "NOT_PAIRED");
+		c = ws_client(json_pack("{ss ss sb ss ss}", "scenario", "connect", "keyfile",
+		                        keyfile, "withDevice", 1, "clientId", HOSTILE_DEVICE,
+		                        "platform", "<b onmouseover=alert(4)>"));
+		assert_string_equal(
+		    json_string_value(json_object_get(
+		        json_object_get(json_object_get(c, "hello"), "error"), "code")),
+		    "NOT_PAIRED");
 		json_decref(c);
 	}
 
@@ -1336,18 +1344,18 @@ static void test_hostile_values_stay_text_in_a_browser(void **state)
 	shots_dir(shots, sizeof shots);
 	snprintf(profile, sizeof profile, "%s/chromium-hostile", fx.home);
 	mkdir(profile, 0700);
-	res = run_browser(
-	    "ui_hostile.js",
-	    json_pack("{ss ss ss ss ss sI s{ss ss ss ss ss ss ss ss ss ss ss ss ss}}", "url", fx.origin,
-	              "code", code, "token", fx.token, "profile", profile, "shots", shots,
-	              "timeoutMs", (json_int_t)240000, "expect", "session", session, "text",
-	              HOSTILE_TEXT, "reply", "done <script>alert('done')</script>", "sender",
-	              HOSTILE_SENDER, "pending", HOSTILE_PENDING, "command",
-	              "touch '<img src=x onerror=alert(9)>'", "file", HOSTILE_FILE, "fileText",
-	              HOSTILE_FILE_TEXT, "commit", HOSTILE_COMMIT, "commitId", commit, "untracked",
-	              HOSTILE_UNTRACKED, "logged", "<svg/onload=alert('pending')>", "device",
-	              HOSTILE_DEVICE),
-	    6);
+	res = run_browser("ui_hostile.js",
+	                  json_pack("{ss ss ss ss ss sI s{ss ss ss ss ss ss ss ss ss ss ss ss ss}}",
+	                            "url", fx.origin, "code", code, "token", fx.token, "profile",
+	                            profile, "shots", shots, "timeoutMs", (json_int_t)240000,
+	                            "expect", "session", session, "text", HOSTILE_TEXT, "reply",
+	                            "done <script>alert('done')</script>", "sender", HOSTILE_SENDER,
+	                            "pending", HOSTILE_PENDING, "command",
+	                            "touch '<img src=x onerror=alert(9)>'", "file", HOSTILE_FILE,
+	                            "fileText", HOSTILE_FILE_TEXT, "commit", HOSTILE_COMMIT,
+	                            "commitId", commit, "untracked", HOSTILE_UNTRACKED, "logged",
+	                            "<svg/onload=alert('pending')>", "device", HOSTILE_DEVICE),
+	                  6);
 	/* what left the browser reached no log */
 	buf_init(&log, 64 << 20);
 	harness_daemon_log(&fx.d, &log);
