@@ -52,12 +52,13 @@ typedef void (*channel_send_cb)(void *ud, const struct channel_send_result *res)
 
 struct channel_ops {
 	const char *name; /* "webhook", "webchat", "telegram", "slack" */
-	/* Creates an instance for one account. config points at the channel's
-	 * own section of the configuration (the daemon keeps it alive until
-	 * destroy or the next reconfigure). Mandatory. */
+	/* Creates an instance for one account. config points at the adapter's
+	 * own settings, the struct <name>_config its <name>_config.h declares
+	 * (NULL for an adapter without settings); the daemon keeps it alive
+	 * until destroy or the next reconfigure. Mandatory. */
 	int (*create)(struct channel **out, const struct host *host, const char *account,
 	              const void *config);
-	/* A new configuration was loaded: config is the channel's new section.
+	/* A new configuration was loaded: config is the adapter's new settings.
 	 * Optional; without it the instance keeps its settings. */
 	int (*reconfigure)(struct channel *c, const void *config);
 	/* Starts intake (register routes, start polling). Optional. */

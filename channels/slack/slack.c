@@ -1250,7 +1250,7 @@ out:
 
 static size_t slack_accounts(const void *config, const char **names, size_t max)
 {
-	const struct slack_config *cfg = slack_config_of(config);
+	const struct slack_config *cfg = config;
 	size_t n = 0;
 
 	for (size_t i = 0; cfg && i < cfg->n_accounts && n < max; i++)
@@ -1268,7 +1268,7 @@ static int slack_create(struct channel **out, const struct host *host, const cha
 		return SB_ERR_NOMEM;
 	s->base.host = host;
 	snprintf(s->base.account, sizeof s->base.account, "%s", account ? account : "default");
-	s->cfg = slack_config_of(config);
+	s->cfg = config;
 	s->acct = slack_config_find(s->cfg, s->base.account);
 	s->mode = s->acct ? s->acct->mode : SLACK_MODE_EVENTS;
 	*out = &s->base;
@@ -1279,7 +1279,7 @@ static int slack_reconfigure(struct channel *c, const void *config)
 {
 	struct slack *s = (struct slack *)c;
 
-	s->cfg = slack_config_of(config);
+	s->cfg = config;
 	s->acct = slack_config_find(s->cfg, s->base.account);
 	if (!s->acct && s->started) {
 		log_warn("slack", "the account was removed from the configuration; it stops",

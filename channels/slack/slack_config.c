@@ -350,12 +350,6 @@ int slack_config_check(const struct slack_config *s, struct cfg_error_ctx *ctx)
 	return added;
 }
 
-const struct slack_config *slack_config_of(const void *section)
-{
-	return section ? (const struct slack_config *)((const char *)section + SLACK_CONFIG_OFFSET)
-	               : NULL;
-}
-
 const struct slack_account_config *slack_config_find(const struct slack_config *s, const char *id)
 {
 	for (size_t i = 0; s && id && i < s->n_accounts; i++)

@@ -1403,7 +1403,7 @@ static void tg_status(struct channel *c, json_t *obj)
 
 static size_t tg_accounts(const void *config, const char **names, size_t max)
 {
-	const struct telegram_config *tc = telegram_config_of(config);
+	const struct telegram_config *tc = config;
 	size_t n = 0;
 
 	for (size_t i = 0; tc && i < tc->n_accounts && n < max; i++)
@@ -1428,7 +1428,7 @@ static int tg_create(struct channel **out, const struct host *host, const char *
 	t->base.host = host;
 	snprintf(t->base.account, sizeof t->base.account, "%s", account ? account : "default");
 	snprintf(t->ns, sizeof t->ns, "%s%s", TG_NS_PREFIX, t->base.account);
-	t->cfg = telegram_config_find(telegram_config_of(config), t->base.account);
+	t->cfg = telegram_config_find(config, t->base.account);
 	if (t->cfg)
 		t->pin = host->config(host->ctx);
 	t->offset = -1;
@@ -1463,8 +1463,7 @@ static void tg_stop(struct channel *c);
 static int tg_reconfigure(struct channel *c, const void *config)
 {
 	struct tg *t = (struct tg *)c;
-	const struct telegram_account_config *n =
-	    telegram_config_find(telegram_config_of(config), t->base.account);
+	const struct telegram_account_config *n = telegram_config_find(config, t->base.account);
 
 	/* Token, mode and webhook path take effect at a restart; the rest
 	 * (limits, formatting, timeouts) now. An account removed stops

@@ -481,13 +481,6 @@ int telegram_config_check(const struct telegram_config *t, struct cfg_error_ctx 
 	return added;
 }
 
-const struct telegram_config *telegram_config_of(const void *section)
-{
-	return section ? (const struct telegram_config *)((const char *)section +
-	                                                  TELEGRAM_CONFIG_OFFSET)
-	               : NULL;
-}
-
 const struct telegram_account_config *telegram_config_find(const struct telegram_config *t,
                                                            const char *id)
 {

@@ -1018,7 +1018,7 @@ static int webhook_create(struct channel **out, const struct host *host, const c
 	}
 	w->base.host = host;
 	snprintf(w->base.account, sizeof w->base.account, "%s", account ? account : "default");
-	w->cfg = webhook_config_of(config);
+	w->cfg = config; /* channel.h: the adapter's own settings */
 	*out = &w->base;
 	return SB_OK;
 }
@@ -1046,7 +1046,7 @@ static int webhook_reconfigure(struct channel *c, const void *config)
 {
 	struct webhook *w = (struct webhook *)c;
 
-	w->cfg = webhook_config_of(config);
+	w->cfg = config; /* channel.h: the adapter's own settings */
 	if (!w->started || w->stopping)
 		return SB_OK;
 	webhook_log_hooks(w);

@@ -492,13 +492,6 @@ int webhook_config_check(const struct webhook_config *w, struct cfg_error_ctx *c
 	return added;
 }
 
-const struct webhook_config *webhook_config_of(const void *section)
-{
-	return section
-	           ? (const struct webhook_config *)((const char *)section + WEBHOOK_CONFIG_OFFSET)
-	           : NULL;
-}
-
 const char *webhook_hook_path(const struct webhook_hook_config *h, char *out, size_t size)
 {
 	int n;

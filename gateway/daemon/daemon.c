@@ -151,7 +151,7 @@ static void daemon_report_account_changes(struct daemon *d)
 
 		if (!ops->accounts)
 			continue;
-		n = ops->accounts(channels_config_access(&d->cfg->channels, ops->name), names,
+		n = ops->accounts(channels_config_settings(&d->cfg->channels, ops->name), names,
 		                  DAEMON_CHANNELS_MAX);
 		for (size_t k = 0; k < n; k++) {
 			bool have = false;
@@ -189,7 +189,8 @@ static void daemon_reconfigure_channels(struct daemon *d)
 		struct channel *c = d->channels[i];
 
 		if (c->ops->reconfigure &&
-		    c->ops->reconfigure(c, channels_config_access(&d->cfg->channels, c->ops->name)))
+		    c->ops->reconfigure(c,
+		                        channels_config_settings(&d->cfg->channels, c->ops->name)))
 			log_error("config", "a channel rejected the new configuration",
 			          LOG_S("channel", c->ops->name));
 	}
@@ -640,7 +641,7 @@ static int daemon_start_parts(struct daemon *d)
 
 	for (size_t i = 0; channel_registry[i]; i++) {
 		const struct channel_ops *ops = channel_registry[i];
-		const void *section = channels_config_access(&d->cfg->channels, ops->name);
+		const void *section = channels_config_settings(&d->cfg->channels, ops->name);
 		const char *accounts[DAEMON_CHANNELS_MAX];
 		size_t n =
 		    ops->accounts ? ops->accounts(section, accounts, DAEMON_CHANNELS_MAX) : 0;
