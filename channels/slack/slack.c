@@ -61,6 +61,7 @@
 #include "channels/slack/slack.h"
 #include "channels/slack/slack_config.h"
 #include "channels/slack/slack_proto.h"
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 
@@ -186,24 +187,16 @@ struct slack_send {
 		(x)->prev = (x)->next = NULL;                                                      \
 	} while (0)
 
-static int64_t slack_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void slack_error(struct slack *s, const char *what)
 {
-	s->last_error_ms = slack_now_ms();
+	s->last_error_ms = clock_wall_ms();
 	snprintf(s->last_error, sizeof s->last_error, "%s", what);
 }
 
 /* Logs a refused request (never with secret material), rate-limited. */
 static void slack_log_reject(struct slack *s, const char *peer, int status, const char *why)
 {
-	int64_t now = slack_now_ms();
+	int64_t now = clock_mono_ms();
 
 	if (now - s->log_window_ms >= SLACK_LOG_WINDOW_MS) {
 		s->log_window_ms = now;
@@ -525,7 +518,7 @@ static int slack_ingest_event(struct slack *s, const json_t *body, host_ingest_c
 		          LOG_S("why", ev.why ? ev.why : "not a message"));
 		goto done;
 	}
-	s->last_event_ms = slack_now_ms();
+	s->last_event_ms = clock_wall_ms();
 	raw = json_dumps(json_object_get(body, "event"), JSON_COMPACT);
 	memset(&env, 0, sizeof env);
 	env.channel = "slack";
@@ -674,7 +667,7 @@ static void slack_ws_message(void *ud, struct host_ws *ws, const char *data, siz
 	const char *type = json_string_value(json_object_get(m, "type"));
 
 	(void)ws;
-	s->last_rx_ms = slack_now_ms();
+	s->last_rx_ms = clock_mono_ms();
 	if (!json_is_object(m) || !type) {
 		json_decref(m);
 		return;
@@ -717,7 +710,7 @@ static void slack_ws_open(void *ud, struct host_ws *ws)
 	struct slack *s = ud;
 
 	(void)ws;
-	s->last_rx_ms = slack_now_ms();
+	s->last_rx_ms = clock_mono_ms();
 }
 
 static void slack_ws_pong(void *ud, struct host_ws *ws)
@@ -725,7 +718,7 @@ static void slack_ws_pong(void *ud, struct host_ws *ws)
 	struct slack *s = ud;
 
 	(void)ws;
-	s->last_rx_ms = slack_now_ms();
+	s->last_rx_ms = clock_mono_ms();
 }
 
 static void slack_ws_closed(void *ud, struct host_ws *ws, int code, const char *why)
@@ -786,7 +779,7 @@ static void slack_open_done(struct slack *s, void *ud, int rc, const struct http
 		slack_sm_failed(s, why);
 		return;
 	}
-	s->ws_since_ms = s->last_rx_ms = slack_now_ms();
+	s->ws_since_ms = s->last_rx_ms = clock_mono_ms();
 }
 
 /* Opens the one connection, unless it is open or opening. */
@@ -811,7 +804,7 @@ static void slack_sm_connect(struct slack *s)
 static void slack_ping_fire(uv_timer_t *t)
 {
 	struct slack *s = t->data;
-	int64_t now = slack_now_ms();
+	int64_t now = clock_mono_ms();
 
 	if (!s || s->stopping || !s->ws || s->closing || !s->acct)
 		return;
@@ -913,7 +906,7 @@ static void slack_on_request(void *ud, struct host_http_req *r)
 		ts[0] = '\0';
 	if (slack_header(s, r, "x-slack-signature", sig, sizeof sig) < 0)
 		sig[0] = '\0';
-	if (slack_sig_verify(a->signing_secret, ts, sig, body, len, slack_now_ms() / 1000,
+	if (slack_sig_verify(a->signing_secret, ts, sig, body, len, clock_wall_ms() / 1000,
 	                     a->tolerance_ms / 1000, &why) != SB_OK) {
 		slack_log_reject(s, ops->peer(r), 401, why);
 		slack_respond(s, r, 401, "application/json", "{\"error\":\"invalid signature\"}");

@@ -44,6 +44,7 @@
 #include "channels/telegram/telegram.h"
 #include "channels/telegram/telegram_config.h"
 #include "channels/telegram/telegram_proto.h"
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
@@ -179,17 +180,9 @@ struct tg {
 	int log_count;
 };
 
-static int64_t tg_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static bool tg_log_allowed(struct tg *t)
 {
-	int64_t now = tg_now_ms();
+	int64_t now = clock_mono_ms();
 
 	if (now - t->log_window_ms >= TG_LOG_WINDOW_MS) {
 		t->log_window_ms = now;
@@ -208,7 +201,7 @@ static void tg_error(struct tg *t, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(t->last_error, sizeof t->last_error, fmt, ap);
 	va_end(ap);
-	t->last_error_ms = tg_now_ms();
+	t->last_error_ms = clock_wall_ms();
 }
 
 /* ---- Bot API calls ---- */
@@ -624,7 +617,7 @@ static int tg_ingest_one(struct tg *t, const json_t *u, host_ingest_cb cb, void 
 	*update_id = n.update_id;
 	if (r < 0)
 		return SB_ERR_INVAL;
-	t->last_event_ms = tg_now_ms();
+	t->last_event_ms = clock_wall_ms();
 	if (r == 0) {
 		log_debug("telegram", "update skipped", LOG_S("account", t->base.account),
 		          LOG_I("update_id", n.update_id), LOG_S("why", n.skip));
@@ -633,7 +626,7 @@ static int tg_ingest_one(struct tg *t, const json_t *u, host_ingest_cb cb, void 
 	raw = json_dumps(u, JSON_COMPACT);
 	if (!raw)
 		return SB_ERR_NOMEM;
-	telegram_norm_envelope(&n, t->base.account, raw, tg_now_ms(), &env);
+	telegram_norm_envelope(&n, t->base.account, raw, clock_wall_ms(), &env);
 	rc = host->ingest(host->ctx, &env, cb, ud);
 	free(raw);
 	return rc ? rc : 1;
@@ -646,7 +639,7 @@ static void tg_poll_updates(struct tg *t, const json_t *result)
 	const json_t *u;
 
 	if (!n) {
-		tg_later(t, t->cfg->poll_interval_ms - (tg_now_ms() - t->poll_started_ms));
+		tg_later(t, t->cfg->poll_interval_ms - (clock_mono_ms() - t->poll_started_ms));
 		return;
 	}
 	b = calloc(1, sizeof *b);
@@ -767,9 +760,9 @@ static void tg_watchdog_fire(uv_timer_t *h)
 	tg_error(t,
 	         "getUpdates stalled (no answer %" PRId64 " ms after it was sent); polling "
 	         "again",
-	         tg_now_ms() - t->poll_started_ms);
+	         clock_mono_ms() - t->poll_started_ms);
 	log_warn("telegram", "getUpdates stalled; polling again", LOG_S("account", t->base.account),
-	         LOG_I("waited_ms", tg_now_ms() - t->poll_started_ms));
+	         LOG_I("waited_ms", clock_mono_ms() - t->poll_started_ms));
 	/* Its done callback runs now, with SB_ERR_ABORTED, and backs off. */
 	httpc_cancel(t->poll->http);
 }
@@ -787,7 +780,7 @@ static void tg_poll(struct tg *t)
 	    json_pack("{sIsI}", "offset", (json_int_t)t->offset, "timeout", (json_int_t)timeout_s);
 	if (body)
 		json_object_set_new(body, "allowed_updates", tg_allowed_updates(t->cfg));
-	t->poll_started_ms = tg_now_ms();
+	t->poll_started_ms = clock_mono_ms();
 	rc = body ? tg_api(t, "getUpdates", body, (long)(t->cfg->poll_timeout_ms + 2 * grace),
 	                   tg_poll_done, NULL, &t->poll)
 	          : SB_ERR_NOMEM;
@@ -958,7 +951,7 @@ static void tg_bucket_free(void *ud, const char *key, void *value)
 static int64_t tg_rate_wait(struct tg *t, const char *chat)
 {
 	const struct telegram_rate_config *r = &t->cfg->rate;
-	int64_t now = tg_now_ms(), wg, wc;
+	int64_t now = clock_mono_ms(), wg, wc;
 	struct tg_bucket *b = strmap_get(t->buckets, chat);
 
 	if (!b) {

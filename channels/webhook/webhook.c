@@ -43,6 +43,7 @@
 #include "channels/channel.h"
 #include "channels/webhook/webhook_config.h"
 #include "channels/webhook/webhook_verify.h"
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
@@ -127,14 +128,6 @@ struct webhook_later {
 	char *error;
 };
 
-static int64_t webhook_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- responses ---- */
 
 static void webhook_respond(const struct host *host, struct host_http_req *r, int status,
@@ -180,7 +173,7 @@ static void webhook_respond_outcome(struct webhook_req *q, const char *text, con
 static void webhook_log_reject(struct webhook *w, const char *hook, const char *peer, int status,
                                const char *why)
 {
-	int64_t now = webhook_now_ms();
+	int64_t now = clock_mono_ms();
 
 	if (now - w->log_window_ms >= WEBHOOK_LOG_WINDOW_MS) {
 		w->log_window_ms = now;
@@ -230,7 +223,7 @@ static struct webhook_fail_slot *webhook_fail_slot(struct webhook *w, const char
 static int64_t webhook_fail_blocked(struct webhook *w, const struct webhook_hook_config *h,
                                     const char *peer)
 {
-	int64_t now = webhook_now_ms();
+	int64_t now = clock_mono_ms();
 	struct webhook_fail_slot *s;
 
 	if (h->max_auth_failures <= 0)
@@ -245,7 +238,7 @@ static void webhook_fail_count(struct webhook *w, const struct webhook_hook_conf
                                const char *peer)
 {
 	if (h->max_auth_failures > 0)
-		webhook_fail_slot(w, peer, h->name, webhook_now_ms())->count++;
+		webhook_fail_slot(w, peer, h->name, clock_mono_ms())->count++;
 }
 
 /* ---- the reply cache ---- */
@@ -293,7 +286,7 @@ static struct webhook_seen *webhook_seen_get(struct webhook *w, const char *hook
 {
 	char key[WEBHOOK_NAME_MAX + WEBHOOK_EVENT_ID_MAX + 4];
 	struct webhook_seen *s;
-	int64_t now = webhook_now_ms();
+	int64_t now = clock_mono_ms();
 
 	webhook_seen_key(key, sizeof key, hook, event_id);
 	s = strmap_get(w->seen, key);
@@ -345,7 +338,7 @@ static void webhook_seen_answer(struct webhook *w, const char *hook, const char 
 	w->seen_bytes += webhook_seen_size(s);
 	/* Over the byte budget: the oldest go (never s, the newest). */
 	if (w->seen_bytes > WEBHOOK_SEEN_BYTES_MAX && w->seen_head != s)
-		webhook_seen_trim(w, webhook_now_ms(), 0);
+		webhook_seen_trim(w, clock_mono_ms(), 0);
 }
 
 /* ---- requests waiting for the host ---- */
@@ -525,7 +518,7 @@ static int webhook_verify(const struct host *host, const struct webhook_hook_con
 	char a[WEBHOOK_HDR_MAX], b[64], c[WEBHOOK_HDR_MAX];
 	unsigned char key[WEBHOOK_KEY_MAX];
 	size_t key_len = 0;
-	int64_t now = webhook_now_ms() / 1000;
+	int64_t now = clock_wall_ms() / 1000;
 	int rc = SB_ERR_PERM;
 
 	switch (h->verify) {
@@ -669,7 +662,7 @@ static int webhook_accept(struct webhook *w, const struct webhook_hook_config *h
 	 * from outside, whoever signed it. */
 	env.mentioned = true;
 	env.untrusted = true;
-	env.received_at = webhook_now_ms();
+	env.received_at = clock_wall_ms();
 	env.raw = raw;
 	rc = host->ingest(host->ctx, &env, webhook_ingested, q);
 	if (rc) {
@@ -893,7 +886,7 @@ static int webhook_send_callback(struct webhook *w, const struct webhook_hook_co
 	struct httpc_request req;
 	struct webhook_out *o = NULL;
 	char *body = NULL, *id = NULL;
-	int64_t now = webhook_now_ms() / 1000;
+	int64_t now = clock_wall_ms() / 1000;
 	int rc = SB_ERR_AGAIN;
 
 	if (!http)

@@ -28,6 +28,7 @@
 #include <uv.h>
 
 #include "gateway/pipeline/approvals_notify.h"
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/daemon/daemon_internal.h"
@@ -711,12 +712,7 @@ static void daemon_announce(struct daemon *d)
 	int port = d->opt->port > 0 ? d->opt->port : (int)d->cfg->gateway.port;
 	const char *bind = d->cfg->gateway.bind;
 	char url[300];
-	struct timespec ts;
-	double ms;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ms = (double)((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - d->started_ns) /
-	     1e6;
+	double ms = (double)(clock_mono_ns() - d->started_ns) / 1e6;
 	snprintf(url, sizeof url, strchr(bind, ':') ? "http://[%s]:%d" : "http://%s:%d", bind,
 	         port);
 	log_info("gateway", "ready", LOG_S("listen", url), LOG_S("home", d->opt->home),
@@ -802,14 +798,12 @@ int daemon_run(const struct daemon_options *opt)
 {
 	struct daemon *d;
 	struct cfg_errors errs;
-	struct timespec ts;
 	int rc = 1;
 
 	d = calloc(1, sizeof *d);
 	if (!d)
 		return 1;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	d->started_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	d->started_ns = clock_mono_ns();
 	d->opt = opt;
 	d->lock_fd = -1;
 	metrics_init(&d->metrics);

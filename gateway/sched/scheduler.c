@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "gateway/config/config.h"
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/core/num.h"
@@ -124,12 +125,10 @@ static void sched_clock_init(struct scheduler *s)
 {
 	const char *now = getenv("SWITCHBOARD_TEST_NOW"),
 	           *rate = getenv("SWITCHBOARD_TEST_CLOCK_RATE");
-	struct timespec ts;
 	int64_t v;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
 	s->clock_real_ms = uv_hrtime() / 1000000;
-	s->clock_base_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	s->clock_base_ms = clock_wall_ms();
 	s->clock_rate = 1;
 	if (now && *now && cron_parse_time(now, NULL, &v) == SB_OK) {
 		s->clock_base_ms = v;
