@@ -30,6 +30,12 @@
 
 struct channel;
 
+/* The most accounts one channel section may declare (each becomes an
+ * instance), and the most adapters the registry holds: the daemon holds
+ * their product of instances, so whatever validates also starts. */
+#define CHANNEL_ACCOUNTS_MAX 32
+#define CHANNEL_ADAPTERS_MAX 8
+
 /* One outbox entry to deliver. Strings borrowed for the call. */
 struct channel_outbound {
 	int64_t outbox_id;
@@ -91,7 +97,7 @@ struct channel_ops {
 struct channel {
 	const struct channel_ops *ops;
 	const struct host *host;
-	char account[64];
+	char account[ENVELOPE_ACCOUNT_MAX + 1];
 };
 
 /* The adapters (one file each). */

@@ -57,6 +57,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "channels/adapter.h"
 #include "channels/channel.h"
 #include "channels/slack/slack.h"
 #include "channels/slack/slack_config.h"
@@ -68,8 +69,6 @@
 #define SLACK_HDR_MAX 256
 #define SLACK_ERR_MAX 256
 #define SLACK_URL_MAX 2048
-#define SLACK_LOG_BURST 20
-#define SLACK_LOG_WINDOW_MS 60000
 #define SLACK_BACKOFF_MIN_MS 1000
 #define SLACK_API_MAX_BYTES (1u << 20)
 #define SLACK_RETRY_AFTER_DEFAULT_MS 1000
@@ -112,10 +111,7 @@ struct slack {
 	struct slack_req *reqs;
 	struct slack_env *envs;
 	struct slack_send *sends;
-	/* refusals are logged, at most SLACK_LOG_BURST a minute */
-	int64_t log_window_ms;
-	int log_count;
-	int64_t log_suppressed;
+	struct channel_ratelog rejects; /* refusals logged, at most CHANNEL_LOG_BURST a minute */
 };
 
 typedef void (*slack_api_cb)(struct slack *s, void *ud, int rc, const struct httpc_response *resp,
@@ -159,7 +155,7 @@ struct slack_send {
 	char **chunks;
 	size_t n, i;
 	char *channel, *thread_ts, *key, *first_ts;
-	char ns[96];
+	char ns[sizeof "slack:" + ENVELOPE_ACCOUNT_MAX];
 };
 
 /* Doubly-linked list helpers for the four kinds above (each has s, prev,
@@ -196,21 +192,13 @@ static void slack_error(struct slack *s, const char *what)
 /* Logs a refused request (never with secret material), rate-limited. */
 static void slack_log_reject(struct slack *s, const char *peer, int status, const char *why)
 {
-	int64_t now = clock_mono_ms();
+	int64_t suppressed = 0;
 
-	if (now - s->log_window_ms >= SLACK_LOG_WINDOW_MS) {
-		s->log_window_ms = now;
-		s->log_count = 0;
-	}
-	if (s->log_count >= SLACK_LOG_BURST) {
-		s->log_suppressed++;
+	if (!channel_ratelog_take(&s->rejects, &suppressed))
 		return;
-	}
-	s->log_count++;
 	log_warn("slack", "event request refused", LOG_S("account", s->base.account),
 	         LOG_S("peer", peer ? peer : ""), LOG_I("status", status), LOG_S("why", why),
-	         LOG_I("suppressed_before", s->log_suppressed));
-	s->log_suppressed = 0;
+	         LOG_I("suppressed_before", suppressed));
 }
 
 /* ---- timers (heap handles, so that destroy need not wait for them) ---- */
@@ -1259,8 +1247,10 @@ static int slack_create(struct channel **out, const struct host *host, const cha
 
 	if (!s)
 		return SB_ERR_NOMEM;
-	s->base.host = host;
-	snprintf(s->base.account, sizeof s->base.account, "%s", account ? account : "default");
+	if (channel_init(&s->base, host, account) != SB_OK) {
+		free(s);
+		return SB_ERR_TOOBIG;
+	}
 	s->cfg = config;
 	s->acct = slack_config_find(s->cfg, s->base.account);
 	s->mode = s->acct ? s->acct->mode : SLACK_MODE_EVENTS;

@@ -16,9 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "channels/channel.h"
 #include "gateway/core/cfg.h"
 
-#define SLACK_ID_MAX 64
 #define SLACK_PATH_PREFIX "/slack/"
 #define SLACK_PATH_MAX 256
 #define SLACK_DEFAULT_API_BASE "https://slack.com/api/"
@@ -73,7 +73,7 @@ extern const char *const slack_thread_names[];
 		.offset = offsetof(stype, smember.accounts),                                       \
 		.count_offset = offsetof(stype, smember.n_accounts),                               \
 		.min = 0,                                                                          \
-		.max = 32,                                                                         \
+		.max = CHANNEL_ACCOUNTS_MAX,                                                       \
 		.section = &slack_account_section,                                                 \
 		.doc = "The Slack workspaces (one app installation each): tokens, how events "     \
 		       "arrive (Events API or Socket Mode) and how replies are posted "            \

@@ -40,6 +40,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "channels/adapter.h"
 #include "channels/channel.h"
 #include "channels/telegram/telegram.h"
 #include "channels/telegram/telegram_config.h"
@@ -57,8 +58,6 @@
 #define TG_TYPING_EVERY_MS 4000
 #define TG_PROGRESS_MAX 4096
 #define TG_BUCKETS_MAX 4096
-#define TG_LOG_BURST 20
-#define TG_LOG_WINDOW_MS 60000
 #define TG_SECRET_HEADER "x-telegram-bot-api-secret-token"
 #define TG_NS_PREFIX "telegram:"
 
@@ -149,7 +148,7 @@ struct tg {
 	bool removed;
 	char *token, *api;
 	int mode;
-	char ns[sizeof TG_NS_PREFIX + 64];
+	char ns[sizeof TG_NS_PREFIX + ENVELOPE_ACCOUNT_MAX];
 	int64_t bot_id;
 	char *bot_username;
 	bool started, stopping, closing, routed, got_me, set_webhook_done;
@@ -176,19 +175,12 @@ struct tg {
 	bool connected;
 	int64_t last_event_ms, last_error_ms;
 	char last_error[256];
-	int64_t log_window_ms;
-	int log_count;
+	struct channel_ratelog logs; /* at most CHANNEL_LOG_BURST lines a minute */
 };
 
 static bool tg_log_allowed(struct tg *t)
 {
-	int64_t now = clock_mono_ms();
-
-	if (now - t->log_window_ms >= TG_LOG_WINDOW_MS) {
-		t->log_window_ms = now;
-		t->log_count = 0;
-	}
-	return t->log_count++ < TG_LOG_BURST;
+	return channel_ratelog_take(&t->logs, NULL);
 }
 
 static void tg_error(struct tg *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -1418,8 +1410,12 @@ static int tg_create(struct channel **out, const struct host *host, const char *
 		free(t);
 		return SB_ERR_NOMEM;
 	}
-	t->base.host = host;
-	snprintf(t->base.account, sizeof t->base.account, "%s", account ? account : "default");
+	if (channel_init(&t->base, host, account) != SB_OK) {
+		strmap_free(t->progress);
+		strmap_free(t->buckets);
+		free(t);
+		return SB_ERR_TOOBIG;
+	}
 	snprintf(t->ns, sizeof t->ns, "%s%s", TG_NS_PREFIX, t->base.account);
 	t->cfg = telegram_config_find(config, t->base.account);
 	if (t->cfg)

@@ -16,9 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "channels/channel.h"
 #include "gateway/core/cfg.h"
 
-#define TELEGRAM_ID_MAX 63
 #define TELEGRAM_PATH_MAX 256
 #define TELEGRAM_CHUNK_MAX 4096 /* Telegram's limit for one message's text */
 #define TELEGRAM_DEFAULT_API "https://api.telegram.org"
@@ -87,7 +87,7 @@ extern const char *const telegram_parse_mode_names[];
 		.offset = offsetof(stype, smember.accounts),                                       \
 		.count_offset = offsetof(stype, smember.n_accounts),                               \
 		.min = 0,                                                                          \
-		.max = 16,                                                                         \
+		.max = CHANNEL_ACCOUNTS_MAX,                                                       \
 		.section = &telegram_account_section,                                              \
 		.doc = "The bots: one entry per bot token, each a channel account of its own "     \
 		       "(docs/channels/telegram.md).",                                             \

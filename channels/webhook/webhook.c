@@ -40,6 +40,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "channels/adapter.h"
 #include "channels/channel.h"
 #include "channels/webhook/webhook_config.h"
 #include "channels/webhook/webhook_verify.h"
@@ -54,8 +55,6 @@
 #define WEBHOOK_SEEN_MAX 4096
 #define WEBHOOK_SEEN_BYTES_MAX ((size_t)16 << 20) /* reply texts held, in all */
 #define WEBHOOK_SEEN_TTL_MS (15LL * 60 * 1000)
-#define WEBHOOK_LOG_BURST 20
-#define WEBHOOK_LOG_WINDOW_MS 60000
 /* Failed verifications are counted per (address, hook) in a fixed table: a
  * flood from many addresses evicts old slots instead of growing memory. */
 #define WEBHOOK_FAIL_SLOTS 512
@@ -92,9 +91,7 @@ struct webhook {
 	struct webhook_seen *seen_head, *seen_tail;
 	size_t seen_bytes; /* text and status bytes held */
 	/* Rejections are logged, at most WEBHOOK_LOG_BURST a minute. */
-	int64_t log_window_ms;
-	int log_count;
-	int64_t log_suppressed;
+	struct channel_ratelog rejects;
 	struct webhook_fail_slot fails[WEBHOOK_FAIL_SLOTS];
 };
 
@@ -116,16 +113,6 @@ struct webhook_out {
 	channel_send_cb cb;
 	void *ud;
 	char *msg_id;
-};
-
-/* A send outcome reported from a timer: cb must run later, never inside
- * send. */
-struct webhook_later {
-	uv_timer_t timer;
-	channel_send_cb cb;
-	void *ud;
-	struct channel_send_result res;
-	char *error;
 };
 
 /* ---- responses ---- */
@@ -173,21 +160,13 @@ static void webhook_respond_outcome(struct webhook_req *q, const char *text, con
 static void webhook_log_reject(struct webhook *w, const char *hook, const char *peer, int status,
                                const char *why)
 {
-	int64_t now = clock_mono_ms();
+	int64_t suppressed = 0;
 
-	if (now - w->log_window_ms >= WEBHOOK_LOG_WINDOW_MS) {
-		w->log_window_ms = now;
-		w->log_count = 0;
-	}
-	if (w->log_count >= WEBHOOK_LOG_BURST) {
-		w->log_suppressed++;
+	if (!channel_ratelog_take(&w->rejects, &suppressed))
 		return;
-	}
-	w->log_count++;
 	log_warn("webhook", "delivery refused", LOG_S("hook", hook ? hook : ""),
 	         LOG_S("peer", peer ? peer : ""), LOG_I("status", status), LOG_S("why", why),
-	         LOG_I("suppressed_before", w->log_suppressed));
-	w->log_suppressed = 0;
+	         LOG_I("suppressed_before", suppressed));
 }
 
 /* ---- failed verifications ---- */
@@ -746,45 +725,6 @@ static void webhook_on_request(void *ud, struct host_http_req *r)
 
 /* ---- outbound ---- */
 
-static void webhook_later_closed(uv_handle_t *h)
-{
-	struct webhook_later *l = h->data;
-
-	free(l->error);
-	free(l);
-}
-
-static void webhook_later_fire(uv_timer_t *t)
-{
-	struct webhook_later *l = t->data;
-
-	l->res.error = l->error;
-	l->cb(l->ud, &l->res);
-	uv_close((uv_handle_t *)t, webhook_later_closed);
-}
-
-/* Reports res (its error copied) to cb from a timer. */
-static int webhook_report_later(struct webhook *w, const struct channel_send_result *res,
-                                channel_send_cb cb, void *ud)
-{
-	struct webhook_later *l = calloc(1, sizeof *l);
-
-	if (!l)
-		return SB_ERR_NOMEM;
-	l->cb = cb;
-	l->ud = ud;
-	l->res = *res;
-	l->res.channel_msg_id = NULL;
-	if (res->error && !(l->error = strdup(res->error))) {
-		free(l);
-		return SB_ERR_NOMEM;
-	}
-	uv_timer_init(w->base.host->loop, &l->timer);
-	l->timer.data = l;
-	uv_timer_start(&l->timer, webhook_later_fire, 0, 0);
-	return SB_OK;
-}
-
 static void webhook_out_unlink(struct webhook_out *o)
 {
 	struct webhook *w = o->w;
@@ -954,7 +894,7 @@ static int webhook_send(struct channel *c, const struct channel_outbound *msg, c
 	if (!json_is_object(payload)) {
 		res.rc = SB_ERR_INVAL;
 		res.error = "the reply payload is not a JSON object";
-		rc = webhook_report_later(w, &res, cb, ud);
+		rc = channel_report_later(w->base.host, &res, cb, ud);
 		goto out;
 	}
 	if (!h) {
@@ -962,7 +902,7 @@ static int webhook_send(struct channel *c, const struct channel_outbound *msg, c
 		         msg->account ? msg->account : "");
 		res.rc = SB_ERR_NOTFOUND;
 		res.error = why;
-		rc = webhook_report_later(w, &res, cb, ud);
+		rc = channel_report_later(w->base.host, &res, cb, ud);
 		goto out;
 	}
 	if (h->mode == WEBHOOK_MODE_CALLBACK) {
@@ -976,7 +916,7 @@ static int webhook_send(struct channel *c, const struct channel_outbound *msg, c
 		                    json_string_value(json_object_get(payload, "reply_to")),
 		                    json_string_value(json_object_get(payload, "text")),
 		                    json_string_value(json_object_get(payload, "status")));
-	rc = webhook_report_later(w, &res, cb, ud);
+	rc = channel_report_later(w->base.host, &res, cb, ud);
 out:
 	json_decref(payload);
 	return rc;
@@ -1009,8 +949,11 @@ static int webhook_create(struct channel **out, const struct host *host, const c
 		free(w);
 		return SB_ERR_NOMEM;
 	}
-	w->base.host = host;
-	snprintf(w->base.account, sizeof w->base.account, "%s", account ? account : "default");
+	if (channel_init(&w->base, host, account) != SB_OK) {
+		strmap_free(w->seen);
+		free(w);
+		return SB_ERR_TOOBIG;
+	}
 	w->cfg = config; /* channel.h: the adapter's own settings */
 	*out = &w->base;
 	return SB_OK;

@@ -667,9 +667,8 @@ static int daemon_start_parts(struct daemon *d)
 				          LOG_S("error", sb_strerror(rc)));
 				return rc;
 			}
+			/* The adapter set host and account (channel_init). */
 			c->ops = ops;
-			c->host = &d->host;
-			snprintf(c->account, sizeof c->account, "%s", accounts[k]);
 			d->channels[d->n_channels++] = c;
 			if (ops->start && (rc = ops->start(c))) {
 				log_error("gateway", "a channel failed to start",
