@@ -41,6 +41,7 @@ static const struct main_command main_commands[] = {
     {"devices", cli_devices, "list, approve or revoke control-plane devices"},
     {"workspace", cli_workspace, "show, log or create an agent's workspace versions"},
     {"cron", cli_cron, "list, add, remove or run scheduled jobs, and show their runs"},
+    {"dashboard", cli_dashboard, "open the web UI, signed in with a one-time code"},
     {"approvals", cli_approvals, "list, approve or deny tool calls waiting for the operator"},
     {"doctor", cli_doctor, "check the sandbox and the permission settings"},
     {"version", main_version, "print the version"},

@@ -13,6 +13,9 @@ pkgs=(build-essential cmake pkg-config
       tzdata)
 if [ "$what" = test ]; then
   pkgs+=(libcmocka-dev sqlite3 clang)
+  # The web UI's browser test (tests/browser/): headless chromium driven by
+  # playwright-core from npm, and a font to render the pages' screenshots.
+  pkgs+=(chromium fonts-dejavu-core)
   # The test peers are Node.js programs; a node already on PATH will do.
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 fi

@@ -46,6 +46,11 @@ static bool workspace_git(void)
 	return workspace_git_ok;
 }
 
+bool workspace_git_ready(void)
+{
+	return workspace_git();
+}
+
 /* ---- the cache ---- */
 
 struct ws_file {

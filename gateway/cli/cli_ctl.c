@@ -408,7 +408,7 @@ static void ctl_resolved(void *ud, int rc, const char *addr)
 	i.port = c->port;
 	i.path = c->path;
 	i.host = c->host;
-	i.origin = c->host;
+	i.origin = NULL; /* not a browser: no Origin header */
 	i.ssl_connection = c->tls ? LCCSCF_USE_SSL : 0;
 	i.local_protocol_name = ctl_protocols[0].name; /* no subprotocol is asked for */
 	i.ietf_version_or_minus_one = -1;

@@ -43,6 +43,10 @@ struct cli_ctl_common {
 int cli_ctl_call(const struct cli_ctl_common *o, const char *verb, const char *method,
                  json_t *params, void (*print)(const json_t *payload));
 
+/* switchboard dashboard: the web UI's address with a one-time sign-in code
+ * (gateway/cli/cli_dashboard.c). */
+int cli_dashboard(int argc, char **argv);
+
 /* switchboard cron list|add|rm|run|runs (gateway/cli/cli_cron.c). */
 int cli_cron(int argc, char **argv);
 

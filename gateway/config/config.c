@@ -75,7 +75,7 @@ static int config_control_check(void *obj, struct cfg_error_ctx *ctx)
 {
 	const struct config_control *c = obj;
 	int added = 0;
-	char key[32];
+	char key[48];
 
 	for (size_t i = 0; i < c->n_paths; i++) {
 		const char *p = c->paths[i];
@@ -84,6 +84,19 @@ static int config_control_check(void *obj, struct cfg_error_ctx *ctx)
 			continue;
 		snprintf(key, sizeof key, "paths[%zu]", i);
 		cfg_error_add(ctx, key, "write a path such as /ws", "\"%s\" is not a path", p);
+		added++;
+	}
+	for (size_t i = 0; i < c->n_allowed_origins; i++) {
+		const char *o = c->allowed_origins[i];
+		const char *host = strncmp(o, "http://", 7) == 0    ? o + 7
+		                   : strncmp(o, "https://", 8) == 0 ? o + 8
+		                                                    : NULL;
+
+		if (host && *host && !strpbrk(host, "/?# \t*"))
+			continue;
+		snprintf(key, sizeof key, "allowed_origins[%zu]", i);
+		cfg_error_add(ctx, key, "write scheme://host[:port], e.g. https://gw.example.com",
+		              "\"%s\" is not an origin (no path, no wildcard)", o);
 		added++;
 	}
 	if (c->max_buffered < c->max_payload) {
@@ -184,6 +197,20 @@ static const struct cfg_key config_control_keys[] = {
         .def = "60s",
         .doc = "How long a locked-out address is refused (`RATE_LIMITED`).",
     },
+    {
+        .name = "allowed_origins",
+        .type = CFG_STRING_LIST,
+        .offset = offsetof(struct config_control, allowed_origins),
+        .count_offset = offsetof(struct config_control, n_allowed_origins),
+        .min = 0,
+        .max = 16,
+        .doc = "Browser origins (`scheme://host[:port]`, e.g. `https://gw.example.com` behind "
+               "a TLS proxy) whose pages may open the control plane and sign in to the web "
+               "UI; a WebSocket upgrade that sends another `Origin` is refused. Unset: the "
+               "gateway's own address, `http://127.0.0.1:PORT`, `http://localhost:PORT` and "
+               "`http://[::1]:PORT` (and `http://BIND:PORT` for a specific `bind`). Clients "
+               "that send no `Origin` (the CLI, scripts) are not affected.",
+    },
 };
 
 static const struct cfg_section config_control_section = {
@@ -193,6 +220,46 @@ static const struct cfg_section config_control_section = {
     .nkeys = sizeof config_control_keys / sizeof config_control_keys[0],
     .check = config_control_check,
     .doc = "The WebSocket control plane on the gateway port.",
+};
+
+static const struct cfg_key config_ui_keys[] = {
+    {
+        .name = "enabled",
+        .type = CFG_BOOL,
+        .offset = offsetof(struct config_ui, enabled),
+        .def = "true",
+        .flags = CFG_RESTART,
+        .doc = "Serve the web UI (control pages and web chat, docs/ui.md) at `/` on the "
+               "gateway port. It needs the control plane.",
+    },
+    {
+        .name = "session_ttl",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct config_ui, session_ttl_ms),
+        .min = 60000,
+        .max = 30LL * 86400000,
+        .def = "12h",
+        .doc = "How long a browser stays signed in (an HttpOnly cookie; sign-ins are kept in "
+               "memory, so a restart signs every browser out).",
+    },
+    {
+        .name = "code_ttl",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct config_ui, code_ttl_ms),
+        .min = 10000,
+        .max = 3600000,
+        .def = "2m",
+        .doc = "How long the one-time sign-in code of `switchboard dashboard` is valid (it "
+               "works once).",
+    },
+};
+
+static const struct cfg_section config_ui_section = {
+    .name = "ui",
+    .size = sizeof(struct config_ui),
+    .keys = config_ui_keys,
+    .nkeys = sizeof config_ui_keys / sizeof config_ui_keys[0],
+    .doc = "The web UI on the gateway port.",
 };
 
 static const struct cfg_key config_gateway_keys[] = {
@@ -281,6 +348,13 @@ static const struct cfg_key config_gateway_keys[] = {
         .offset = offsetof(struct config_gateway, control),
         .section = &config_control_section,
         .doc = "The WebSocket control plane (docs/protocol.md).",
+    },
+    {
+        .name = "ui",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct config_gateway, ui),
+        .section = &config_ui_section,
+        .doc = "The web UI (docs/ui.md).",
     },
 };
 

@@ -35,6 +35,18 @@ struct config_control {
 	int64_t auth_failures;        /* failed connects per address within auth_window ... */
 	int64_t auth_window_ms;
 	int64_t lockout_ms; /* ... lock the address out this long */
+	/* Browser origins ("https://gw.example.com") that may open the control
+	 * plane and sign in to the web UI; none: the gateway's own address on
+	 * loopback (gateway/http/origin.h). */
+	char **allowed_origins;
+	size_t n_allowed_origins;
+};
+
+/* The web UI on the gateway port (gateway/ui/, docs/ui.md). */
+struct config_ui {
+	bool enabled;
+	int64_t session_ttl_ms; /* a browser sign-in lasts this long */
+	int64_t code_ttl_ms;    /* a one-time code of `switchboard dashboard` */
 };
 
 struct config_gateway {
@@ -47,6 +59,7 @@ struct config_gateway {
 	char *auth_token;            /* secret; required for a non-loopback bind */
 	bool watch_config;           /* reload when the file changes */
 	struct config_control control;
+	struct config_ui ui;
 };
 
 enum config_log_level { CONFIG_LOG_DEBUG, CONFIG_LOG_INFO, CONFIG_LOG_WARN, CONFIG_LOG_ERROR };

@@ -40,6 +40,7 @@
 #include "gateway/core/secret.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
+#include "gateway/http/origin.h"
 
 #define CONTROL_CHAT_THROTTLE_MS 150
 #define CONTROL_PING_MS 30000
@@ -425,6 +426,13 @@ static void control_broadcast(struct control *ctl, const char *session_key, unsi
 	free(text);
 }
 
+void control_drop_web(struct control *ctl, const unsigned char *hash, const char *reason)
+{
+	for (struct control_conn *c = ctl->conns; c; c = c->next)
+		if (c->via_web && sodium_memcmp(c->web_hash, hash, CONTROL_WEB_HASH) == 0)
+			control_close(c, SERVER_WS_POLICY, reason);
+}
+
 void control_drop_device(struct control *ctl, const char *device_id)
 {
 	for (struct control_conn *c = ctl->conns; c; c = c->next)
@@ -464,7 +472,7 @@ static struct control_lock *control_lock_find(struct control *ctl, const char *a
 }
 
 /* Milliseconds addr stays locked out; 0 when it is not. */
-static int64_t control_locked(struct control *ctl, const char *addr)
+int64_t control_locked(struct control *ctl, const char *addr)
 {
 	struct control_lock *l = control_lock_find(ctl, addr, false);
 	int64_t now = (int64_t)uv_now(ctl->ctx.loop);
@@ -472,7 +480,7 @@ static int64_t control_locked(struct control *ctl, const char *addr)
 	return l && l->locked_until > now ? l->locked_until - now : 0;
 }
 
-static void control_auth_failed(struct control *ctl, const char *addr)
+void control_auth_failed(struct control *ctl, const char *addr)
 {
 	struct config *cfg = ctl->ctx.host->config(ctl->ctx.host->ctx);
 	const struct config_control *cc = &cfg->gateway.control;
@@ -497,7 +505,7 @@ static void control_auth_failed(struct control *ctl, const char *addr)
 
 /* ---- authentication ---- */
 
-static bool control_gateway_token(struct control *ctl, const char *token)
+bool control_gateway_token(struct control *ctl, const char *token)
 {
 	struct config *cfg = ctl->ctx.host->config(ctl->ctx.host->ctx);
 	bool ok =
@@ -688,6 +696,8 @@ static json_t *control_hello_ok(struct control_conn *c, const char *device_token
 
 	for (size_t i = 0; methods && control_methods[i].name; i++)
 		json_array_append_new(methods, json_string(control_methods[i].name));
+	for (size_t i = 0; methods && control_ops_methods[i].name; i++)
+		json_array_append_new(methods, json_string(control_ops_methods[i].name));
 	for (size_t i = 0; events && i < sizeof control_event_names / sizeof *control_event_names;
 	     i++)
 		json_array_append_new(events, json_string(control_event_names[i]));
@@ -992,6 +1002,20 @@ static void control_connect(struct control_conn *c, const json_t *id, const json
 		                  h.client_mode, NULL, NULL);
 		goto out;
 	}
+	if (!h.token && !h.device_token && !h.device && c->has_cookie) {
+		/* A signed-in browser: the session cookie came with the upgrade. */
+		unsigned granted = control_web_session_scopes(ctl, c->web_hash);
+
+		if (!granted) {
+			control_auth_refused(c, id, "the web session is not valid (signed out or "
+			                            "expired); sign in again");
+			goto out;
+		}
+		c->via_web = true;
+		control_connected(c, id, h.protocol, h.want & granted, h.client_id,
+		                  h.client_mode, NULL, NULL);
+		goto out;
+	}
 	k = calloc(1, sizeof *k);
 	if (!k) {
 		control_refuse(c, id, CONTROL_E_INTERNAL, "out of memory", NULL,
@@ -1182,6 +1206,8 @@ static int control_on_open(void *ud, struct server_ws *ws, void **conn)
 	snprintf(c->conn_id, sizeof c->conn_id, "c%" PRIu64 "-%08" PRIx32, ++ctl->next_conn,
 	         randombytes_random());
 	snprintf(c->peer, sizeof c->peer, "%s", server_ws_peer(ws));
+	snprintf(c->origin, sizeof c->origin, "%s", server_ws_origin(ws));
+	c->has_cookie = control_web_cookie_hash(ctl, server_ws_cookie(ws), c->web_hash);
 	randombytes_buf(raw, sizeof raw);
 	sodium_bin2hex(c->nonce, sizeof c->nonce, raw, sizeof raw);
 	c->challenge_ts = clock_wall_ms();
@@ -1192,13 +1218,25 @@ static int control_on_open(void *ud, struct server_ws *ws, void **conn)
 		uv_timer_start(c->handshake, control_handshake_expired,
 		               (uint64_t)cfg->gateway.control.handshake_timeout_ms, 0);
 	}
-	config_unref(cfg);
 	c->next = ctl->conns;
 	if (ctl->conns)
 		ctl->conns->prev = c;
 	ctl->conns = c;
 	ctl->n_conns++;
 	*conn = c;
+	/* A browser page (it sends Origin as scheme://host; other clients send
+	 * none, or lws' bare host name) must be one of the allowed origins, or
+	 * any site the operator visits could talk to the gateway on loopback
+	 * with the browser's cookie. */
+	if (origin_from_browser(server_ws_origin(ws)) && !origin_allowed(cfg, ctl->port, server_ws_origin(ws))) {
+		log_info("control", "connection refused: origin not allowed",
+		         LOG_S("origin", server_ws_origin(ws)), LOG_S("peer", c->peer),
+		         LOG_S("hint", "add it to gateway.control.allowed_origins"));
+		config_unref(cfg);
+		control_close(c, SERVER_WS_POLICY, "origin not allowed");
+		return SB_OK;
+	}
+	config_unref(cfg);
 	challenge = json_pack("{ss sI}", "nonce", c->nonce, "ts", (json_int_t)c->challenge_ts);
 	control_send_event(c, "connect.challenge", challenge);
 	return SB_OK;
@@ -1473,6 +1511,8 @@ static void control_free(struct control *ctl)
 		sodium_memzero(ctl->file_token, strlen(ctl->file_token));
 		free(ctl->file_token);
 	}
+	sodium_memzero(ctl->codes, sizeof ctl->codes);
+	sodium_memzero(ctl->web, sizeof ctl->web);
 	free(ctl);
 }
 
@@ -1509,6 +1549,7 @@ static int control_start(const struct gateway_ctx *ctx, void **state)
 		goto out;
 	ctl->ctx = *ctx;
 	ctl->started_ms = uv_now(ctx->loop);
+	ctl->port = server_port(ctx->server);
 	ctl->tick_ms = cc->tick_interval_ms;
 	ctl->max_buffered = cc->max_buffered;
 	if (strmap_new(&ctl->runs) != SB_OK)
@@ -1540,6 +1581,8 @@ static int control_start(const struct gateway_ctx *ctx, void **state)
 		}
 		ctl->n_eps++;
 	}
+	if ((rc = control_web_start(ctl)) != SB_OK)
+		goto out;
 	log_info("control", "serving the control plane", LOG_S("path", paths[0]),
 	         LOG_I("paths", (int64_t)n_paths), LOG_I("tick_ms", cc->tick_interval_ms));
 	*state = ctl;

@@ -30,6 +30,10 @@
 #define CONTROL_LOCKOUT_ENTRIES 1024
 #define CONTROL_RUN_TEXT_MAX ((size_t)1 << 20)
 #define CONTROL_INFLIGHT_MAX 64 /* requests of one connection waiting for an answer */
+#define CONTROL_WEB_HASH 32         /* BLAKE2b-256 of a sign-in code or session */
+#define CONTROL_WEB_CODES_MAX 16    /* one-time codes outstanding */
+#define CONTROL_WEB_SESSIONS_MAX 64 /* browsers signed in */
+#define CONTROL_COOKIE_MAX 8192
 
 /* Scopes, each implying the ones below it. */
 enum control_scope {
@@ -70,8 +74,23 @@ struct control_run {
 	uint64_t sent_at;  /* uv_now of the last chat delta; 0 = none yet */
 };
 
+/* A one-time sign-in code (control_web.c). */
+struct control_web_code {
+	unsigned char hash[CONTROL_WEB_HASH];
+	unsigned scopes;
+	int64_t expires_at; /* unix ms */
+};
+
+/* A signed-in browser: its cookie's hash. */
+struct control_web_session {
+	unsigned char hash[CONTROL_WEB_HASH];
+	unsigned scopes;
+	int64_t created_at, expires_at; /* unix ms */
+};
+
 struct control {
 	struct gateway_ctx ctx;
+	int port; /* gateway.port at start (the cookie's name) */
 	struct server_ws_endpoint *eps[4];
 	size_t n_eps;
 	struct events_sub *sub;
@@ -90,6 +109,10 @@ struct control {
 	bool draining;
 	struct control_lock locks[CONTROL_LOCKOUT_ENTRIES];
 	size_t n_locks;
+	struct control_web_code codes[CONTROL_WEB_CODES_MAX];
+	size_t n_codes;
+	struct control_web_session web[CONTROL_WEB_SESSIONS_MAX];
+	size_t n_web;
 };
 
 struct control_conn {
@@ -110,6 +133,10 @@ struct control_conn {
 	char client_id[64];
 	char client_mode[32];
 	char device_id[65]; /* "" unless authenticated as a device */
+	char origin[128];   /* the upgrade's Origin ("" for non-browser clients) */
+	bool has_cookie;    /* the upgrade carried a web session cookie ... */
+	unsigned char web_hash[CONTROL_WEB_HASH]; /* ... whose hash this is */
+	bool via_web;                             /* authenticated by it */
 	int64_t seq;        /* events sent */
 	char *subs[CONTROL_SUBS_MAX];
 	size_t n_subs;
@@ -160,6 +187,32 @@ void control_unsubscribe(struct control_conn *c, const char *key);
 /* Closes every connection authenticated as device_id. */
 void control_drop_device(struct control *ctl, const char *device_id);
 
+/* Failed-auth bookkeeping and the gateway token (control.c), shared with
+ * the web sign-in. */
+int64_t control_locked(struct control *ctl, const char *addr);
+void control_auth_failed(struct control *ctl, const char *addr);
+bool control_gateway_token(struct control *ctl, const char *token);
+
+/* Closes every connection authenticated by the web session of hash. */
+void control_drop_web(struct control *ctl, const unsigned char *hash, const char *reason);
+
+/* ---- control_web.c ---- */
+
+/* Registers /auth/login, /auth/logout and /auth/session on the server. */
+int control_web_start(struct control *ctl);
+/* A new one-time sign-in code (base64url, NUL-terminated in code) for a
+ * session with scopes; *expires_at in unix ms. SB_ERR_INVAL when size is
+ * too small. */
+int control_web_code(struct control *ctl, unsigned scopes, char *code, size_t size,
+                     int64_t *expires_at);
+/* "sb_session_<port>". */
+void control_web_cookie_name(const struct control *ctl, char *out, size_t size);
+/* The hash of the session cookie in a Cookie header; false when absent. */
+bool control_web_cookie_hash(const struct control *ctl, const char *cookies,
+                             unsigned char out[CONTROL_WEB_HASH]);
+/* The scopes of a live web session; 0 when there is none with hash. */
+unsigned control_web_session_scopes(struct control *ctl, const unsigned char *hash);
+
 /* ---- control_methods.c ---- */
 
 struct control_method {
@@ -168,8 +221,10 @@ struct control_method {
 	void (*fn)(struct control_conn *c, const json_t *id, json_t *params);
 };
 
-/* The methods, NULL-terminated by name. */
+/* The methods, NULL-terminated by name: the core ones (control_methods.c)
+ * and the operator's pages' (control_ops.c). */
 extern const struct control_method control_methods[];
+extern const struct control_method control_ops_methods[];
 
 const struct control_method *control_method_find(const char *name);
 

@@ -1374,5 +1374,8 @@ const struct control_method *control_method_find(const char *name)
 	for (size_t i = 0; control_methods[i].name; i++)
 		if (strcmp(control_methods[i].name, name) == 0)
 			return &control_methods[i];
+	for (size_t i = 0; control_ops_methods[i].name; i++)
+		if (strcmp(control_ops_methods[i].name, name) == 0)
+			return &control_ops_methods[i];
 	return NULL;
 }

@@ -25,6 +25,44 @@ static size_t log_nsecrets;
 
 static const char *const log_level_names[] = {"debug", "info", "warn", "error"};
 
+/* The last LOG_RING_LINES lines written, each cut at LOG_RING_LINE - 1
+ * bytes (log_ring_read). */
+static char log_ring[LOG_RING_LINES][LOG_RING_LINE];
+static uint64_t log_ring_seq; /* lines written so far; line k is slot (k - 1) % N */
+
+/* Caller holds log_mu. line has no newline. */
+static void log_ring_put(const char *line, size_t len)
+{
+	char *slot = log_ring[log_ring_seq % LOG_RING_LINES];
+
+	if (len >= LOG_RING_LINE) {
+		/* cut on a character boundary */
+		len = LOG_RING_LINE - 1;
+		while (len && ((unsigned char)line[len] & 0xC0) == 0x80)
+			len--;
+	}
+	memcpy(slot, line, len);
+	slot[len] = '\0';
+	log_ring_seq++;
+}
+
+uint64_t log_ring_read(uint64_t after, size_t max, log_ring_cb cb, void *ud)
+{
+	uint64_t first, last;
+
+	pthread_mutex_lock(&log_mu);
+	last = log_ring_seq;
+	first = last > LOG_RING_LINES ? last - LOG_RING_LINES + 1 : 1;
+	if (after + 1 > first)
+		first = after + 1;
+	if (max && last >= first && last - first + 1 > max)
+		first = last - max + 1;
+	for (uint64_t k = first; k <= last && k > 0; k++)
+		cb(ud, k, log_ring[(k - 1) % LOG_RING_LINES]);
+	pthread_mutex_unlock(&log_mu);
+	return last;
+}
+
 void log_configure(enum log_level min, enum log_format fmt, FILE *sink)
 {
 	pthread_mutex_lock(&log_mu);
@@ -266,6 +304,7 @@ void log_emit(enum log_level lvl, const char *module, const char *msg, ...)
 	if (b.len >= LOG_LINE_MAX - 1)
 		b.len = LOG_LINE_MAX - 2;
 	if (b.data) {
+		log_ring_put(b.data, b.len);
 		b.data[b.len++] = '\n';
 		sink = log_sink ? log_sink : stderr;
 		fwrite(b.data, 1, b.len, sink);

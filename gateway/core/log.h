@@ -57,6 +57,19 @@ void log_emit(enum log_level lvl, const char *module, const char *msg, ...);
 void log_format_event(char *out, size_t size, enum log_level lvl, const char *module,
                       const char *msg, const struct log_field *fields, size_t n);
 
+/* The most recent lines are also kept in memory (for the control plane's
+ * logs.tail): LOG_RING_LINES of them, each cut at LOG_RING_LINE - 1 bytes.
+ * Lines are numbered from 1 in the order written. */
+#define LOG_RING_LINES 500
+#define LOG_RING_LINE 512
+
+typedef void (*log_ring_cb)(void *ud, uint64_t seq, const char *line);
+
+/* Calls cb, oldest first, for each kept line numbered above after (at most
+ * the newest max; 0 = all), under the log's lock: cb must not log. Returns
+ * the number of the newest line written (0 before the first). */
+uint64_t log_ring_read(uint64_t after, size_t max, log_ring_cb cb, void *ud);
+
 #define log_debug(mod, ...) log_emit(LOG_DEBUG, (mod), __VA_ARGS__, LOG_END)
 #define log_info(mod, ...) log_emit(LOG_INFO, (mod), __VA_ARGS__, LOG_END)
 #define log_warn(mod, ...) log_emit(LOG_WARN, (mod), __VA_ARGS__, LOG_END)

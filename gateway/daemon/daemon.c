@@ -230,6 +230,8 @@ static void daemon_reload_done(uv_work_t *w, int status)
 	d->reloading = false;
 	if (status != 0 || d->state >= DAEMON_STOPPING)
 		goto out;
+	d->metrics.config_last_reload_ms = clock_wall_ms();
+	d->metrics.config_last_reload_ok = r->rc == SB_OK;
 	if (r->rc) {
 		d->metrics.config_reloads_failed++;
 		if (r->errs.n)
@@ -247,6 +249,7 @@ static void daemon_reload_done(uv_work_t *w, int status)
 	gen = daemon_gen_new(d, r->next);
 	if (!gen) {
 		d->metrics.config_reloads_failed++;
+		d->metrics.config_last_reload_ok = false;
 		log_error("config", "reload rejected: the model providers cannot be set up");
 		goto out;
 	}

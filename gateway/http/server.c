@@ -43,6 +43,7 @@ struct server {
 	uv_loop_t *loop;
 	char *bind;
 	size_t max_body;
+	int port;
 	int max_connections;
 	int connections;
 	size_t pending; /* requests not yet freed */
@@ -427,6 +428,7 @@ int server_start(struct server **out, uv_loop_t *loop, const struct server_optio
 		goto out;
 	s->loop = loop;
 	s->max_body = opt->max_body_bytes;
+	s->port = opt->port;
 	s->max_connections = opt->max_connections > 0 ? opt->max_connections : 1024;
 	s->metrics = opt->metrics;
 	s->accepting = true;
@@ -498,6 +500,11 @@ void server_drain(struct server *s)
 		return;
 	s->draining = true;
 	server_ws_hub_drain(s->ws);
+}
+
+int server_port(const struct server *s)
+{
+	return s ? s->port : 0;
 }
 
 size_t server_busy(const struct server *s)

@@ -65,6 +65,9 @@ int server_route(struct server *s, const char *name, const char *path, unsigned 
  * balancers and senders go elsewhere while requests in flight finish. */
 void server_drain(struct server *s);
 
+/* The port it listens on. */
+int server_port(const struct server *s);
+
 /* Requests not yet answered, plus connections still open. */
 size_t server_busy(const struct server *s);
 

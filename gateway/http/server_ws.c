@@ -25,6 +25,8 @@
 
 #define SWS_ENDPOINTS_MAX 8
 #define SWS_PATH_MAX 2048
+#define SWS_HEADER_MAX 512  /* Origin, Host */
+#define SWS_COOKIE_MAX 8192 /* Cookie */
 #define SWS_MIN_MESSAGE 1024
 #define SWS_DEFAULT_MAX_MESSAGE ((size_t)64 << 10)
 #define SWS_DEFAULT_MAX_QUEUED ((size_t)8 << 20)
@@ -61,6 +63,9 @@ struct server_ws {
 	void *conn;
 	char peer[64];
 	char *path;
+	char *origin; /* the upgrade's Origin, Host and Cookie headers ("" when absent) */
+	char *host;
+	char *cookie;
 	struct buf rx;
 	size_t max_message;
 	struct sws_msg *q_head, *q_tail;
@@ -120,7 +125,25 @@ static void sws_free(struct server_ws *ws)
 	sws_queue_clear(ws);
 	buf_free(&ws->rx);
 	free(ws->path);
+	free(ws->origin);
+	free(ws->host);
+	free(ws->cookie);
 	free(ws);
+}
+
+/* A copy of one header of the upgrade request ("" when absent or longer
+ * than max); NULL on no memory. */
+static char *sws_header_copy(struct lws *wsi, enum lws_token_indexes tok, size_t max)
+{
+	int n = lws_hdr_total_length(wsi, tok);
+	char *out;
+
+	if (n <= 0 || (size_t)n > max)
+		return strdup("");
+	out = calloc(1, (size_t)n + 1);
+	if (out && lws_hdr_copy(wsi, out, n + 1, tok) < 0)
+		out[0] = '\0';
+	return out;
 }
 
 static struct server_ws_endpoint *sws_find(const struct server_ws_hub *h, const char *path)
@@ -279,6 +302,21 @@ const char *server_ws_path(const struct server_ws *ws)
 	return ws->path ? ws->path : "";
 }
 
+const char *server_ws_origin(const struct server_ws *ws)
+{
+	return ws->origin ? ws->origin : "";
+}
+
+const char *server_ws_host(const struct server_ws *ws)
+{
+	return ws->host ? ws->host : "";
+}
+
+const char *server_ws_cookie(const struct server_ws *ws)
+{
+	return ws->cookie ? ws->cookie : "";
+}
+
 size_t server_ws_queued(const struct server_ws *ws)
 {
 	return ws->queued;
@@ -405,7 +443,15 @@ static int sws_established(struct server_ws_hub *h, struct lws *wsi, struct serv
 	if (!ep || !slot || h->closing)
 		return -1;
 	ws = calloc(1, sizeof *ws);
-	if (!ws || !(ws->path = strdup(ep->path))) {
+	if (!ws || !(ws->path = strdup(ep->path)) ||
+	    !(ws->origin = sws_header_copy(wsi, WSI_TOKEN_ORIGIN, SWS_HEADER_MAX)) ||
+	    !(ws->host = sws_header_copy(wsi, WSI_TOKEN_HOST, SWS_HEADER_MAX)) ||
+	    !(ws->cookie = sws_header_copy(wsi, WSI_TOKEN_HTTP_COOKIE, SWS_COOKIE_MAX))) {
+		if (ws) {
+			free(ws->path);
+			free(ws->origin);
+			free(ws->host);
+		}
 		free(ws);
 		return -1;
 	}

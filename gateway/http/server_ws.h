@@ -18,8 +18,10 @@
  *     stays silent (no frame, no pong) for idle_timeout is closed (1001);
  *   - while the server drains, no new upgrade is accepted.
  *
- * Upgrades on a path without an endpoint are refused. Origin is not checked:
- * every endpoint authenticates its clients itself.
+ * Upgrades on a path without an endpoint are refused. Origin is not checked
+ * here: the upgrade's Origin, Host and Cookie headers are kept for the
+ * endpoint, which decides (the control plane checks the Origin of browser
+ * clients and reads the web session cookie).
  *
  * Implemented in gateway/http/server_ws.c, hooked into gateway/http/server.c's lws
  * callback. Loop thread only. Callbacks never run from inside the calls
@@ -105,6 +107,12 @@ const char *server_ws_peer(const struct server_ws *ws);
 
 /* The path the client connected to (the endpoint's). */
 const char *server_ws_path(const struct server_ws *ws);
+
+/* The upgrade request's Origin, Host and Cookie headers as sent; "" when
+ * absent (or longer than 512 bytes, 8 KiB for Cookie). Valid while ws is. */
+const char *server_ws_origin(const struct server_ws *ws);
+const char *server_ws_host(const struct server_ws *ws);
+const char *server_ws_cookie(const struct server_ws *ws);
 
 /* Bytes queued and not yet written. */
 size_t server_ws_queued(const struct server_ws *ws);

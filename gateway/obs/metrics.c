@@ -13,6 +13,10 @@ const double metrics_commit_bounds[METRICS_COMMIT_BUCKETS] = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
 };
 
+const double metrics_run_bounds[METRICS_RUN_BUCKETS] = {
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+};
+
 void metrics_init(struct metrics *m)
 {
 	memset(m, 0, sizeof *m);
@@ -56,6 +60,91 @@ void metrics_commit(struct metrics *m, double seconds, size_t ops, int rc)
 	m->commit_ops += (int64_t)ops;
 	if (rc)
 		m->commit_failures++;
+}
+
+void metrics_run(struct metrics *m, double seconds)
+{
+	for (size_t i = 0; i < METRICS_RUN_BUCKETS; i++)
+		if (seconds <= metrics_run_bounds[i]) {
+			m->run_buckets[i]++;
+			break;
+		}
+	m->run_count++;
+	m->run_sum += seconds;
+}
+
+static json_t *metrics_histogram_json(const double *bounds, const int64_t *buckets, size_t n,
+                                      int64_t count, double sum)
+{
+	json_t *b = json_array();
+	int64_t cum = 0;
+
+	for (size_t i = 0; b && i < n; i++) {
+		cum += buckets[i];
+		json_array_append_new(b, json_pack("{sf sI}", "le", bounds[i], "count", (json_int_t)cum));
+	}
+	return json_pack("{sI sf so}", "count", (json_int_t)count, "sum", sum, "buckets",
+	                 b ? b : json_array());
+}
+
+json_t *metrics_json(const struct metrics *m)
+{
+	json_t *o = json_object(), *http = json_array();
+
+#define METRICS_SET(name, field) json_object_set_new(o, name, json_integer(m->field))
+	if (!o) {
+		json_decref(http);
+		return NULL;
+	}
+	METRICS_SET("inboxDepth", inbox_depth);
+	METRICS_SET("outboxDepth", outbox_depth);
+	METRICS_SET("storeQueueDepth", store_queue_depth);
+	METRICS_SET("httpConnections", http_connections);
+	METRICS_SET("httpClientInFlight", http_client_in_flight);
+	METRICS_SET("ingestAccepted", ingest_accepted);
+	METRICS_SET("ingestDuplicates", ingest_duplicates);
+	METRICS_SET("ingestRejected", ingest_rejected);
+	METRICS_SET("queueDropped", queue_dropped);
+	METRICS_SET("runsTimedOut", runs_timed_out);
+	METRICS_SET("routeRefused", route_refused);
+	METRICS_SET("runsActive", runs_active);
+	METRICS_SET("outboxSent", outbox_sent);
+	METRICS_SET("outboxRetried", outbox_retried);
+	METRICS_SET("outboxFailed", outbox_failed);
+	METRICS_SET("outboxResentAfterCrash", outbox_resent_after_crash);
+	METRICS_SET("promptCacheReadTokens", prompt_cache_read_tokens);
+	METRICS_SET("promptCacheWriteTokens", prompt_cache_write_tokens);
+	METRICS_SET("contextCompactionFailures", context_compaction_failures);
+	METRICS_SET("toolResultsPersisted", tool_results_persisted);
+	METRICS_SET("configReloads", config_reloads_ok);
+	METRICS_SET("configReloadFailures", config_reloads_failed);
+	METRICS_SET("commitFailures", commit_failures);
+#undef METRICS_SET
+	json_object_set_new(o, "contextCompactions",
+	                    json_integer(m->context_compactions[0] + m->context_compactions[1] +
+	                                 m->context_compactions[2]));
+	json_object_set_new(o, "storeCommitSeconds",
+	                    metrics_histogram_json(metrics_commit_bounds, m->commit_buckets,
+	                                           METRICS_COMMIT_BUCKETS, m->commit_count,
+	                                           m->commit_sum));
+	json_object_set_new(o, "runSeconds",
+	                    metrics_histogram_json(metrics_run_bounds, m->run_buckets,
+	                                           METRICS_RUN_BUCKETS, m->run_count, m->run_sum));
+	if (m->config_last_reload_ms)
+		json_object_set_new(o, "lastReload",
+		                    json_pack("{sI sb}", "at", (json_int_t)m->config_last_reload_ms,
+		                              "ok", m->config_last_reload_ok));
+	for (size_t i = 0; http && i < m->n_routes; i++) {
+		int64_t total = 0;
+
+		for (size_t k = 0; k < METRICS_STATUS_CLASSES; k++)
+			total += m->routes[i].by_status[k];
+		json_array_append_new(http, json_pack("{ss sI sI}", "route", m->routes[i].route,
+		                                      "total", (json_int_t)total, "errors5xx",
+		                                      (json_int_t)m->routes[i].by_status[5]));
+	}
+	json_object_set_new(o, "http", http ? http : json_array());
+	return o;
 }
 
 static int metrics_gauge(struct buf *out, const char *name, const char *type, const char *help,
@@ -138,6 +227,19 @@ int metrics_render(const struct metrics *m, struct buf *out)
 	                 "switchboard_store_commit_seconds_sum %.6f\n"
 	                 "switchboard_store_commit_seconds_count %lld\n",
 	                 (long long)m->commit_count, m->commit_sum, (long long)m->commit_count);
+	rc |= buf_puts(out, "# HELP switchboard_run_seconds Duration of agent runs, from start to "
+	                    "end.\n# TYPE switchboard_run_seconds histogram\n");
+	cum = 0;
+	for (size_t i = 0; i < METRICS_RUN_BUCKETS; i++) {
+		cum += m->run_buckets[i];
+		rc |= buf_printf(out, "switchboard_run_seconds_bucket{le=\"%g\"} %lld\n",
+		                 metrics_run_bounds[i], (long long)cum);
+	}
+	rc |= buf_printf(out,
+	                 "switchboard_run_seconds_bucket{le=\"+Inf\"} %lld\n"
+	                 "switchboard_run_seconds_sum %.6f\n"
+	                 "switchboard_run_seconds_count %lld\n",
+	                 (long long)m->run_count, m->run_sum, (long long)m->run_count);
 	rc |= metrics_gauge(out, "switchboard_store_commit_ops_total", "counter",
 	                    "Operations committed by group commits.", m->commit_ops);
 	rc |= metrics_gauge(out, "switchboard_store_commit_failures_total", "counter",
@@ -181,5 +283,11 @@ int metrics_render(const struct metrics *m, struct buf *out)
 	                    "Configuration reloads applied.", m->config_reloads_ok);
 	rc |= metrics_gauge(out, "switchboard_config_reload_failures_total", "counter",
 	                    "Configuration reloads rejected as invalid.", m->config_reloads_failed);
+	rc |= metrics_gauge(out, "switchboard_config_last_reload_timestamp_seconds", "gauge",
+	                    "When the last reload was tried (Unix seconds; 0 = none yet).",
+	                    m->config_last_reload_ms / 1000);
+	rc |= metrics_gauge(out, "switchboard_config_last_reload_success", "gauge",
+	                    "Whether the last reload tried was applied (1) or rejected (0).",
+	                    m->config_last_reload_ok ? 1 : 0);
 	return rc ? SB_ERR_TOOBIG : SB_OK;
 }

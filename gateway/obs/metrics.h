@@ -7,6 +7,8 @@
 #ifndef SB_GATEWAY_METRICS_H
 #define SB_GATEWAY_METRICS_H
 
+#include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,6 +18,7 @@
 #define METRICS_STATUS_CLASSES 6
 #define METRICS_COMMIT_BUCKETS 12
 #define METRICS_CACHE_BREAK_REASONS 4
+#define METRICS_RUN_BUCKETS 12
 
 struct metrics_route {
 	const char *route;                         /* a static route name, e.g. "/healthz" */
@@ -34,6 +37,11 @@ struct metrics {
 	int64_t commit_ops;
 	int64_t commit_failures;
 
+	/* agent run duration histogram (seconds), from start to end */
+	int64_t run_buckets[METRICS_RUN_BUCKETS];
+	int64_t run_count;
+	double run_sum;
+
 	int64_t inbox_depth;
 	int64_t outbox_depth;
 	int64_t store_queue_depth;
@@ -41,6 +49,8 @@ struct metrics {
 	int64_t http_client_in_flight;
 	int64_t config_reloads_ok;
 	int64_t config_reloads_failed;
+	int64_t config_last_reload_ms; /* unix ms of the last reload tried; 0 = none yet */
+	bool config_last_reload_ok;
 	int64_t ingest_accepted;
 	int64_t ingest_duplicates;
 	int64_t ingest_rejected;
@@ -76,6 +86,16 @@ void metrics_http(struct metrics *m, const char *route, int status);
 
 /* Records one store group commit. */
 void metrics_commit(struct metrics *m, double seconds, size_t ops, int rc);
+
+/* Bucket upper bounds of the run duration histogram, in seconds. */
+extern const double metrics_run_bounds[METRICS_RUN_BUCKETS];
+
+/* Records one agent run that took seconds. */
+void metrics_run(struct metrics *m, double seconds);
+
+/* The same figures as metrics_render, as JSON for the control plane's
+ * metrics.get (new reference; NULL on no memory). */
+json_t *metrics_json(const struct metrics *m);
 
 /* Renders everything. Returns SB_OK or the buf error. */
 int metrics_render(const struct metrics *m, struct buf *out);

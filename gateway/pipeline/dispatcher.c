@@ -51,6 +51,7 @@ struct active {
 	bool interrupted;
 	bool shutdown;
 	int64_t run_timeout_ms;
+	uint64_t started; /* uv_now at start (metrics) */
 	int queue_mode;
 	struct turn_events ev;
 	char *run_id;
@@ -536,8 +537,10 @@ static void run_done(void *ud, const struct run_outcome *o)
 	buf_free(&text);
 	l->active = NULL;
 	d->running--;
-	if (d->opt.metrics)
+	if (d->opt.metrics) {
 		d->opt.metrics->runs_active = (int64_t)d->running;
+		metrics_run(d->opt.metrics, (double)(uv_now(d->opt.loop) - a->started) / 1000.0);
+	}
 	uv_close((uv_handle_t *)&a->watchdog, active_free_cb);
 	lane_schedule(l);
 	/* A slot is free: the next ready lane may go. */
@@ -634,6 +637,7 @@ static void lane_start(struct lane *l)
 	uv_timer_init(d->opt.loop, &a->watchdog);
 	a->watchdog.data = a;
 	l->active = a;
+	a->started = uv_now(d->opt.loop);
 	d->running++;
 	if (d->opt.metrics)
 		d->opt.metrics->runs_active = (int64_t)d->running;

@@ -1279,3 +1279,18 @@ int scheduler_cron_runs(struct scheduler *s, const char *id, size_t limit, sched
 	s->refs++;
 	return SB_OK;
 }
+
+int scheduler_heartbeat_run(struct scheduler *s, const char *agent_id)
+{
+	struct sched_hb *h = agent_id ? sched_hb_find(s, agent_id) : NULL;
+
+	if (!h)
+		return SB_ERR_NOTFOUND;
+	if (h->inflight)
+		return SB_ERR_EXISTS;
+	/* As if it were due now: quiet hours, a busy session and an empty
+	 * HEARTBEAT.md apply as always; the next one is an interval away. */
+	sched_hb_tick(s, h, scheduler_now_ms(s));
+	sched_arm(s);
+	return SB_OK;
+}

@@ -79,6 +79,12 @@ int64_t scheduler_now_ms(const struct scheduler *s);
  * (new reference). */
 json_t *scheduler_status(struct scheduler *s);
 
+/* Runs an agent's heartbeat now, as if it were due (quiet hours, a busy
+ * main session and an empty HEARTBEAT.md skip or defer it as usual); the
+ * next one comes an interval later. SB_ERR_NOTFOUND when the agent has no
+ * heartbeat; SB_ERR_EXISTS when one is running. */
+int scheduler_heartbeat_run(struct scheduler *s, const char *agent_id);
+
 /* ---- cron jobs (for the control plane) ---- */
 
 /* rc SB_OK with result (borrowed for the call), or an error and a message. */

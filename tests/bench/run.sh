@@ -75,3 +75,10 @@ if command -v node >/dev/null; then
   exec {llm_in}>&-
   rm -f "$llm_out"
 fi
+# The web UI: its size and first paint on loopback, in headless chromium
+# (installed by `make test`'s deps; skipped here when it is not there).
+if [ -x /usr/bin/chromium ] && [ -d tests/fakes/node_modules/playwright-core ]; then
+  node tests/bench/ui_paint.js "$bin" "${UI_RUNS:-20}"
+else
+  echo "ui_first_paint: skipped (needs /usr/bin/chromium and tests/fakes' npm packages: make test-deps)"
+fi

@@ -8,7 +8,8 @@
 // Options: url, scenario (below), token, scopes (array; omitted = all),
 // minProtocol/maxProtocol, sessionKey, message, idempotencyKey, keyfile
 // (a PEM private key; created when missing), sigVersion (2 or 3),
-// deviceToken, attempts, timeoutMs, answer and scope (approver).
+// deviceToken, attempts, timeoutMs, answer and scope (approver), origin and
+// cookie (sent with the upgrade, as a browser's page would).
 //
 // It prints one JSON line with what happened and exits 0; a client-side
 // failure (timeout, unexpected frame) is reported in that line as "fail".
@@ -55,7 +56,13 @@ function loadDevice() {
 
 // A connection: frames in order, requests by id, events by name.
 function open(url) {
-	const ws = new WebSocket(url || opt.url);
+	// A browser's upgrade carries its page's Origin and the session cookie.
+	const headers = {};
+	if (opt.origin)
+		headers.Origin = opt.origin;
+	if (opt.cookie)
+		headers.Cookie = opt.cookie;
+	const ws = new WebSocket(url || opt.url, { headers });
 	const c = { ws, frames: [], events: [], waiters: [], closed: null, nextId: 1 };
 	ws.on('message', (data, isBinary) => {
 		const f = JSON.parse(data.toString());
@@ -168,6 +175,26 @@ async function connect(c, extra) {
 async function scenario() {
 	const c = open();
 	switch (opt.scenario) {
+	case 'status': {
+		// connect with whatever the options carry (a cookie, an origin);
+		// what came back, or how the connection closed
+		const f = await next(c, (f) => f.type === 'event' && f.event === 'connect.challenge');
+		if (!f) {
+			const cl = await closed(c);
+			return { closeCode: cl.code, closeReason: cl.reason };
+		}
+		const id = send(c, 'connect', { minProtocol: 3, maxProtocol: 4, role: 'operator',
+			client: { id: 'ws-client', version: '1.0.0', platform: 'linux', mode: 'test' },
+			auth: {} }, 'connect-1');
+		const hello = await res(c, id);
+		if (!hello || !hello.ok) {
+			const cl = await closed(c);
+			return { hello, closeCode: cl.code, closeReason: cl.reason };
+		}
+		const status = await res(c, send(c, 'status', {}));
+		c.ws.close(1000);
+		return { hello, status };
+	}
 	case 'handshake': {
 		const r = await connect(c);
 		if (!r.res || !r.res.ok)

@@ -329,7 +329,7 @@ static void test_unknown_key_suggestion(void **state)
 	expect_errors("gateway:\n  colour: red\n" AGENTS,
 	              "t.yaml:2:3: gateway.colour: unknown key (hint: valid keys: bind, port, "
 	              "drain_timeout, max_body, max_connections, max_concurrent_runs, auth_token, "
-	              "watch_config, control)\n");
+	              "watch_config, control, ui)\n");
 	expect_errors("routes: []\n" AGENTS,
 	              "t.yaml:1:1: routes: unknown key (hint: valid keys: gateway, log, store, "
 	              "http_client, agents, providers, bindings, session, channels, openai_api, cron, security)\n");
@@ -693,7 +693,7 @@ static void test_env_interpolation(void **state)
 	expect_errors("gateway:\n  ${SB_TEST_HOST}: 1\n" AGENTS,
 	              "t.yaml:2:3: gateway.${SB_TEST_HOST}: unknown key (hint: valid keys: bind, "
 	              "port, drain_timeout, max_body, max_connections, max_concurrent_runs, auth_token, "
-	              "watch_config, control)\n");
+	              "watch_config, control, ui)\n");
 	unsetenv("SB_TEST_PORT");
 	unsetenv("SB_TEST_HOST");
 	unsetenv("SB_TEST_EMPTY");
