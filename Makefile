@@ -35,6 +35,7 @@ check:
 test: test-deps check
 	cmake -S . -B $(TESTBUILD) -DCMAKE_BUILD_TYPE=Debug -DSB_SANITIZE=ON -DSB_WERROR=ON
 	cmake --build $(TESTBUILD) -j$(JOBS)
+	scripts/check-source.sh $(TESTBUILD)
 	cd $(TESTBUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
 		UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		ctest --output-on-failure --no-tests=error -j$(JOBS)

@@ -1,6 +1,7 @@
 /*
- * store.c - what every backend shares: the backend by name, admission, the
- * operations' memory, and the table that replies to callers.
+ * store.c - what every backend shares: admission, the operations' memory,
+ * the table that replies to callers, closing. (Opening, which picks the
+ * backend, is in backends.c.)
  */
 #include "gateway/store/store.h"
 
@@ -9,10 +10,6 @@
 
 #include "gateway/core/err.h"
 #include "gateway/store/store_backend.h"
-
-static const struct store_backend *const store_backends[] = {
-    &store_sqlite_backend,
-};
 
 /* The table of operations: what store.c needs of each kind. The backends
  * have their own rows (how to run each kind). */
@@ -29,20 +26,6 @@ static const struct store_op_type store_op_types[STORE_OP__COUNT] = {STORE_OPS(S
 const char *store_op_name(enum store_op_kind kind)
 {
 	return (unsigned)kind < STORE_OP__COUNT ? store_op_types[kind].name : "?";
-}
-
-int store_open(struct store **out, uv_loop_t *loop, const struct store_options *opt)
-{
-	const char *name = opt && opt->backend ? opt->backend : "sqlite";
-
-	if (out)
-		*out = NULL;
-	if (!out || !opt)
-		return SB_ERR_INVAL;
-	for (size_t i = 0; i < sizeof store_backends / sizeof *store_backends; i++)
-		if (strcmp(store_backends[i]->name, name) == 0)
-			return store_backends[i]->open(out, loop, opt);
-	return SB_ERR_CONFIG;
 }
 
 void store_close(struct store *s)
