@@ -18,6 +18,7 @@
 #include "agents/safety/permissions.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
+#include "gateway/core/invariant.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
 #include "gateway/cron/scheduler_rules.h"
@@ -536,6 +537,7 @@ static void run_done(void *ud, const struct run_outcome *o)
 	a->items = NULL;
 	buf_free(&text);
 	l->active = NULL;
+	SB_ASSERT(d->running > 0, LOG_S("session", l->key));
 	d->running--;
 	if (d->opt.metrics) {
 		d->opt.metrics->runs_active = (int64_t)d->running;
@@ -636,6 +638,8 @@ static void lane_start(struct lane *l)
 	                             .tool_end = active_on_tool_end};
 	uv_timer_init(d->opt.loop, &a->watchdog);
 	a->watchdog.data = a;
+	/* One run at a time per session: two would interleave one transcript. */
+	SB_ASSERT(!l->active, LOG_S("session", l->key), LOG_S("run", l->active->run_id));
 	l->active = a;
 	a->started = uv_now(d->opt.loop);
 	d->running++;

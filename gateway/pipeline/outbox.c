@@ -10,6 +10,7 @@
 
 #include "gateway/core/clock.h"
 #include "gateway/core/err.h"
+#include "gateway/core/invariant.h"
 #include "gateway/core/log.h"
 
 /* A claimed entry stays invisible to other claims this long. A single
@@ -68,6 +69,7 @@ static void outbox_send_unlink(struct outbox_send *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	s->prev = s->next = NULL;
+	SB_ASSERT(o->in_flight > 0, LOG_I("outbox_id", s->id));
 	o->in_flight--;
 	s->o = NULL;
 }

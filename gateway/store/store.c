@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gateway/core/err.h"
+#include "gateway/core/invariant.h"
 #include "gateway/store/store_backend.h"
 
 /* The table of operations: what store.c needs of each kind. The backends
@@ -59,6 +60,7 @@ int store_op_new(struct store *s, enum store_op_kind kind, void *ud, struct stor
 	struct store_op *op;
 
 	*out = NULL;
+	SB_ASSERT((unsigned)kind < STORE_OP__COUNT, LOG_I("kind", kind));
 	if (s->closing)
 		return SB_ERR_CLOSED;
 	if (!store_op_types[kind].finishes && s->outstanding >= s->queue_max)
@@ -88,6 +90,10 @@ void store_op_finish(struct store *s, struct store_op *op)
 {
 	struct store_commit commit = op->commit;
 
+	/* Every operation is handed back once: more would run a callback twice
+	 * and let the queue grow past queue_max. */
+	SB_ASSERT(s->outstanding > 0, LOG_S("op", store_op_name(op->kind)),
+	          LOG_S("backend", s->backend->name));
 	/* Before the callback, so that it may queue a follow-up at the bound. */
 	s->outstanding--;
 	store_op_types[op->kind].reply(op);

@@ -6,15 +6,19 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "gateway/core/buf.h"
 #include "gateway/core/envelope.h"
 #include "gateway/core/err.h"
+#include "gateway/core/invariant.h"
 #include "gateway/core/log.h"
 #include "gateway/core/num.h"
 #include "gateway/core/resolve.h"
@@ -363,6 +367,44 @@ static void test_secrets(void **state)
 	harness_rmrf(dir);
 }
 
+/* A broken invariant aborts with a report: the condition, where, the state
+ * named at the call, and a backtrace (stderr), the structured line also in
+ * the log. */
+static void test_invariant_report(void **state)
+{
+	char path[] = "/tmp/sb-assert-XXXXXX";
+	int fd = mkstemp(path), status = 0;
+	struct buf out;
+	pid_t pid;
+
+	(void)state;
+	assert_true(fd >= 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int queued = 3;
+
+		dup2(fd, STDERR_FILENO);
+		log_configure(LOG_INFO, LOG_FORMAT_LOGFMT, NULL);
+		SB_ASSERT(queued == 2, LOG_I("queued", queued), LOG_S("op", "inbox_put"));
+		_exit(0); /* not reached */
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(WTERMSIG(status), SIGABRT);
+	buf_init(&out, 1 << 20);
+	assert_int_equal(harness_read_file(path, &out), 0);
+	assert_non_null(strstr(out.data, "invariant broken: queued == 2 at "));
+	assert_non_null(strstr(out.data, "module=crash msg=\"invariant broken\""));
+	assert_non_null(strstr(out.data, "queued=3"));
+	assert_non_null(strstr(out.data, "op=inbox_put"));
+	assert_non_null(strstr(out.data, "function=test_invariant_report"));
+	assert_non_null(strstr(out.data, "backtrace:"));
+	buf_free(&out);
+	close(fd);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -377,6 +419,7 @@ int main(void)
 	    cmocka_unit_test(test_metrics_render),
 	    cmocka_unit_test(test_resolve),
 	    cmocka_unit_test(test_secrets),
+	    cmocka_unit_test(test_invariant_report),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

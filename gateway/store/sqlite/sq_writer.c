@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gateway/core/err.h"
+#include "gateway/core/invariant.h"
 #include "gateway/core/log.h"
 #include "gateway/store/sqlite/sq.h"
 
@@ -119,6 +120,7 @@ static void *sq_writer_main(void *arg)
 		if (!s->queue_head)
 			s->queue_tail = NULL;
 		tail->next = NULL;
+		SB_ASSERT(s->queued >= n, LOG_I("queued", s->queued), LOG_I("batch", n));
 		s->queued -= n;
 		pthread_mutex_unlock(&s->mu);
 
