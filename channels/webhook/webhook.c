@@ -46,6 +46,7 @@
 #include "channels/webhook/webhook_verify.h"
 #include "gateway/core/clock.h"
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
 
@@ -598,7 +599,11 @@ static int webhook_accept(struct webhook *w, const struct webhook_hook_config *h
 		snprintf(idem, sizeof idem, "body:%s", hex);
 		eid = idem;
 	}
-	snprintf(event_id, sizeof event_id, "%s", eid);
+	/* A cut id would make two deliveries one (the second acknowledged as
+	 * a duplicate and lost). */
+	*why = "the event id is longer than 256 characters";
+	if (FMT(event_id, "%s", eid) != SB_OK)
+		goto out;
 
 	status = 500;
 	*why = "out of memory";
@@ -608,8 +613,8 @@ static int webhook_accept(struct webhook *w, const struct webhook_hook_config *h
 		goto out;
 	memcpy(raw, body ? body : "", len);
 	raw[len] = '\0';
-	snprintf(q->hook, sizeof q->hook, "%s", h->name);
-	snprintf(q->event_id, sizeof q->event_id, "%s", event_id);
+	memcpy(q->hook, h->name, strlen(h->name) + 1); /* both bounded by the schema */
+	memcpy(q->event_id, event_id, strlen(event_id) + 1);
 	q->http = r;
 	q->mode = h->mode;
 	q->sync_timeout_ms = h->sync_timeout_ms;

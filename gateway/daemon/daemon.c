@@ -30,6 +30,7 @@
 #include "gateway/pipeline/approvals_notify.h"
 #include "gateway/core/clock.h"
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 #include "gateway/core/log.h"
 #include "gateway/daemon/daemon_internal.h"
 
@@ -472,7 +473,10 @@ static int daemon_lock_home(struct daemon *d)
 	char path[PATH_MAX], pid[32];
 	int n;
 
-	snprintf(path, sizeof path, "%s/gateway.lock", d->opt->home);
+	if (FMT(path, "%s/gateway.lock", d->opt->home) != SB_OK) {
+		log_error("gateway", "the home's path is too long", LOG_S("home", d->opt->home));
+		return SB_ERR_TOOBIG;
+	}
 	d->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (d->lock_fd < 0) {
 		log_error("gateway", "cannot open the lock file", LOG_S("path", path),

@@ -40,6 +40,7 @@
 #include "gateway/core/buf.h"
 #include "gateway/core/envelope.h"
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 #include "gateway/core/secret.h"
 #include "gateway/core/log.h"
 #include "gateway/obs/events.h"
@@ -902,8 +903,9 @@ static int oai_start(const struct gateway_ctx *ctx, void **state)
 	        (int)sizeof o->models_prefix)
 		goto out;
 	/* The home's token; gateway.auth_token, when set, wins per request. */
-	snprintf(path, sizeof path, "%s/gateway.token", ctx->home);
-	o->file_token = secret_read_file(path, OAI_TOKEN_MAX);
+	o->file_token =
+	    FMT(path, "%s/gateway.token", ctx->home) == SB_OK ? secret_read_file(path, OAI_TOKEN_MAX)
+	                                                      : NULL;
 	if (cfg->openai_api.enabled && !o->file_token &&
 	    !(cfg->gateway.auth_token && *cfg->gateway.auth_token))
 		log_warn("openai_api", "no token: every request will be refused",

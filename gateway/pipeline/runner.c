@@ -22,6 +22,7 @@
 #include "agents/transcript.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 #include "gateway/core/fsutil.h"
 #include "gateway/core/log.h"
 #include "gateway/obs/metrics.h"
@@ -420,7 +421,11 @@ static void run_prepare_work(uv_work_t *w)
 	char dir[PATH_MAX];
 	int rc;
 
-	snprintf(dir, sizeof dir, "%s/agents/%s/sessions", j->cfg->home, j->agent_id);
+	if (FMT(dir, "%s/agents/%s/sessions", j->cfg->home, j->agent_id) != SB_OK) {
+		j->prep_rc = SB_ERR_TOOBIG;
+		snprintf(j->prep_err, sizeof j->prep_err, "the sessions directory's path is too long");
+		return;
+	}
 	if (fs_mkdirs(dir, 0700)) {
 		j->prep_rc = SB_ERR_IO;
 		snprintf(j->prep_err, sizeof j->prep_err, "cannot create %s", dir);
@@ -504,12 +509,14 @@ static void run_prepare_done(uv_work_t *w, int status)
 static void run_prepare(struct run_job *j)
 {
 	j->stage = RUN_PREPARE;
-	snprintf(j->path, sizeof j->path, "%s/agents/%s/sessions/%s.jsonl", j->cfg->home,
-	         j->agent_id, j->session_id);
-	snprintf(j->sessions_dir, sizeof j->sessions_dir, "%s/agents/%s/sessions", j->cfg->home,
-	         j->agent_id);
-	snprintf(j->results_dir, sizeof j->results_dir, "%s/agents/%s/tool-results/%s",
-	         j->cfg->home, j->agent_id, j->session_id);
+	if (FMT(j->path, "%s/agents/%s/sessions/%s.jsonl", j->cfg->home, j->agent_id,
+	        j->session_id) != SB_OK ||
+	    FMT(j->sessions_dir, "%s/agents/%s/sessions", j->cfg->home, j->agent_id) != SB_OK ||
+	    FMT(j->results_dir, "%s/agents/%s/tool-results/%s", j->cfg->home, j->agent_id,
+	        j->session_id) != SB_OK) {
+		run_finish(j, SB_ERR_TOOBIG, "the session's paths are too long");
+		return;
+	}
 	j->work.data = j;
 	if (uv_queue_work(j->r->opt.loop, &j->work, run_prepare_work, run_prepare_done) != 0)
 		run_finish(j, SB_ERR_IO, "cannot queue work");

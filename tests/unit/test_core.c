@@ -18,6 +18,7 @@
 #include "gateway/core/buf.h"
 #include "gateway/core/envelope.h"
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 #include "gateway/core/invariant.h"
 #include "gateway/core/log.h"
 #include "gateway/core/num.h"
@@ -373,6 +374,23 @@ static void test_secrets(void **state)
 	harness_rmrf(dir);
 }
 
+/* A cut result is an error, and leaves nothing that could be used as if it
+ * were whole. */
+static void test_fmt(void **state)
+{
+	char out[8];
+
+	(void)state;
+	assert_int_equal(FMT(out, "%s:%d", "ab", 12), SB_OK);
+	assert_string_equal(out, "ab:12");
+	assert_int_equal(FMT(out, "%s", "1234567"), SB_OK); /* 7 characters fit in 8 */
+	assert_string_equal(out, "1234567");
+	assert_int_equal(FMT(out, "%s", "12345678"), SB_ERR_TOOBIG);
+	assert_string_equal(out, "");
+	assert_int_equal(fmt(out, 0, "x"), SB_ERR_INVAL);
+	assert_int_equal(fmt(NULL, 8, "x"), SB_ERR_INVAL);
+}
+
 /* A broken invariant aborts with a report: the condition, where, the state
  * named at the call, and a backtrace (stderr), the structured line also in
  * the log. */
@@ -426,6 +444,7 @@ int main(void)
 	    cmocka_unit_test(test_resolve),
 	    cmocka_unit_test(test_secrets),
 	    cmocka_unit_test(test_invariant_report),
+	    cmocka_unit_test(test_fmt),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
