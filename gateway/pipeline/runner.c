@@ -557,7 +557,11 @@ static void run_session_found(void *ud, int rc, const struct store_session *s)
 		j->new_session = true;
 	}
 	if (rc == SB_OK && s && s->session_id && !j->new_session) {
-		snprintf(j->session_id, sizeof j->session_id, "%s", s->session_id);
+		/* Cut, it would name another transcript. */
+		if (FMT(j->session_id, "%s", s->session_id) != SB_OK) {
+			run_finish(j, SB_ERR_TOOBIG, "the stored session id is too long");
+			return;
+		}
 		run_prepare(j);
 		return;
 	}
