@@ -49,11 +49,14 @@ static const struct cfg_key agent_context_keys[] = {
         .name = "window",
         .type = CFG_INT,
         .offset = offsetof(struct agent_context_config, window),
-        .min = 256,
+        .min = 0,
         .max = 10000000,
-        .def = "200000",
+        .def = "0",
         .doc = "The model's context window in tokens; the levels below are "
-               "percentages of it.",
+               "percentages of it. 0 (the default): learnt from the provider where "
+               "it says (`/models` of vLLM, OpenRouter, llama.cpp; Ollama's "
+               "`/api/show`), else from a table of known model families, else "
+               "32768.",
     },
     {
         .name = "trim_at",
@@ -63,8 +66,22 @@ static const struct cfg_key agent_context_keys[] = {
         .max = 1000,
         .def = "50",
         .doc = "Level 1: from this percentage of the window, old tool results "
-               "(all but `keep_results`) are replaced by a note naming the file "
-               "that holds them. Above 100 turns the level off.",
+               "(never the `keep_results` most recent) are replaced by a note naming "
+               "the file that holds them, oldest first, in one batch down to "
+               "`trim_to`. Above 100 turns the level off.",
+    },
+    {
+        .name = "trim_to",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_context_config, trim_to),
+        .min = 0,
+        .max = 1000,
+        .def = "20",
+        .doc = "Level 1's low-water mark: a batch clears old results until the "
+               "context is at this percentage, so the request prefix (and the "
+               "provider's prompt cache) changes once per batch; a batch that would "
+               "free less than half of `trim_at` - `trim_to` waits (unless "
+               "`archive_at` is reached).",
     },
     {
         .name = "archive_at",
@@ -96,8 +113,9 @@ static const struct cfg_key agent_context_keys[] = {
         .max = 1000,
         .def = "97",
         .doc = "Above this percentage no model call is made until compaction "
-               "succeeds; after 3 failed summaries in a row the run ends with an "
-               "error instead.",
+               "succeeds; when it cannot (3 failed summaries in a row open a breaker "
+               "for 10 minutes), the conversation goes on in a new session that "
+               "starts from a summary of the full one.",
     },
     {
         .name = "keep_results",
@@ -462,6 +480,17 @@ static const struct cfg_key agent_config_keys[] = {
                "around a marker naming the file to read for the rest.",
     },
     {
+        .name = "timezone",
+        .type = CFG_STRING,
+        .offset = offsetof(struct agent_config, timezone),
+        .min = 1,
+        .max = 128,
+        .def = "local",
+        .doc = "The time zone of the date the model is told (the day, the zone and its "
+               "UTC offset, in the newest message when the day changes): `local` (the "
+               "host's zone), `UTC`, or an IANA zone such as `Europe/Berlin`.",
+    },
+    {
         .name = "bootstrap_total_max_chars",
         .type = CFG_INT,
         .offset = offsetof(struct agent_config, bootstrap_total_max_chars),
@@ -486,7 +515,7 @@ static const struct cfg_key agent_config_keys[] = {
         .def = "coding",
         .validate = agent_config_check_profile,
         .doc = "The tools the agent may use (docs/security.md): `minimal` (read, ls, glob, "
-               "grep), `messaging` (those and message), `coding` (every built-in tool; "
+               "grep, todo), `messaging` (those and message), `coding` (every built-in tool; "
                "others than the operator need approval to change files or run commands "
                "that do more than read) or `full` (every tool; no default approvals).",
     },

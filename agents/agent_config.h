@@ -16,6 +16,7 @@
 struct agent_context_config {
 	int64_t window;           /* the model's context window, tokens */
 	int64_t trim_at;          /* level 1 (old tool results) from this percent */
+	int64_t trim_to;          /* ... clearing down to this percent */
 	int64_t archive_at;       /* level 2 (archive the middle) */
 	int64_t summarize_at;     /* level 3 (summary by the model) */
 	int64_t block_at;         /* no model call above this until compaction succeeds */
@@ -62,6 +63,7 @@ struct agent_config {
 	int64_t queue_cap;       /* messages waiting per session */
 	int queue_drop;          /* enum agent_queue_drop: which to drop past the cap */
 	struct agent_context_config context;
+	char *timezone; /* the date the model is told: "local", "UTC" or an IANA zone */
 	int64_t bootstrap_max_chars;       /* a workspace file's cap in the prompt */
 	int64_t bootstrap_total_max_chars; /* all workspace files' cap */
 	struct agent_heartbeat_config heartbeat;

@@ -58,6 +58,12 @@ struct executor_options {
 	 * cut to the tool's max_result_chars. */
 	char *(*finalise)(void *ud, const struct tool_def *def, const char *id, char *content);
 	void *finalise_ud;
+	/* Calls that must not run (borrowed until done; may be NULL): an
+	 * object mapping a tool_use id to the error result it gets instead
+	 * (a call the output-token limit cut, say). Read when each call is
+	 * prepared, so a streaming executor's caller may fill it in up to
+	 * executor_stream_end. */
+	const json_t *refused;
 };
 
 /* results: a new user message holding one tool_result per tool_use of the
@@ -81,6 +87,40 @@ typedef void (*executor_done_cb)(void *ud, int rc, json_t *results);
  * skipped by an abort have neither. */
 int executor_run(const json_t *assistant_msg, const struct executor_options *opt,
                  executor_done_cb done, void *ud, struct executor **out);
+
+/* The streaming executor (the seeds' "tools start while the answer
+ * streams"): calls are added one by one as the model's answer completes
+ * them, and run at once when they may: a call that is read-only and
+ * concurrency-safe for its input (tool_def.read_only and concurrency_safe;
+ * refused calls count as such), while every call before it in the answer
+ * is one too. Anything else waits for executor_stream_end, so the order
+ * and the concurrency rule are exactly those of executor_run.
+ *
+ * executor_stream_new: no calls yet; opt as for executor_run. done runs only
+ * after executor_stream_end (or executor_abort). SB_OK, SB_ERR_INVAL,
+ * SB_ERR_NOMEM. */
+int executor_stream_new(const struct executor_options *opt, executor_done_cb done, void *ud,
+                        struct executor **out);
+
+/* Adds one complete tool_use block (copied). SB_OK; SB_ERR_INVAL (no string
+ * id or name, a duplicate id, already ended); SB_ERR_NOMEM. May run
+ * tool_start/tool_end events (a refused call) before it returns, never
+ * done. */
+int executor_stream_add(struct executor *ex, const json_t *block);
+
+/* The answer is complete: assistant_msg (borrowed until done) holds every
+ * tool_use, the added ones first, in the order added, then those still to
+ * come, which are added now; the rest runs as executor_run would. done runs
+ * later, never from inside this call. SB_ERR_INVAL when the message does not
+ * start with the added calls (nothing changes then: cancel or abort the
+ * executor). */
+int executor_stream_end(struct executor *ex, const json_t *assistant_msg);
+
+/* Drops the executor without an answer: running calls are cancelled, done
+ * never runs (a streamed answer that failed and is retried). Tools that
+ * started have had their tool_start events (and tool_end, as they end).
+ * NULL is a no-op. */
+void executor_cancel(struct executor *ex);
 
 /* Cancels running calls and skips the rest; every call still gets its result
  * ("aborted: why"). done runs before this returns (ex is invalid then). A

@@ -46,11 +46,14 @@ struct models_provider {
 	int cooldowns;           /* consecutive give-ups, for the cooldown ladder */
 };
 
+struct models_known;
+
 struct models {
 	uv_loop_t *loop;
 	struct models_options opt;
 	struct models_provider *v;
 	size_t n;
+	struct models_known *known; /* context windows asked for */
 };
 
 enum models_call_state { MODELS_STARTING, MODELS_CALLING, MODELS_WAITING, MODELS_DONE };
@@ -447,10 +450,13 @@ out:
 	return rc;
 }
 
+static void models_known_free_all(struct models *m);
+
 void models_free(struct models *m)
 {
 	if (!m)
 		return;
+	models_known_free_all(m);
 	for (size_t i = 0; i < m->n; i++)
 		m->v[i].p->ops->destroy(m->v[i].p);
 	free(m->v);
@@ -519,4 +525,274 @@ void models_cancel(struct models_call *c)
 		c->cur->p->ops->cancel(c->pc);
 	}
 	models_finish_aborted(c); /* a no-op when that already finished it */
+}
+
+/* ---- context windows ---- */
+
+#define MODELS_WINDOW_RETRY_MS (10 * 60 * 1000)
+
+struct models_window_wait {
+	struct models_window_wait *next;
+	struct models *m;
+	struct models_known *k; /* while it waits for the server */
+	models_window_cb cb;
+	void *ud;
+	uv_timer_t timer;
+	bool cancelled, answered;
+	int64_t window;
+	char source[200];
+};
+
+struct models_known {
+	struct models_known *next;
+	struct models_provider *mp;
+	char *model;
+	bool asking;
+	bool answered;
+	int64_t window; /* the server's; 0 when it did not say */
+	char source[160];
+	uint64_t asked_at;
+	struct provider_probe *probe;
+	struct models_window_wait *waiters;
+};
+
+static const struct {
+	const char *prefix;
+	int64_t window;
+} models_families[] = {
+    /* Longest prefixes first where one is a prefix of another. */
+    {"claude", 200000},
+    {"gpt-4.1", 1047576},
+    {"gpt-4o", 128000},
+    {"chatgpt-4o", 128000},
+    {"gpt-4-turbo", 128000},
+    {"gpt-4-32k", 32768},
+    {"gpt-4", 8192},
+    {"gpt-3.5-turbo", 16385},
+    {"gpt-5", 400000},
+    {"o1", 200000},
+    {"o3", 200000},
+    {"o4-mini", 200000},
+    {"gemini-1.5", 1000000},
+    {"gemini-2", 1000000},
+    {"llama3.1", 131072},
+    {"llama-3.1", 131072},
+    {"llama3.2", 131072},
+    {"llama-3.2", 131072},
+    {"llama3.3", 131072},
+    {"llama-3.3", 131072},
+    {"llama3", 8192},
+    {"llama-3", 8192},
+    {"meta-llama-3.1", 131072},
+    {"meta-llama-3", 8192},
+    {"llama2", 4096},
+    {"llama-2", 4096},
+    {"qwen2.5", 32768},
+    {"qwen3", 32768},
+    {"qwen2", 32768},
+    {"qwq", 32768},
+    {"mistral-large", 131072},
+    {"mistral-nemo", 131072},
+    {"mistral-small", 32768},
+    {"mistral", 32768},
+    {"mixtral", 32768},
+    {"codestral", 32768},
+    {"gemma3", 131072},
+    {"gemma-3", 131072},
+    {"gemma2", 8192},
+    {"gemma-2", 8192},
+    {"gemma", 8192},
+    {"phi4", 16384},
+    {"phi-4", 16384},
+    {"phi3", 4096},
+    {"phi-3", 4096},
+    {"deepseek", 65536},
+    {"command-r", 131072},
+};
+
+int64_t models_window_table(const char *model, const char **family)
+{
+	char id[128];
+	const char *last;
+	size_t n, i, best = 0;
+	int64_t window = 0;
+
+	if (family)
+		*family = NULL;
+	if (!model)
+		return 0;
+	last = strrchr(model, '/');
+	last = last ? last + 1 : model;
+	for (n = 0; last[n] && last[n] != ':' && n + 1 < sizeof id; n++)
+		id[n] = (char)(last[n] >= 'A' && last[n] <= 'Z' ? last[n] - 'A' + 'a' : last[n]);
+	id[n] = '\0';
+	for (i = 0; i < sizeof models_families / sizeof models_families[0]; i++) {
+		size_t k = strlen(models_families[i].prefix);
+
+		if (k > best && strncmp(id, models_families[i].prefix, k) == 0) {
+			best = k;
+			window = models_families[i].window;
+			if (family)
+				*family = models_families[i].prefix;
+		}
+	}
+	return window;
+}
+
+static void models_wait_closed(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+/* Fills the answer for k's model: the server's, else the table, else the
+ * default. */
+static void models_window_answer(const struct models_known *k, const char *model,
+                                 struct models_window_wait *w)
+{
+	const char *family;
+	int64_t t;
+
+	if (k && k->window > 0) {
+		w->window = k->window;
+		snprintf(w->source, sizeof w->source, "provider (%s)", k->source);
+	} else if ((t = models_window_table(model, &family)) > 0) {
+		w->window = t;
+		snprintf(w->source, sizeof w->source, "table (%s)", family);
+	} else {
+		w->window = MODELS_WINDOW_DEFAULT;
+		snprintf(w->source, sizeof w->source, "default");
+	}
+}
+
+static void models_wait_fire(uv_timer_t *t)
+{
+	struct models_window_wait *w = t->data;
+
+	if (!w->cancelled && !w->answered) {
+		w->answered = true;
+		w->cb(w->ud, w->window, w->source);
+	}
+	uv_close((uv_handle_t *)&w->timer, models_wait_closed);
+}
+
+static void models_on_window(void *ud, int64_t window, const char *source)
+{
+	struct models_known *k = ud;
+	struct models_window_wait *w;
+
+	k->probe = NULL;
+	k->asking = false;
+	k->answered = true;
+	k->window = window;
+	snprintf(k->source, sizeof k->source, "%s", source ? source : "");
+	if (window > 0)
+		log_info("models", "context window learnt from the provider",
+		         LOG_S("provider", k->mp->cfg->id), LOG_S("model", k->model),
+		         LOG_I("window", window), LOG_S("source", k->source));
+	while ((w = k->waiters) != NULL) {
+		k->waiters = w->next;
+		w->k = NULL;
+		models_window_answer(k, k->model, w);
+		uv_timer_start(&w->timer, models_wait_fire, 0, 0);
+	}
+}
+
+int models_window(struct models *m, const char *name, models_window_cb cb, void *ud,
+                  struct models_window_wait **out)
+{
+	char id[MODELS_PROVIDER_ID_MAX];
+	struct models_window_wait *w;
+	struct models_provider *mp = NULL;
+	struct models_known *k = NULL;
+	const char *model = NULL;
+	uint64_t now;
+
+	if (out)
+		*out = NULL;
+	if (!m || !name || !cb)
+		return SB_ERR_INVAL;
+	w = calloc(1, sizeof *w);
+	if (!w)
+		return SB_ERR_NOMEM;
+	w->m = m;
+	w->cb = cb;
+	w->ud = ud;
+	uv_timer_init(m->loop, &w->timer);
+	w->timer.data = w;
+	if (models_split(name, id, sizeof id, &model) == SB_OK)
+		mp = models_find(m, id);
+	now = uv_now(m->loop);
+	if (mp && mp->p->ops->window) {
+		for (k = m->known; k; k = k->next)
+			if (k->mp == mp && strcmp(k->model, model) == 0)
+				break;
+		if (!k && (k = calloc(1, sizeof *k)) != NULL) {
+			k->mp = mp;
+			k->model = strdup(model);
+			if (!k->model) {
+				free(k);
+				k = NULL;
+			} else {
+				k->next = m->known;
+				m->known = k;
+			}
+		}
+		if (k && !k->asking &&
+		    (!k->answered ||
+		     (k->window <= 0 && now - k->asked_at >= MODELS_WINDOW_RETRY_MS))) {
+			k->asked_at = now;
+			k->asking = mp->p->ops->window(mp->p, k->model, models_on_window, k,
+			                               &k->probe) == SB_OK;
+			if (!k->asking)
+				k->answered = true;
+		}
+		if (k && k->asking) {
+			w->k = k;
+			w->next = k->waiters;
+			k->waiters = w;
+			if (out)
+				*out = w;
+			return SB_OK;
+		}
+	}
+	models_window_answer(k, model ? model : name, w);
+	uv_timer_start(&w->timer, models_wait_fire, 0, 0);
+	if (out)
+		*out = w;
+	return SB_OK;
+}
+
+void models_window_cancel(struct models_window_wait *w)
+{
+	struct models_window_wait **pp;
+
+	if (!w || w->cancelled || w->answered)
+		return;
+	w->cancelled = true;
+	if (w->k) {
+		for (pp = &w->k->waiters; *pp; pp = &(*pp)->next)
+			if (*pp == w) {
+				*pp = w->next;
+				break;
+			}
+		w->k = NULL;
+		uv_close((uv_handle_t *)&w->timer, models_wait_closed);
+		return;
+	}
+	/* Its timer is started: it closes itself when it fires. */
+}
+
+/* Probes still asking are cancelled (their answer never comes); waiters
+ * must have been cancelled by their owners (models_free's contract). */
+static void models_known_free_all(struct models *m)
+{
+	struct models_known *k;
+
+	while ((k = m->known) != NULL) {
+		m->known = k->next;
+		if (k->probe && k->mp->p->ops->window_cancel)
+			k->mp->p->ops->window_cancel(k->probe);
+		free(k->model);
+		free(k);
+	}
 }

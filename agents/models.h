@@ -92,4 +92,31 @@ int models_split(const char *name, char *provider, size_t psize, const char **mo
  * ends, when until is not NULL), else 0 (until receives 0). */
 int models_cooldown_until(const struct models *m, const char *provider_id, uint64_t *until);
 
+/* ---- context windows ---- */
+
+/* The window of a model nobody knows (tokens). */
+#define MODELS_WINDOW_DEFAULT 32768
+
+/* The context window of a model id from the table of known families
+ * (claude, gpt-4o, llama3.1, qwen2.5, ...), matched on the id's last path
+ * segment, lower case, without an Ollama ":tag"; 0 when none fits. *family
+ * (may be NULL) receives the family's name. Pure; any thread. */
+int64_t models_window_table(const char *model, const char **family);
+
+struct models_window_wait;
+
+/* source: "provider (GET /models max_model_len)", "table (llama3.1)",
+ * "default". */
+typedef void (*models_window_cb)(void *ud, int64_t window, const char *source);
+
+/* The context window of chain entry name ("provider/model"): what its
+ * provider's server says (asked once per model for the life of m; a server
+ * that did not answer is asked again after 10 minutes), else the family
+ * table, else MODELS_WINDOW_DEFAULT. cb runs once, later (never from
+ * inside), unless models_window_cancel is called first. SB_OK,
+ * SB_ERR_INVAL, SB_ERR_NOMEM. */
+int models_window(struct models *m, const char *name, models_window_cb cb, void *ud,
+                  struct models_window_wait **out);
+void models_window_cancel(struct models_window_wait *w);
+
 #endif

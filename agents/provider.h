@@ -29,6 +29,11 @@ struct model_request {
 	json_t *tools;      /* borrowed: [{"name","description","input_schema"}], may be NULL */
 	int max_tokens;     /* 0 = the provider's configured max_tokens */
 	bool stream;        /* stream text deltas (SSE) */
+	/* The tools are listed (so the request prefix stays the same and the
+	 * API accepts the tool_use blocks of the history) but the model may
+	 * not call them: OpenAI's tool_choice "none", Anthropic's {"type":
+	 * "none"}. For the last call of a run that reached a limit. */
+	bool no_tools;
 };
 
 enum model_stop {
@@ -49,8 +54,24 @@ struct model_usage {
 	int64_t cache_write_tokens;
 };
 
+/* A tool call of the answer whose input cannot be used: cut off by the
+ * output-token limit (the answer stopped at max_tokens while the input was
+ * still being written) or not a valid JSON object. It stands in the message
+ * with an empty input ({}) and must be answered with an error result that
+ * says why, never run. A model's broken call is not the provider's fault:
+ * it is never an error of the call (no retry, no cooldown). */
+struct model_bad_call {
+	const char *id;
+	const char *name;
+	size_t input_bytes; /* of input text received */
+	bool cut;           /* by the output-token limit */
+	const char *why;    /* the parser's words when not cut */
+};
+
 struct model_response {
-	json_t *message; /* borrowed: the canonical assistant message */
+	json_t *message;                        /* borrowed: the canonical assistant message */
+	const struct model_bad_call *bad_calls; /* borrowed, for the callback */
+	size_t n_bad_calls;
 	enum model_stop stop;
 	const char *stop_raw; /* the provider's own word ("stop", "end_turn", ...) */
 	struct model_usage usage;
@@ -92,6 +113,12 @@ struct model_stream_events {
 	/* A tool call began (its arguments are still streaming); at most once
 	 * per tool call. Optional. May cancel the call. */
 	void (*tool_use_start)(void *ud, const char *id, const char *name);
+	/* A tool call is complete while the answer still streams: block is
+	 * the canonical tool_use block (borrowed for the call), with the same
+	 * id and input the final message will carry. At most once per tool
+	 * call; only for calls whose input is a JSON object. Optional. May
+	 * cancel the call. */
+	void (*tool_use_done)(void *ud, const json_t *block);
 };
 
 /* rc SB_OK with resp, or an error code with err (resp NULL). Exactly once. */
@@ -100,6 +127,11 @@ typedef void (*model_done_cb)(void *ud, int rc, const struct model_response *res
 
 struct provider;
 struct provider_call;
+struct provider_probe;
+
+/* The context window a server reports for a model: window in tokens (0 when
+ * it does not say), source in words ("GET /v1/models max_model_len"). */
+typedef void (*provider_window_cb)(void *ud, int64_t window, const char *source);
 
 struct provider_ops {
 	const char *api; /* "openai-chat", "anthropic-messages", "scripted" */
@@ -116,6 +148,13 @@ struct provider_ops {
 	            struct provider_call **out);
 	/* done runs with MODEL_ERR_ABORTED (rc SB_ERR_ABORTED) before it returns. */
 	void (*cancel)(struct provider_call *c);
+	/* Optional: asks the server for model's context window. done runs
+	 * once, later (never from inside), unless window_cancel is called
+	 * first; *out is for that. SB_OK, or an error after which done never
+	 * runs. */
+	int (*window)(struct provider *p, const char *model, provider_window_cb done, void *ud,
+	              struct provider_probe **out);
+	void (*window_cancel)(struct provider_probe *pr);
 };
 
 /* Every provider's struct begins with this. */

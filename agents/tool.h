@@ -32,6 +32,15 @@
 struct permissions;
 struct sandbox_policy;
 
+/* The session's todo list (the todo tool): items, an array of {"text",
+ * "status"} that the run owns. set replaces it (items borrowed; the owner
+ * copies and records it). Loop thread only. */
+struct tool_plan {
+	json_t *items;
+	void (*set)(void *ud, const json_t *items);
+	void *ud;
+};
+
 struct tool_ctx {
 	uv_loop_t *loop;
 	const struct host *host;
@@ -53,6 +62,8 @@ struct tool_ctx {
 	 * both; NULL (tests of a single tool) means no gate and no sandbox. */
 	const struct permissions *perms;
 	const struct sandbox_policy *sandbox;
+	/* The session's todo list; NULL: the todo tool is not available. */
+	struct tool_plan *plan;
 };
 
 /* The call's outcome, exactly once. content is handed over (the callee frees
@@ -81,6 +92,10 @@ struct tool_def {
 	 * command output, file names): the executor labels it untrusted when
 	 * the gates are on. */
 	bool untrusted_output;
+	/* The tool runs code (bash): a round of the loop whose calls all run
+	 * code is executed work rather than the model's thinking, and its
+	 * iteration is refunded to the budget (the seeds' IterationBudget). */
+	bool runs_code;
 	/* Starts the call. input is valid per input_schema and borrowed for
 	 * the call's duration. On SB_OK, done runs later (never from inside
 	 * call) and *run (if out not NULL) may be used to cancel until then.
@@ -91,7 +106,11 @@ struct tool_def {
 
 /* The built-in tools, sorted by name. */
 extern const struct tool_def tool_bash, tool_edit, tool_glob, tool_grep, tool_ls, tool_message,
-    tool_read, tool_write;
+    tool_read, tool_todo, tool_write;
+
+/* The compact form of a todo list, one line per item ("[x] text"), under a
+ * heading; the caller frees it. NULL when items is empty or out of memory. */
+char *tool_todo_render(const json_t *items, const char *heading);
 
 /* Finds a built-in tool by name; NULL if none. */
 const struct tool_def *tool_find(const char *name);

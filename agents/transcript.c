@@ -618,6 +618,23 @@ void transcript_close(struct transcript *t)
 
 /* ---- load ---- */
 
+/* "2026-11-30T01:02:03.456Z" -> unix ms; 0 when it does not parse. */
+static int64_t transcript_ts_ms(const char *ts)
+{
+	struct tm tm;
+	int ms = 0;
+
+	if (!ts)
+		return 0;
+	memset(&tm, 0, sizeof tm);
+	if (sscanf(ts, "%4d-%2d-%2dT%2d:%2d:%2d.%3d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+	           &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms) < 6)
+		return 0;
+	tm.tm_year -= 1900;
+	tm.tm_mon -= 1;
+	return (int64_t)timegm(&tm) * 1000 + ms;
+}
+
 static void transcript_add_usage(struct transcript_loaded *out, const json_t *u)
 {
 	out->spent_input += json_integer_value(json_object_get(u, "input_tokens"));
@@ -763,9 +780,25 @@ int transcript_load(const char *path, struct transcript_loaded *out)
 		} else if (strcmp(type, "event") == 0) {
 			const char *ev = json_string_value(json_object_get(j, "event"));
 
-			if (ev && strcmp(ev, "compaction_failed") == 0)
+			if (ev && strcmp(ev, "compaction_failed") == 0 &&
+			    json_integer_value(json_object_get(j, "level")) == 3) {
+				/* The breaker counts failed summaries; a failed archive
+				 * write is not one. */
 				out->compact_failures++;
-			else if (ev && strcmp(ev, "cache_break") == 0)
+				out->compact_failed_ms =
+				    transcript_ts_ms(json_string_value(json_object_get(j, "ts")));
+			} else if (ev && strcmp(ev, "note") == 0 &&
+			           json_is_object(json_object_get(j, "edit"))) {
+				json_t *edits = json_pack("[O]", json_object_get(j, "edit"));
+
+				rc = edits ? compact_apply(out->messages, edits) : SB_ERR_NOMEM;
+				json_decref(edits);
+				if (rc != SB_OK)
+					goto out;
+			} else if (ev && strcmp(ev, "todo") == 0 &&
+			           json_is_array(json_object_get(j, "items"))) {
+				out->todo = json_object_get(j, "items"); /* entries holds it */
+			} else if (ev && strcmp(ev, "cache_break") == 0)
 				out->cache_breaks++;
 			else if (ev && strcmp(ev, "prompt") == 0)
 				out->last_prompt = j; /* entries holds it */

@@ -19,7 +19,8 @@
  * loading to skip the line before it (and invalid lines right before that).
  * Loading rebuilds the exact message history that was sent to the provider:
  * the "message" entries in order, with the edits of each "compaction" entry
- * applied where it stands (compact.h):
+ * applied where it stands (compact.h), and the one edit of a "note" event
+ * that carries one (a note added to a message recorded before):
  *
  *   {"type":"compaction","level":1|2|3,"reason":"...","edits":[...],
  *    "tokens_before":N,"tokens_after":N,"removed":...,"where":"...",
@@ -92,9 +93,13 @@ struct transcript_loaded {
 	 * summaries since the last successful one, prompt-cache breaks, and
 	 * the last "prompt" event (borrowed from entries; NULL when none). */
 	int64_t spent_input, spent_output, spent_cache_read, spent_cache_write;
-	int compact_failures;
+	int compact_failures;      /* failed summaries (level 3) only */
+	int64_t compact_failed_ms; /* when the last of them failed (unix ms; 0: none) */
 	int64_t cache_breaks;
 	const json_t *last_prompt;
+	/* The session's todo list (the todo tool): the items of the last
+	 * "todo" event, borrowed from entries; NULL when none. */
+	const json_t *todo;
 };
 
 /* Reads a transcript (blocking: CLI, or the thread pool). Line 1 must be a

@@ -8,8 +8,10 @@
  */
 #include "agents/turn.h"
 
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "agents/context/budget.h"
 #include "agents/context/compact.h"
@@ -22,6 +24,15 @@
 #include "gateway/core/log.h"
 
 #define TURN_MAX_CONTINUATIONS 3
+/* The notes of the last call at a limit: the model may not call tools and
+ * says where it got to. */
+#define TURN_WRAP_UP                                                                               \
+	"Do not call tools. Reply now to the user: say what you did, where you got to, and what "  \
+	"is left to do."
+#define TURN_NOTE_BUDGET "[The iteration budget is spent. " TURN_WRAP_UP "]"
+#define TURN_NOTE_MAX_TURNS "[The run reached its limit of %lld model calls. " TURN_WRAP_UP "]"
+#define TURN_DATE_PREFIX "[Today is "
+#define TURN_RANDOM_ID_HEX 8
 #define TURN_TEXT_MAX (16u << 20)
 #define TURN_TOOLS_MAX 64
 #define TURN_REASON_MAX 1024
@@ -84,11 +95,18 @@ struct turn {
 	json_t *steer; /* texts waiting for the next model call */
 	struct models_call *call;
 	struct executor *exec;
-	uv_timer_t timer; /* defers the first step out of turn_start */
+	struct executor *early; /* tools started while the answer streams */
+	json_t *refused;        /* tool_use id -> error result, for the current answer */
+	json_t *id_map;         /* the provider's id -> the session's, for the current call */
+	uv_timer_t timer;       /* defers the first step out of turn_start */
 	int model_calls;
 	int tool_calls;
 	int continuations;
-	bool grace; /* the current call is the budget's grace call */
+	bool grace; /* the current call is the last one at a limit (no tools) */
+	enum turn_end grace_end;
+	const char *grace_detail;
+	int refunds;
+	int bad_calls;
 	bool finished;
 	bool user_pending; /* the last message (a user one) is not recorded yet */
 	bool streamed;     /* text deltas came (the provider streams) */
@@ -121,6 +139,9 @@ struct turn {
 	size_t sum_cut;
 	int compact_failures;
 	struct model_usage session_spent;
+	char *handoff;         /* the summary a full session hands off with */
+	struct tool_plan plan; /* the session's todo list (tool_ctx.plan) */
+	bool plan_reinject;    /* a compaction removed messages: show the list again */
 
 	/* blocking writes on the thread pool, one at a time */
 	uv_work_t io;
@@ -238,6 +259,8 @@ static void turn_free_cb(uv_handle_t *h)
 	json_decref(t->added);
 	json_decref(t->tools_json);
 	json_decref(t->steer);
+	json_decref(t->refused);
+	json_decref(t->id_map);
 	json_decref(t->pending_results);
 	json_decref(t->sum_msgs);
 	budget_plan_free(&t->bplan);
@@ -246,6 +269,8 @@ static void turn_free_cb(uv_handle_t *h)
 	tokens_ledger_free(&t->ledger);
 	buf_free(&t->text);
 	free(t->detail);
+	free(t->handoff);
+	json_decref(t->plan.items);
 	free(t);
 }
 
@@ -260,6 +285,8 @@ static void turn_finish(struct turn *t, enum turn_end end, const char *detail)
 		return;
 	t->finished = true;
 	uv_timer_stop(&t->timer);
+	executor_cancel(t->early); /* read-only tools of an answer never used */
+	t->early = NULL;
 	if (detail && !t->detail)
 		t->detail = strdup(detail);
 	/* Results whose files are still being written: their previews go in
@@ -310,6 +337,12 @@ static void turn_finish(struct turn *t, enum turn_end end, const char *detail)
 	r.reactive_retries = t->counts.reactive_retries;
 	r.results_persisted = t->counts.results_persisted;
 	r.context_tokens = t->counts.context_tokens;
+	r.budget_refunds = t->refunds;
+	r.handoff = t->handoff != NULL;
+	r.handoff_summary = t->handoff;
+	r.todo = t->plan.items;
+	r.bad_calls = t->bad_calls;
+	r.final_call = t->grace;
 	r.session_usage = t->session_spent;
 	turn_usage_add(&r.session_usage, &t->usage);
 	t->done(t->ud, &r);
@@ -361,10 +394,147 @@ static void turn_on_tool_end(void *ud, const char *id, const char *name, bool is
 		t->opt.ev->tool_end(t->opt.ev->ud, id, name, is_error, content, seconds);
 }
 
+/* ---- tool-call ids ---- */
+
+/* Whether id names a tool_use of the history, or one this call already
+ * gave out. */
+static bool turn_id_used(const struct turn *t, const char *id)
+{
+	const json_t *m, *b, *v;
+	const char *k;
+	size_t i, j;
+
+	json_object_foreach((json_t *)t->id_map, k, v)
+	{
+		if (strcmp(json_string_value(v), id) == 0)
+			return true;
+	}
+	json_array_foreach(t->history, i, m)
+	{
+		json_array_foreach(json_object_get(m, "content"), j, b)
+		{
+			if (strcmp(turn_str(json_object_get(b, "type")), "tool_use") == 0 &&
+			    strcmp(turn_str(json_object_get(b, "id")), id) == 0)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* The session's id for the provider's id of a tool call in the current
+ * answer: the same unless the session used it already (a server that
+ * numbers calls per answer, or repeats one id), then with a random suffix.
+ * Saved results are named after ids, so they must be unique in a session.
+ * Borrowed from t->id_map; NULL when out of memory. */
+static const char *turn_session_id_as(struct turn *t, const char *id, const char *key,
+                                      bool fresh_only)
+{
+	const char *have = json_string_value(json_object_get(t->id_map, key));
+	char fresh[256];
+
+	if (have)
+		return have;
+	snprintf(fresh, sizeof fresh, "%.200s", id);
+	if (fresh_only || turn_id_used(t, fresh)) {
+		do {
+			unsigned char r[TURN_RANDOM_ID_HEX / 2];
+			char hex[TURN_RANDOM_ID_HEX + 1];
+
+			randombytes_buf(r, sizeof r);
+			for (size_t i = 0; i < sizeof r; i++)
+				snprintf(hex + 2 * i, 3, "%02x", r[i]);
+			snprintf(fresh, sizeof fresh, "%.200s_%s", id, hex);
+		} while (turn_id_used(t, fresh));
+	}
+	if (json_object_set_new(t->id_map, key, json_string(fresh)))
+		return NULL;
+	return json_string_value(json_object_get(t->id_map, key));
+}
+
+static const char *turn_session_id(struct turn *t, const char *id)
+{
+	return turn_session_id_as(t, id, id, false);
+}
+
+/* A copy of a tool_use block with the session's id. */
+static json_t *turn_block_with_id(struct turn *t, const json_t *block)
+{
+	const char *id = turn_session_id(t, turn_str(json_object_get(block, "id")));
+	json_t *copy = id ? json_deep_copy(block) : NULL;
+
+	if (copy && json_object_set_new(copy, "id", json_string(id))) {
+		json_decref(copy);
+		copy = NULL;
+	}
+	return copy;
+}
+
+/* Gives every tool_use of msg (a copy the turn owns) the session's id; a
+ * provider id that stands twice in the answer gets a fresh id the second
+ * time (kept in the map under "<id>#<k>" so that it counts as used). */
+static int turn_map_ids(struct turn *t, json_t *msg)
+{
+	json_t *b, *seen = json_object();
+	size_t i;
+	int rc = SB_ERR_NOMEM;
+
+	if (!seen)
+		return rc;
+	json_array_foreach(json_object_get(msg, "content"), i, b)
+	{
+		const char *pid = turn_str(json_object_get(b, "id")), *id;
+		char key[300];
+
+		if (strcmp(turn_str(json_object_get(b, "type")), "tool_use") != 0)
+			continue;
+		id = turn_session_id(t, pid);
+		if (id && json_object_get(seen, id)) {
+			snprintf(key, sizeof key, "%.200s#%zu", pid, i);
+			id = turn_session_id_as(t, pid, key, true);
+		}
+		if (!id || json_object_set_new(seen, id, json_true()) ||
+		    json_object_set_new(b, "id", json_string(id)))
+			goto out;
+	}
+	rc = SB_OK;
+out:
+	json_decref(seen);
+	return rc;
+}
+
+/* The error result of a call the model broke (model_bad_call). */
+static void turn_refuse_bad(struct turn *t, const struct model_bad_call *bc)
+{
+	char text[1024];
+	const char *id = turn_session_id(t, bc->id ? bc->id : "");
+
+	if (!id)
+		return;
+	if (bc->cut)
+		snprintf(text, sizeof text,
+		         "not run: this call to %s was cut off by the output-token limit after "
+		         "%zu bytes of input, so its input is incomplete; nothing was done. Send "
+		         "smaller calls instead: for a long file, write its first part with "
+		         "write, then add each further part with write and \"append\": true, a "
+		         "few thousand characters per call.",
+		         bc->name ? bc->name : "a tool", bc->input_bytes);
+	else
+		snprintf(text, sizeof text,
+		         "not run: the input of this call to %s is not a valid JSON object "
+		         "(%.200s); nothing was done. Send the call again with a JSON object as "
+		         "its input.",
+		         bc->name ? bc->name : "a tool", bc->why ? bc->why : "not valid JSON");
+	json_object_set_new(t->refused, id, json_string(text));
+	t->bad_calls++;
+}
+
 /* ---- the model step ---- */
 
 static void turn_call_model(struct turn *t, const char *reason);
 static void turn_context_step(struct turn *t, bool forced, const char *why);
+static void turn_maybe_refund(struct turn *t, const json_t *assistant);
+static void turn_context_full(struct turn *t, int64_t tokens, const char *cause);
+static void turn_plan_reinject(struct turn *t);
 
 static void turn_on_delta(void *ud, const char *text, size_t len)
 {
@@ -386,6 +556,11 @@ static void turn_on_models_event(void *ud, enum models_event what, const char *m
 	snprintf(reason, sizeof reason, "%s after provider error (%s: %s), model %s, in %lld ms",
 	         names[what], err ? model_error_kind_name(err->kind) : "?", err ? err->message : "",
 	         model ? model : "?", (long long)delay_ms);
+	/* Tools started from a failed attempt's answer are dropped (they
+	 * only read), and so are its ids. */
+	executor_cancel(t->early);
+	t->early = NULL;
+	json_object_clear(t->id_map);
 	/* Text streamed by a failed attempt is not part of the answer (what
 	 * came before this call, a continuation's first part, stays). */
 	if (t->text.data) {
@@ -535,6 +710,7 @@ static void turn_on_tools_done(void *ud, int rc, json_t *results)
 	/* The output budget: results over their tool's maximum, then the
 	 * largest while the batch is over its own, go to the result store. */
 	assistant = json_array_get(t->history, json_array_size(t->history) - 1);
+	turn_maybe_refund(t, assistant);
 	prc = budget_plan(results, assistant, t->n_tools_tab ? t->tools_tab : NULL, t->n_tools_tab,
 	                  t->opt.tool_ctx.results_dir, &t->opt.context.budget, &t->bplan);
 	if (prc != SB_OK || t->bplan.n == 0) {
@@ -551,16 +727,96 @@ static void turn_on_tools_done(void *ud, int rc, json_t *results)
 	}
 }
 
+/* The executor's options for this run's tools. */
+static void turn_exec_options(struct turn *t, struct executor_options *eo)
+{
+	memset(eo, 0, sizeof *eo);
+	eo->ctx = &t->opt.tool_ctx;
+	eo->allowed = t->opt.tools;
+	eo->n_allowed = t->opt.n_tools;
+	eo->ev = &t->exec_ev;
+	eo->refused = t->refused;
+	if (t->opt.tool_ctx.results_dir) {
+		/* Whole results to the budget (budget.h); read reads the
+		 * result store too. */
+		eo->tools = t->tools_tab;
+		eo->n_tools = t->n_tools_tab;
+		eo->finalise = budget_finalise;
+		eo->finalise_ud = &t->opt.context.budget;
+	}
+}
+
+/* A tool call is complete while the answer streams: read-only calls start
+ * now (executor_stream_add decides which may). */
+static void turn_on_tool_ready(void *ud, const json_t *block)
+{
+	struct turn *t = ud;
+	struct executor_options eo;
+	json_t *b;
+
+	if (t->finished || t->grace || !json_array_size(t->tools_json))
+		return;
+	b = turn_block_with_id(t, block);
+	if (!b)
+		return;
+	if (!t->early) {
+		turn_exec_options(t, &eo);
+		if (executor_stream_new(&eo, turn_on_tools_done, t, &t->early) != SB_OK)
+			t->early = NULL;
+	}
+	if (t->early && executor_stream_add(t->early, b) != SB_OK) {
+		executor_cancel(t->early); /* the answer's tools run when it ends */
+		t->early = NULL;
+	}
+	json_decref(b);
+}
+
+/* The round's calls all ran code (tool_def.runs_code): the iteration was
+ * work, not thinking, and goes back to the budget. */
+static void turn_maybe_refund(struct turn *t, const json_t *assistant)
+{
+	const json_t *b;
+	size_t i, n = 0;
+
+	if (!t->opt.budget)
+		return;
+	json_array_foreach(json_object_get(assistant, "content"), i, b)
+	{
+		const struct tool_def *def = NULL;
+		const char *name = turn_str(json_object_get(b, "name"));
+
+		if (strcmp(turn_str(json_object_get(b, "type")), "tool_use") != 0)
+			continue;
+		for (size_t k = 0; k < t->n_tools_tab; k++)
+			if (strcmp(t->tools_tab[k]->name, name) == 0)
+				def = t->tools_tab[k];
+		if (!def || !def->runs_code ||
+		    json_object_get(t->refused, turn_str(json_object_get(b, "id"))))
+			return;
+		n++;
+	}
+	if (n == 0)
+		return;
+	turn_budget_refund(t->opt.budget, 1);
+	t->refunds++;
+	turn_record(t, "event",
+	            json_pack("{sssiss}", "event", "budget_refund", "units", 1, "why",
+	                      "the round only ran code"));
+}
+
 static void turn_on_model_done(void *ud, int rc, const struct model_response *resp,
                                const struct model_error *err)
 {
 	struct turn *t = ud;
 	struct executor_options eo;
+	struct executor *early = t->early;
 	json_t *msg;
 	size_t n_tools;
 
 	t->call = NULL;
+	t->early = NULL;
 	if (rc != SB_OK || !resp) {
+		executor_cancel(early);
 		if (err && err->kind == MODEL_ERR_ABORTED) {
 			turn_finish(t, TURN_END_ABORTED, t->detail ? t->detail : "aborted");
 		} else if (err && err->kind == MODEL_ERR_PROMPT_TOO_LONG && !t->reactive_used) {
@@ -573,9 +829,14 @@ static void turn_on_model_done(void *ud, int rc, const struct model_response *re
 			    "retry after compaction (the provider said the prompt is too long)");
 			turn_context_step(t, true, err->message);
 		} else if (err && err->kind == MODEL_ERR_PROMPT_TOO_LONG) {
-			turn_finish(
-			    t, TURN_END_ERROR,
-			    "prompt too long for the model's context, even after compaction");
+			char cause[600];
+
+			snprintf(
+			    cause, sizeof cause,
+			    "the prompt is too long for the model even after compaction (%.400s)",
+			    err->message);
+			tokens_ledger_sync(&t->ledger, t->history);
+			turn_context_full(t, tokens_ledger_total(&t->ledger), cause);
 		} else {
 			turn_finish(t, TURN_END_ERROR, err ? err->message : sb_strerror(rc));
 		}
@@ -590,6 +851,15 @@ static void turn_on_model_done(void *ud, int rc, const struct model_response *re
 	                         resp->usage.cache_write_tokens,
 	                     resp->usage.output_tokens);
 	msg = json_deep_copy(resp->message);
+	/* Ids unique in the session; broken calls answered, never run. */
+	if (!msg || turn_map_ids(t, msg) != SB_OK) {
+		json_decref(msg);
+		executor_cancel(early);
+		turn_finish(t, TURN_END_ERROR, "out of memory");
+		return;
+	}
+	for (size_t i = 0; i < resp->n_bad_calls; i++)
+		turn_refuse_bad(t, &resp->bad_calls[i]);
 	n_tools = msg_tool_use_count(msg);
 	/* The streamed text is what the user saw; a provider that did not
 	 * stream gives it only in the message (this call's part: after a
@@ -604,40 +874,42 @@ static void turn_on_model_done(void *ud, int rc, const struct model_response *re
 	json_incref(msg);
 	if (turn_add_message(t, msg, &resp->usage, resp->model) != SB_OK) {
 		json_decref(msg);
+		executor_cancel(early);
 		turn_finish(t, TURN_END_ERROR, "out of memory");
 		return;
 	}
 	if (n_tools > 0 && t->grace) {
-		turn_add_message(t,
-		                 turn_fill_results(msg, "not run: the iteration budget is spent"),
-		                 NULL, NULL);
+		char why[600];
+
+		executor_cancel(early);
+		snprintf(why, sizeof why, "not run: %s", t->grace_detail);
+		turn_add_message(t, turn_fill_results(msg, why), NULL, NULL);
 		json_decref(msg);
-		turn_finish(t, TURN_END_BUDGET_EXHAUSTED, "the iteration budget is spent");
+		turn_finish(t, t->grace_end, t->grace_detail);
 		return;
 	}
 	if (n_tools > 0) {
-		int erc;
+		int erc = SB_ERR_INVAL;
 
-		memset(&eo, 0, sizeof eo);
-		eo.ctx = &t->opt.tool_ctx;
-		eo.allowed = t->opt.tools;
-		eo.n_allowed = t->opt.n_tools;
-		eo.ev = &t->exec_ev;
-		if (t->opt.tool_ctx.results_dir) {
-			/* Whole results to the budget (budget.h); read reads the
-			 * result store too. */
-			eo.tools = t->tools_tab;
-			eo.n_tools = t->n_tools_tab;
-			eo.finalise = budget_finalise;
-			eo.finalise_ud = &t->opt.context.budget;
-		}
+		turn_exec_options(t, &eo);
 		turn_set_state(t, TURN_RUNNING_TOOLS, "tool_use");
 		if (t->finished) { /* aborted from inside the state event */
+			executor_cancel(early);
 			json_decref(msg);
 			return;
 		}
-		erc = executor_run(msg, &eo, turn_on_tools_done, t, &t->exec);
+		if (early) {
+			/* Some calls started while the answer streamed. */
+			erc = executor_stream_end(early, msg);
+			if (erc == SB_OK)
+				t->exec = early;
+			else
+				executor_cancel(early);
+		}
+		if (erc != SB_OK)
+			erc = executor_run(msg, &eo, turn_on_tools_done, t, &t->exec);
 		if (erc != SB_OK) {
+			t->exec = NULL;
 			turn_add_message(t,
 			                 turn_fill_results(msg, "the tools could not be started"),
 			                 NULL, NULL);
@@ -648,6 +920,7 @@ static void turn_on_model_done(void *ud, int rc, const struct model_response *re
 		json_decref(msg);
 		return;
 	}
+	executor_cancel(early);
 	json_decref(msg);
 	if (resp->stop == MODEL_STOP_MAX_TOKENS && !t->grace &&
 	    t->continuations < TURN_MAX_CONTINUATIONS) {
@@ -669,8 +942,7 @@ static void turn_on_model_done(void *ud, int rc, const struct model_response *re
 		turn_call_model(t, "steered by a new message");
 		return;
 	}
-	turn_finish(t, t->grace ? TURN_END_BUDGET_EXHAUSTED : TURN_END_TURN,
-	            t->grace ? "the iteration budget is spent" : NULL);
+	turn_finish(t, t->grace ? t->grace_end : TURN_END_TURN, t->grace ? t->grace_detail : NULL);
 }
 
 /* Appends text to the last message when it is a user message (so the history
@@ -680,8 +952,10 @@ static void turn_add_user_note(struct turn *t, const char *text)
 	json_t *last = json_array_get(t->history, json_array_size(t->history) - 1);
 
 	if (last && strcmp(turn_str(json_object_get(last, "role")), "user") == 0) {
-		json_t *copy = json_deep_copy(last);
+		json_t *copy = json_deep_copy(last), *ev;
 		size_t n_added = json_array_size(t->added);
+		bool recorded =
+		    !(t->user_pending && n_added && json_array_get(t->added, n_added - 1) == last);
 
 		/* Edit a copy, and put it wherever the message stands, so that
 		 * what was recorded earlier is not changed behind its back. */
@@ -689,11 +963,38 @@ static void turn_add_user_note(struct turn *t, const char *text)
 		if (n_added && json_array_get(t->added, n_added - 1) == last)
 			json_array_set(t->added, n_added - 1, copy);
 		json_array_set(t->history, json_array_size(t->history) - 1, copy);
-		turn_record(t, "event", json_pack("{ssss}", "event", "note", "text", text));
+		ev = json_pack("{ssss}", "event", "note", "text", text);
+		/* A message recorded before (the last one of a resumed run's
+		 * history) is not recorded again: the note carries its edit, which
+		 * loading applies, so the reloaded history has the text too. */
+		if (ev && recorded)
+			json_object_set_new(ev, "edit",
+			                    json_pack("{sssIss}", "op", "add_text", "message",
+			                              (json_int_t)json_array_size(t->history) - 1,
+			                              "text", text));
+		turn_record(t, "event", ev);
 		json_decref(copy);
 		return;
 	}
 	turn_add_message(t, msg_user_text_new(text), NULL, NULL);
+}
+
+/* The last call at a limit: no tools, and a note asking the model to say
+ * where it got to; its answer ends the run with the limit's reason. */
+static void turn_wrap_up(struct turn *t, enum turn_end end, const char *detail, const char *note,
+                         const char *reason)
+{
+	size_t i;
+	json_t *s;
+
+	t->grace = true;
+	t->grace_end = end;
+	t->grace_detail = detail;
+	turn_add_user_note(t, note);
+	json_array_foreach(t->steer, i, s) turn_add_user_note(t, json_string_value(s));
+	json_array_clear(t->steer);
+	snprintf(t->send_reason, sizeof t->send_reason, "%s", reason);
+	turn_context_step(t, false, NULL);
 }
 
 static void turn_call_model(struct turn *t, const char *reason)
@@ -703,8 +1004,17 @@ static void turn_call_model(struct turn *t, const char *reason)
 
 	if (t->finished)
 		return;
+	if (t->grace) {
+		/* The wrap-up was made: nothing more to call. */
+		turn_finish(t, t->grace_end, t->grace_detail);
+		return;
+	}
 	if (t->model_calls >= t->opt.max_turns) {
-		turn_finish(t, TURN_END_MAX_TURNS, "the run reached max_turns");
+		char note[512];
+
+		snprintf(note, sizeof note, TURN_NOTE_MAX_TURNS, (long long)t->opt.max_turns);
+		turn_wrap_up(t, TURN_END_MAX_TURNS, "the run reached max_turns", note,
+		             "last call after the step limit");
 		return;
 	}
 	if (t->opt.budget && !turn_budget_consume(t->opt.budget)) {
@@ -713,10 +1023,9 @@ static void turn_call_model(struct turn *t, const char *reason)
 			return;
 		}
 		t->opt.budget->grace_used = true;
-		t->grace = true;
-		turn_add_user_note(t, "[The iteration budget is spent. Do not call tools; reply "
-		                      "now with your final answer.]");
-		reason = "grace call after the budget was spent";
+		turn_wrap_up(t, TURN_END_BUDGET_EXHAUSTED, "the iteration budget is spent",
+		             TURN_NOTE_BUDGET, "grace call after the budget was spent");
+		return;
 	}
 	json_array_foreach(t->steer, i, s) turn_add_user_note(t, json_string_value(s));
 	if (json_array_size(t->steer)) {
@@ -800,9 +1109,9 @@ static void turn_check_prefix(struct turn *t, int64_t tokens)
 	snprintf(ht, sizeof ht, "%016llx", (unsigned long long)t->tools_hash);
 	snprintf(hp, sizeof hp, "%016llx", (unsigned long long)h);
 	turn_record(t, "event",
-	            json_pack("{sssssssssIsI}", "event", "prompt", "system", hs, "tools", ht,
+	            json_pack("{sssssssssIsIsf}", "event", "prompt", "system", hs, "tools", ht,
 	                      "prefix", hp, "messages", (json_int_t)n, "tokens_estimate",
-	                      (json_int_t)tokens));
+	                      (json_int_t)tokens, "calibration", t->ledger.scale));
 	t->have_prev = true;
 	t->prev_system = sys;
 	t->prev_tools = t->tools_hash;
@@ -815,7 +1124,8 @@ static void turn_check_prefix(struct turn *t, int64_t tokens)
 static void turn_send(struct turn *t)
 {
 	struct model_request req;
-	struct model_stream_events ev = {.ud = t, .text_delta = turn_on_delta};
+	struct model_stream_events ev = {
+	    .ud = t, .text_delta = turn_on_delta, .tool_use_done = turn_on_tool_ready};
 	struct models_observer obs = {.ud = t, .event = turn_on_models_event};
 	int rc;
 
@@ -828,6 +1138,11 @@ static void turn_send(struct turn *t)
 	/* 0: the provider's own max_tokens (its configuration's). */
 	req.max_tokens = t->opt.max_tokens > 0 ? t->opt.max_tokens : 0;
 	req.stream = true;
+	req.no_tools = t->grace && req.tools;
+	json_object_clear(t->id_map);
+	json_object_clear(t->refused);
+	turn_plan_reinject(t);
+	req.messages = t->history;
 	turn_record_pending(t);
 	tokens_ledger_sync(&t->ledger, t->history);
 	t->counts.context_tokens = tokens_ledger_total(&t->ledger);
@@ -849,12 +1164,12 @@ static void turn_send(struct turn *t)
 
 static int64_t turn_estimate_of(const struct turn *t, const json_t *history)
 {
-	int64_t sum = t->ledger.fixed;
-	const json_t *m;
-	size_t i;
+	return tokens_ledger_estimate(&t->ledger, history);
+}
 
-	json_array_foreach(history, i, m) sum += tokens_estimate_json(m);
-	return sum;
+static int64_t turn_estimate_text(void *ud, const char *s, size_t n)
+{
+	return tokens_ledger_text(&((struct turn *)ud)->ledger, s, n);
 }
 
 static int64_t turn_pct(const struct turn *t, int64_t tokens)
@@ -897,6 +1212,8 @@ static void turn_record_compaction(struct turn *t, const struct compact_plan *p,
 	turn_record(t, "compaction", f);
 	t->counts.compactions[p->level - 1]++;
 	t->cp_changed = true;
+	if (p->level >= 2)
+		t->plan_reinject = true;
 }
 
 /* Levels 1 and 2 are written (or failed): apply them, then level 3. */
@@ -1049,6 +1366,103 @@ static void turn_summary_step(struct turn *t)
 	}
 }
 
+#define TURN_HANDOFF_ITEM 600
+#define TURN_HANDOFF_MAX ((size_t)16 * 1024)
+
+/* Appends up to max bytes of s (whole characters) to b, with "..." when
+ * cut. */
+static void turn_put_cut(struct buf *b, const char *s, size_t max)
+{
+	size_t n = strlen(s);
+
+	if (n <= max) {
+		buf_puts(b, s);
+		return;
+	}
+	while (max > 0 && ((unsigned char)s[max] & 0xC0) == 0x80)
+		max--;
+	buf_append(b, s, max);
+	buf_puts(b, " [...]");
+}
+
+/* The summary a full session hands off with, built without the model
+ * (which may be what failed): the earlier summary if the history starts
+ * with one, the last messages' text, and the todo list. */
+static char *turn_handoff_summary(struct turn *t)
+{
+	struct buf b;
+	const json_t *first = json_array_get(t->history, 0), *m, *blk;
+	char *text = first ? msg_text(first) : NULL;
+	size_t i, k, n = json_array_size(t->history), from, shown = 0;
+
+	buf_init(&b, TURN_HANDOFF_MAX + 1024);
+	buf_printf(&b,
+	           "[This conversation goes on from an earlier session (%s) whose context was "
+	           "full. What it held, in short:]\n",
+	           t->opt.tool_ctx.session_id ? t->opt.tool_ctx.session_id : "not named");
+	if (text && strncmp(text, "[Summary of the ", 16) == 0) {
+		buf_puts(&b, "\nIts summary:\n");
+		turn_put_cut(&b, text, TURN_HANDOFF_MAX / 2);
+		buf_puts(&b, "\n");
+	}
+	free(text);
+	/* The last dozen messages' text, oldest first. */
+	from = n > 12 ? n - 12 : 0;
+	for (i = from; i < n; i++) {
+		m = json_array_get(t->history, i);
+		json_array_foreach(json_object_get(m, "content"), k, blk)
+		{
+			const char *s = json_string_value(json_object_get(blk, "text"));
+
+			if (!s || !*s || strncmp(s, "[Summary of the ", 16) == 0 ||
+			    b.len > TURN_HANDOFF_MAX)
+				continue;
+			if (!shown++)
+				buf_puts(&b, "\nThe last messages:\n");
+			buf_printf(&b, "- %s: ", turn_str(json_object_get(m, "role")));
+			turn_put_cut(&b, s, TURN_HANDOFF_ITEM);
+			buf_puts(&b, "\n");
+		}
+	}
+	text = tool_todo_render(t->plan.items, "\nThe todo list");
+	if (text)
+		buf_printf(&b, "%s\n", text);
+	free(text);
+	return buf_steal(&b);
+}
+
+/* The context is full and compaction could not make room: the run ends
+ * and the session should go on in a new one (the seeds' session split).
+ * A system prompt and tools that alone do not fit need the operator. */
+static void turn_context_full(struct turn *t, int64_t tokens, const char *cause)
+{
+	char why[600];
+	int64_t fixed = (int64_t)((double)t->ledger.fixed * t->ledger.scale);
+
+	if (fixed * 100 >= t->limits.window * t->limits.block_at) {
+		snprintf(why, sizeof why,
+		         "this agent's instructions and tools alone take about %lld tokens, more "
+		         "than its model's %lld-token context window leaves room for. The operator "
+		         "must act: shorten the workspace files, give the agent fewer tools, or "
+		         "give it a model with a larger window (agents[].model, "
+		         "agents[].context.window)",
+		         (long long)fixed, (long long)t->limits.window);
+		turn_finish(t, TURN_END_ERROR, why);
+		return;
+	}
+	free(t->handoff);
+	t->handoff = turn_handoff_summary(t);
+	if (cause)
+		snprintf(why, sizeof why, "%s", cause);
+	else
+		snprintf(why, sizeof why,
+		         "the context is full (%lld%% of the %lld-token window) and compaction "
+		         "could not make room",
+		         (long long)turn_pct(t, tokens), (long long)t->limits.window);
+	turn_record(t, "event", json_pack("{ssss}", "event", "handoff", "why", why));
+	turn_finish(t, TURN_END_ERROR, why);
+}
+
 /* After the levels: send, try the summary again, or give up. */
 static void turn_context_after(struct turn *t)
 {
@@ -1066,16 +1480,7 @@ static void turn_context_after(struct turn *t)
 			turn_summary_step(t);
 			return;
 		}
-		{
-			char why[256];
-
-			snprintf(
-			    why, sizeof why,
-			    "the context is full (%lld%% of the %lld-token window) and compaction "
-			    "could not make room",
-			    (long long)pct, (long long)t->limits.window);
-			turn_finish(t, TURN_END_ERROR, why);
-		}
+		turn_context_full(t, tokens, NULL);
 		return;
 	}
 	turn_send(t);
@@ -1110,12 +1515,35 @@ static void turn_context_step(struct turn *t, bool forced, const char *why)
 		return;
 	}
 	est = tokens;
-	if ((forced || turn_pct(t, est) >= t->limits.trim_at) &&
-	    compact_plan_trim(scratch, t->limits.keep_results, t->opt.tool_ctx.results_dir,
-	                      &t->plans[0]) == SB_OK &&
-	    t->plans[0].edits && compact_apply(scratch, t->plans[0].edits) == SB_OK) {
-		any = true;
-		est = turn_estimate_of(t, scratch);
+	if (forced || turn_pct(t, est) >= t->limits.trim_at) {
+		/* One batch down to the low-water mark: the prefix changes once
+		 * for many calls. A batch too small to be worth a cache break
+		 * waits, unless the next level is due anyway. */
+		int64_t target = forced ? 0 : tokens - t->limits.window * t->limits.trim_to / 100;
+		int64_t worth = t->limits.window *
+		                (t->limits.trim_at > t->limits.trim_to
+		                     ? (t->limits.trim_at - t->limits.trim_to) / 2
+		                     : 0) /
+		                100;
+
+		/* At the block (or told the prompt is too long) even the most
+		 * recent results give way to their notes: the model can read them
+		 * back from the store, which beats a full context. */
+		size_t keep =
+		    forced || turn_pct(t, est) >= t->limits.block_at ? 0 : t->limits.keep_results;
+
+		if (compact_plan_trim(scratch, keep, t->opt.tool_ctx.results_dir,
+		                      target > 0 ? target : 0, turn_estimate_text, t,
+		                      &t->plans[0]) == SB_OK &&
+		    t->plans[0].edits &&
+		    (forced || t->plans[0].freed >= worth ||
+		     turn_pct(t, est) >= t->limits.archive_at) &&
+		    compact_apply(scratch, t->plans[0].edits) == SB_OK) {
+			any = true;
+			est = turn_estimate_of(t, scratch);
+		} else {
+			compact_plan_free(&t->plans[0]);
+		}
 	}
 	if ((forced || turn_pct(t, est) >= t->limits.archive_at) && t->opt.tool_ctx.sessions_dir &&
 	    t->opt.tool_ctx.session_id) {
@@ -1132,6 +1560,11 @@ static void turn_context_step(struct turn *t, bool forced, const char *why)
 			any = true;
 	}
 	json_decref(scratch);
+	if (!any && !forced && turn_pct(t, tokens) < t->limits.summarize_at &&
+	    turn_pct(t, tokens) < t->limits.block_at) {
+		turn_send(t); /* nothing worth changing the prefix for yet */
+		return;
+	}
 	turn_set_state(t, TURN_COMPACTING,
 	               forced ? (why && *why ? why : "the prompt is too long")
 	                      : "the context is over a compaction threshold");
@@ -1143,6 +1576,46 @@ static void turn_context_step(struct turn *t, bool forced, const char *why)
 	}
 	if (turn_io_start(t, turn_levels_written) != SB_OK)
 		turn_levels_written(t, SB_ERR_IO);
+}
+
+/* The todo tool replaced the list: keep it and record it. */
+static void turn_plan_set(void *ud, const json_t *items)
+{
+	struct turn *t = ud;
+	json_t *copy = json_deep_copy(items);
+
+	if (!copy)
+		return;
+	json_decref(t->plan.items);
+	t->plan.items = copy;
+	turn_record(t, "event", json_pack("{sssO}", "event", "todo", "items", copy));
+}
+
+/* After a compaction removed messages, the todo list goes back into the
+ * newest message (compactly), so a long task keeps its plan; the prefix
+ * changed already, and the note changes only the newest message. */
+static void turn_plan_reinject(struct turn *t)
+{
+	char *text;
+
+	if (!t->plan_reinject)
+		return;
+	t->plan_reinject = false;
+	text = tool_todo_render(t->plan.items, "[Your todo list, kept across the compaction");
+	if (!text)
+		return;
+	{
+		struct buf b;
+
+		buf_init(&b, strlen(text) + 8);
+		buf_puts(&b, text);
+		buf_puts(&b, "]");
+		free(text);
+		text = buf_steal(&b);
+	}
+	if (text)
+		turn_add_user_note(t, text);
+	free(text);
 }
 
 /* Limits, the ledger, the tool table and what the session's transcript
@@ -1158,8 +1631,25 @@ static void turn_setup_context(struct turn *t)
 		compact_limits_default(&t->limits);
 	tokens_ledger_init(&t->ledger);
 	tokens_ledger_set_fixed(&t->ledger, t->opt.system, t->tools_json);
+	if (lp && json_is_number(json_object_get(lp, "calibration")))
+		tokens_ledger_set_scale(&t->ledger,
+		                        json_number_value(json_object_get(lp, "calibration")));
 	t->tools_hash = turn_json_hash(TURN_FNV_OFFSET, t->tools_json);
 	t->compact_failures = t->opt.session.compact_failures;
+	if (t->compact_failures >= COMPACT_BREAKER) {
+		/* Open for long enough: one more summary may be tried. */
+		struct timespec now;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		if ((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 -
+		        t->opt.session.compact_failed_ms >=
+		    COMPACT_BREAKER_RESET_MS) {
+			t->compact_failures = COMPACT_BREAKER - 1;
+			turn_record(t, "event",
+			            json_pack("{sssi}", "event", "compaction_breaker_reset",
+			                      "consecutive", t->compact_failures));
+		}
+	}
 	t->session_breaks = t->opt.session.cache_breaks;
 	t->session_spent = t->opt.session.spent;
 	if (lp) {
@@ -1169,12 +1659,50 @@ static void turn_setup_context(struct turn *t)
 		t->prev_prefix = turn_hex_value(json_object_get(lp, "prefix"));
 		t->prev_n = (size_t)json_integer_value(json_object_get(lp, "messages"));
 	}
+	t->plan.items =
+	    json_is_array(t->opt.session.todo) ? json_deep_copy(t->opt.session.todo) : json_array();
+	t->plan.set = turn_plan_set;
+	t->plan.ud = t;
+	t->opt.tool_ctx.plan = &t->plan;
 	t->read_def = tool_read;
 	t->read_def.call = budget_read_call;
 	all = tool_all(&n);
 	for (i = 0; i < n && i < TURN_TOOLS_MAX; i++)
 		t->tools_tab[i] = strcmp(all[i]->name, "read") == 0 ? &t->read_def : all[i];
 	t->n_tools_tab = i;
+}
+
+/* The date note of the newest message, when the history's last one says
+ * another day (or there is none): the model knows the date, and the cached
+ * prefix changes only in the newest message, at most once a day. */
+static void turn_add_date(struct turn *t, json_t *msg)
+{
+	const char *date = t->opt.date_note;
+	size_t i = json_array_size(t->history);
+
+	if (!date || !*date || !msg)
+		return;
+	while (i-- > 0) {
+		const json_t *m = json_array_get(t->history, i), *b;
+		size_t k = json_array_size(json_object_get(m, "content"));
+
+		if (m == msg)
+			continue;
+		while (k-- > 0) {
+			const char *text;
+
+			b = json_array_get(json_object_get(m, "content"), k);
+			text = json_string_value(json_object_get(b, "text"));
+			if (text &&
+			    strncmp(text, TURN_DATE_PREFIX, strlen(TURN_DATE_PREFIX)) == 0) {
+				if (strcmp(text, date) == 0)
+					return; /* told already */
+				i = 0;          /* another day: tell it */
+				break;
+			}
+		}
+	}
+	msg_add_text(msg, date);
 }
 
 static void turn_first_step(uv_timer_t *timer)
@@ -1210,17 +1738,30 @@ int turn_start(struct turn **out, const struct turn_options *opt, turn_done_cb d
 	t->history = opt->history ? json_deep_copy(opt->history) : json_array();
 	t->added = json_array();
 	t->steer = json_array();
+	t->refused = json_object();
+	t->id_map = json_object();
 	t->tools_json = opt->n_tools || !opt->tools ? tool_list_json_new(opt->tools, opt->n_tools)
 	                                            : json_array();
-	if (!t->history || !t->added || !t->steer || !t->tools_json)
+	if (!t->history || !t->added || !t->steer || !t->tools_json || !t->refused || !t->id_map)
 		goto fail;
 	turn_setup_context(t);
 	uv_timer_init(opt->tool_ctx.loop, &t->timer);
 	t->timer.data = t;
-	if (opt->user_text &&
-	    turn_add_message(t, msg_user_text_new(opt->user_text), NULL, NULL) != SB_OK) {
-		uv_close((uv_handle_t *)&t->timer, turn_free_cb);
-		return SB_ERR_NOMEM;
+	if (opt->user_text) {
+		json_t *msg = opt->seed && *opt->seed ? msg_user_text_new(opt->seed)
+		                                      : msg_user_text_new(opt->user_text);
+
+		if (msg && opt->seed && *opt->seed && msg_add_text(msg, opt->user_text) != SB_OK) {
+			json_decref(msg);
+			msg = NULL;
+		}
+		/* Not recorded yet (user_pending): the note may still go in. */
+		if (msg)
+			turn_add_date(t, msg);
+		if (turn_add_message(t, msg, NULL, NULL) != SB_OK) {
+			uv_close((uv_handle_t *)&t->timer, turn_free_cb);
+			return SB_ERR_NOMEM;
+		}
 	}
 	uv_timer_start(&t->timer, turn_first_step, 0, 0);
 	if (out)
@@ -1230,6 +1771,8 @@ fail:
 	json_decref(t->history);
 	json_decref(t->added);
 	json_decref(t->steer);
+	json_decref(t->refused);
+	json_decref(t->id_map);
 	json_decref(t->tools_json);
 	buf_free(&t->text);
 	free(t);

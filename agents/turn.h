@@ -92,10 +92,12 @@ const char *turn_cache_break_name(enum turn_cache_break r);
 
 /* What the session's transcript says so far (transcript_loaded). */
 struct turn_session {
-	struct model_usage spent; /* tokens spent by the session before this run */
-	int compact_failures;     /* consecutive failed summaries */
+	struct model_usage spent;  /* tokens spent by the session before this run */
+	int compact_failures;      /* consecutive failed summaries */
+	int64_t compact_failed_ms; /* when the last of them failed (unix ms) */
 	int64_t cache_breaks;
 	const json_t *last_prompt; /* the last "prompt" event (borrowed), or NULL */
+	const json_t *todo;        /* the session's todo list (borrowed), or NULL */
 };
 
 /* Context levels and output budgets (compact.h, budget.h). A zero window
@@ -126,6 +128,15 @@ struct turn_options {
 	 * archive). */
 	struct turn_context context;
 	struct turn_session session;
+	/* A note with today's date and time zone ("[Today is ...]", day
+	 * granularity): added to the new user message when the history does
+	 * not hold the same note already, so the model knows the date and the
+	 * cached prefix changes at most once a day, and only in the newest
+	 * message. NULL: none. */
+	const char *date_note;
+	/* Text put before the user text in the new user message: the summary
+	 * a session handed off with (see turn_result.handoff). NULL: none. */
+	const char *seed;
 };
 
 struct turn_result {
@@ -144,6 +155,15 @@ struct turn_result {
 	int results_persisted;            /* tool results saved to the store */
 	int cache_breaks[TURN_CACHE_BREAK_COUNT];
 	int64_t context_tokens; /* the estimate of the last request */
+	int budget_refunds;     /* rounds that only ran code (refunded) */
+	int bad_calls;          /* tool calls cut off or not valid JSON */
+	bool final_call;        /* a limit was reached and the model wrapped up */
+	/* The context is full and compaction could not make room (end error):
+	 * the session should go on in a new one, seeded with handoff_summary
+	 * (the earlier summary if any, the recent messages, the todo list). */
+	bool handoff;
+	const char *handoff_summary;
+	const json_t *todo; /* the session's todo list at the end (borrowed) */
 };
 
 typedef void (*turn_done_cb)(void *ud, const struct turn_result *r);

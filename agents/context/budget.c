@@ -97,29 +97,59 @@ void budget_file_name(const char *tool_use_id, char *out, size_t size)
 
 char *budget_preview(const char *content, size_t len, const char *name)
 {
-	size_t head = budget_utf8_floor(content, len, BUDGET_PREVIEW_BYTES), nl;
+	size_t room = len > BUDGET_PREVIEW_BYTES ? BUDGET_PREVIEW_BYTES - BUDGET_PREVIEW_TAIL
+	                                         : BUDGET_PREVIEW_BYTES;
+	size_t head = budget_utf8_floor(content, len, room), nl, tail = len;
 	struct buf b;
 
-	/* End on a line when one ends in the last quarter of the preview. */
+	/* End on a line when one ends in the last quarter of the head. */
 	for (nl = head; nl > head * 3 / 4; nl--)
 		if (content[nl - 1] == '\n') {
 			head = nl;
 			break;
 		}
-	buf_init(&b, head + 1024);
+	if (len > head + BUDGET_PREVIEW_TAIL) {
+		/* The tail starts on a character, on a line when one starts in
+		 * its first quarter. */
+		tail = len - BUDGET_PREVIEW_TAIL;
+		while (tail < len && ((unsigned char)content[tail] & 0xC0) == 0x80)
+			tail++;
+		for (nl = tail; nl < tail + BUDGET_PREVIEW_TAIL / 4 && nl < len; nl++)
+			if (content[nl - 1] == '\n') {
+				tail = nl;
+				break;
+			}
+	} else {
+		tail = len; /* little is left: the head says it all */
+	}
+	buf_init(&b, head + (len - tail) + 1024);
 	if (buf_printf(&b,
 	               BUDGET_PREVIEW_HEAD
 	               "%zu characters). The whole result is saved as %s; "
-	               "read it with the read tool (path \"%s\", offset and limit to page). "
-	               "The first %zu characters:]\n",
-	               len, name, name, head) != SB_OK ||
-	    buf_append(&b, content, head) != SB_OK ||
-	    buf_printf(&b, "%s[... %zu more characters in %s]",
-	               head && content[head - 1] == '\n' ? "" : "\n", len - head, name) != SB_OK) {
-		buf_free(&b);
-		return NULL;
+	               "read it with the read tool (path \"%s\", offset and limit to page). ",
+	               len, name, name) != SB_OK ||
+	    (tail < len
+	         ? buf_printf(&b, "Its first %zu and last %zu characters:]\n", head, len - tail)
+	         : buf_printf(&b, "Its first %zu characters:]\n", head)) != SB_OK ||
+	    buf_append(&b, content, head) != SB_OK)
+		goto fail;
+	if (tail < len) {
+		if (buf_printf(&b, "%s[... %zu characters not shown ...]\n",
+		               head && content[head - 1] == '\n' ? "" : "\n",
+		               tail - head) != SB_OK ||
+		    buf_append(&b, content + tail, len - tail) != SB_OK ||
+		    buf_printf(&b, "%s[the whole result is in %s]",
+		               content[len - 1] == '\n' ? "" : "\n", name) != SB_OK)
+			goto fail;
+	} else if (buf_printf(&b, "%s[... %zu more characters in %s]",
+	                      head && content[head - 1] == '\n' ? "" : "\n", len - head,
+	                      name) != SB_OK) {
+		goto fail;
 	}
 	return buf_steal(&b);
+fail:
+	buf_free(&b);
+	return NULL;
 }
 
 bool budget_is_preview(const char *content, char *name, size_t size)

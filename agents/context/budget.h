@@ -4,8 +4,9 @@
  * Per result: a tool declares the most it may return (tool_def's
  * max_result_chars, default TOOL_RESULT_MAX_DEFAULT). A longer result is
  * persisted, whole, to the session's result store and replaced in the
- * context by a preview (its first BUDGET_PREVIEW_BYTES, cut on a line or
- * character boundary) plus the file's name and size. Tools that read a file
+ * context by a preview (about BUDGET_PREVIEW_BYTES of it: its head and its
+ * last BUDGET_PREVIEW_TAIL, cut on line or character boundaries) plus the
+ * file's name and size. Tools that read a file
  * (tool_def's result_pages, and `read`) are never persisted, which would
  * loop: their result is cut with a note to read on with offset/limit.
  *
@@ -39,6 +40,9 @@
 #include "agents/tool.h"
 
 #define BUDGET_PREVIEW_BYTES 2000
+/* Of the preview, the end of the result (where a command's errors and exit
+ * status are). */
+#define BUDGET_PREVIEW_TAIL 500
 #define BUDGET_BATCH_MAX_DEFAULT 200000
 /* What the executor keeps of a result before the budget sees it: the bound
  * of one result in memory. */

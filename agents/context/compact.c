@@ -32,6 +32,7 @@ void compact_limits_default(struct compact_limits *l)
 {
 	l->window = 200000;
 	l->trim_at = 50;
+	l->trim_to = 20;
 	l->archive_at = 75;
 	l->summarize_at = 90;
 	l->block_at = 97;
@@ -226,6 +227,7 @@ static const char *compact_tool_name(const json_t *history, size_t i, const char
 }
 
 int compact_plan_trim(const json_t *history, size_t keep_results, const char *results_dir,
+                      int64_t free_tokens, compact_estimate_fn est, void *est_ud,
                       struct compact_plan *p)
 {
 	const json_t *m, *b;
@@ -249,6 +251,8 @@ int compact_plan_trim(const json_t *history, size_t keep_results, const char *re
 	{
 		if (!compact_role_is(m, "user"))
 			continue;
+		if (est && free_tokens > 0 && p->freed >= free_tokens)
+			break; /* the batch is large enough */
 		json_array_foreach(json_object_get(m, "content"), k, b)
 		{
 			const json_t *c = json_object_get(b, "content");
@@ -259,6 +263,8 @@ int compact_plan_trim(const json_t *history, size_t keep_results, const char *re
 				continue;
 			if (++seen + keep_results > total)
 				break; /* the most recent ones stay */
+			if (est && free_tokens > 0 && p->freed >= free_tokens)
+				break;
 			if (!json_is_string(c) || json_string_length(c) < COMPACT_TRIM_MIN)
 				continue;
 			if (!budget_is_preview(json_string_value(c), name, sizeof name)) {
@@ -276,6 +282,10 @@ int compact_plan_trim(const json_t *history, size_t keep_results, const char *re
 			         "[Earlier result of %s (%zu characters) cleared from the context; "
 			         "the whole result is in %s]",
 			         compact_tool_name(history, i, id), json_string_length(c), name);
+			if (est)
+				p->freed +=
+				    est(est_ud, json_string_value(c), json_string_length(c)) -
+				    est(est_ud, note, strlen(note));
 			if (json_array_append_new(p->edits,
 			                          json_pack("{sssIsIss}", "op", "set_result",
 			                                    "message", (json_int_t)i, "block",
@@ -294,7 +304,8 @@ int compact_plan_trim(const json_t *history, size_t keep_results, const char *re
 		rc = SB_OK;
 		goto out;
 	}
-	p->record = json_pack("{sIsO}", "level", (json_int_t)1, "results", removed);
+	p->record = json_pack("{sIsOsI}", "level", (json_int_t)1, "results", removed, "freed",
+	                      (json_int_t)p->freed);
 	rc = p->record ? SB_OK : SB_ERR_NOMEM;
 out:
 	json_decref(removed);

@@ -2,10 +2,13 @@
  * compact.h - keeping a session's history inside the model's window, in
  * levels from the cheapest to the costliest (docs/context.md).
  *
- *   1 trim     old tool results (all but the keep_results most recent) are
+ *   1 trim     old tool results (never the keep_results most recent) are
  *              replaced by a one-line note naming where the whole result is
  *              (a file of the session's result store, budget.h; results not
- *              persisted yet are persisted first).
+ *              persisted yet are persisted first), oldest first, in one
+ *              batch large enough to bring the context down to trim_to: the
+ *              prefix (and the provider's prompt cache) changes once per
+ *              batch, not at every call past the threshold.
  *   2 archive  the middle of the history (after keep_head messages, before
  *              the keep_messages most recent) goes to a JSONL file next to
  *              the transcript; a marker in the history names it.
@@ -43,12 +46,16 @@
 
 /* Results shorter than this are not worth a note. */
 #define COMPACT_TRIM_MIN 300
-/* Consecutive failed summaries after which level 3 stops trying. */
+/* Consecutive failed summaries after which level 3 stops trying, and how
+ * long it stays open: after that one more summary is tried (and a success
+ * closes it). */
 #define COMPACT_BREAKER 3
+#define COMPACT_BREAKER_RESET_MS (10 * 60 * 1000)
 
 struct compact_limits {
 	int64_t window;       /* the model's context window, tokens */
 	int trim_at;          /* level 1 from this percent of the window */
+	int trim_to;          /* ... down to this percent (the low-water mark) */
 	int archive_at;       /* level 2 */
 	int summarize_at;     /* level 3 */
 	int block_at;         /* no model call above this until compaction succeeds */
@@ -71,13 +78,20 @@ struct compact_plan {
 	struct budget_file *files;
 	size_t n_files;
 	char *files_dir; /* where the files go (created first) */
+	int64_t freed;   /* level 1: the tokens the notes save (per the estimate) */
 };
 
 void compact_plan_free(struct compact_plan *p);
 
-/* Level 1. results_dir: the session's store. SB_OK with p->edits NULL when
+/* The estimate of a text in tokens (the turn's calibrated ledger). */
+typedef int64_t (*compact_estimate_fn)(void *ud, const char *s, size_t n);
+
+/* Level 1. results_dir: the session's store. Results are cleared oldest
+ * first until at least free_tokens are freed (per est; 0 or est NULL: all
+ * that may be); p->freed says how many were. SB_OK with p->edits NULL when
  * there is nothing to trim. */
 int compact_plan_trim(const json_t *history, size_t keep_results, const char *results_dir,
+                      int64_t free_tokens, compact_estimate_fn est, void *est_ud,
                       struct compact_plan *p);
 
 /* Level 2: archive_dir/archive_name is the archive file (its virtual name

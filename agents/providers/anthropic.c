@@ -244,6 +244,9 @@ static int anthropic_body(const struct provider *p, const struct model_request *
 			goto out;
 		}
 		tools = NULL;
+		if (req->no_tools &&
+		    json_object_set_new(body, "tool_choice", json_pack("{ss}", "type", "none")))
+			goto out;
 	}
 	if (json_object_set_new(body, "stream", json_boolean(stream)))
 		goto out;
@@ -453,10 +456,19 @@ static int anthropic_event(struct provider_call *c, const char *name, const char
 		anthropic_usage(c, json_object_get(j, "usage"));
 	} else if (strcmp(type, "message_stop") == 0) {
 		c->complete = true;
+	} else if (strcmp(type, "content_block_stop") == 0) {
+		int idx = 0;
+		struct provider_block *b;
+
+		/* A tool call's input is whole here (read-only tools may start
+		 * while the rest streams). */
+		if ((rc = anthropic_index(c, j, &idx)) == SB_OK &&
+		    (b = provider_block_find(c, idx)) != NULL)
+			rc = provider_tool_complete(c, b, false);
 	} else if (strcmp(type, "error") == 0) {
 		rc = anthropic_error(c, json_object_get(j, "error"));
 	}
-	/* content_block_stop, ping and future events: nothing to do. */
+	/* ping and future events: nothing to do. */
 	json_decref(j);
 	return rc;
 }

@@ -316,6 +316,8 @@ static int openai_body(const struct provider *p, const struct model_request *req
 			goto out;
 		}
 		tools = NULL;
+		if (req->no_tools && json_object_set_new(body, "tool_choice", json_string("none")))
+			goto out;
 	}
 	if (json_object_set_new(body, "max_tokens",
 	                        json_integer(provider_http_max_tokens(p, req))) ||
@@ -474,6 +476,10 @@ static int openai_tool_calls(struct provider_call *c, const json_t *calls)
 		} else {
 			rc = SB_OK;
 		}
+		/* No end-of-call mark in this API: a call is complete once its
+		 * arguments parse as an object. */
+		if (rc == SB_OK && (json_is_string(args) || json_is_object(args)))
+			rc = provider_tool_complete(c, b, json_is_string(args));
 		if (rc)
 			return rc;
 	}
@@ -618,4 +624,6 @@ const struct provider_ops provider_openai_ops = {
     .destroy = provider_http_destroy,
     .call = openai_call,
     .cancel = provider_http_cancel,
+    .window = provider_http_window,
+    .window_cancel = provider_http_window_cancel,
 };

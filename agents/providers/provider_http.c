@@ -10,6 +10,7 @@
  */
 #include "agents/providers/provider_http.h"
 
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,10 @@ enum ph_body { PH_BODY_UNKNOWN = 0, PH_BODY_SSE, PH_BODY_JSON };
 #define PH_MAX_BLOCKS 1024
 /* How much of a non-JSON error body goes into the message. */
 #define PH_SNIPPET 160
+/* The largest streamed tool input checked for completeness before the
+ * answer ends (inputs of read-only tools are small; a long write's content
+ * is not parsed again and again). */
+#define PH_EARLY_INPUT_MAX ((size_t)64 * 1024)
 
 /* ---- provider --------------------------------------------------------- */
 
@@ -234,6 +239,7 @@ static void ph_block_free(struct provider_block *b)
 		return;
 	free(b->id);
 	free(b->name);
+	free(b->why);
 	buf_free(&b->text);
 	json_decref(b->input);
 	free(b);
@@ -312,14 +318,19 @@ int provider_text(struct provider_call *c, struct provider_block *b, const char 
 }
 
 /* A server that sends no id for a tool call gets one of ours, so that the
- * results can still be paired with it. */
+ * results can still be paired with it. It is random (64 bits): a block's
+ * index repeats in every answer, and saved results are named after ids, so
+ * an id must not come back in a later round of the session. */
 static int ph_tool_id(struct provider_call *c, struct provider_block *b)
 {
-	char gen[32];
+	unsigned char r[8];
+	char gen[40];
 
 	if (b->id)
 		return SB_OK;
-	snprintf(gen, sizeof(gen), "call_sb_%d", b->key);
+	randombytes_buf(r, sizeof r);
+	snprintf(gen, sizeof(gen), "call_sb_%02x%02x%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2],
+	         r[3], r[4], r[5], r[6], r[7]);
 	b->id = strdup(gen);
 	return b->id ? SB_OK : ph_nomem(c);
 }
@@ -345,13 +356,77 @@ int provider_tool_begin(struct provider_call *c, struct provider_block *b, const
 int provider_tool_input(struct provider_call *c, struct provider_block *b, const char *json,
                         size_t len)
 {
-	int rc = buf_append(&b->text, json, len);
+	int rc;
+
+	if (len && b->complete)
+		return provider_call_fail(c, MODEL_ERR_BAD_RESPONSE, 0,
+		                          "the input of tool call %s went on after it was complete",
+		                          b->id ? b->id : "?");
+	rc = buf_append(&b->text, json, len);
 
 	if (rc == SB_ERR_TOOBIG)
 		return provider_call_fail(c, MODEL_ERR_BAD_RESPONSE, 0,
 		                          "a tool call's input is larger than %zu MiB",
 		                          PROVIDER_HTTP_MAX_RESPONSE >> 20);
 	return rc ? ph_nomem(c) : SB_OK;
+}
+
+/* Parses a tool block's input text: a new reference to the object, NULL when
+ * it is not one (why, when not NULL, gets the parser's words). No text at
+ * all is {}. */
+static json_t *ph_parse_input(const struct provider_block *b, char *why, size_t why_size)
+{
+	const char *text = b->text.data ? b->text.data : "";
+	json_error_t jerr;
+	json_t *input;
+
+	if (b->input)
+		return json_is_object(b->input) ? json_incref(b->input) : NULL;
+	if (strspn(text, " \t\r\n") == b->text.len)
+		return json_object();
+	input = json_loadb(text, b->text.len, JSON_DECODE_ANY, &jerr);
+	if (input && !json_is_object(input)) {
+		json_decref(input);
+		if (why)
+			snprintf(why, why_size, "it is JSON but not an object");
+		return NULL;
+	}
+	if (!input && why)
+		snprintf(why, why_size, "%s", jerr.text);
+	return input;
+}
+
+int provider_tool_complete(struct provider_call *c, struct provider_block *b, bool check)
+{
+	json_t *input, *block;
+	size_t end;
+
+	if (!b->tool || b->complete || !b->name || !c->stream || !c->ev.tool_use_done)
+		return SB_OK;
+	if (check) {
+		/* Only an input that can be a whole object is parsed. */
+		if (b->input || b->text.len == 0 || b->text.len > PH_EARLY_INPUT_MAX)
+			return SB_OK;
+		end = b->text.len;
+		while (end > 0 && strchr(" \t\r\n", b->text.data[end - 1]))
+			end--;
+		if (end == 0 || b->text.data[end - 1] != '}')
+			return SB_OK;
+	}
+	if (ph_tool_id(c, b))
+		return c->fail_rc;
+	input = ph_parse_input(b, NULL, 0);
+	if (!input)
+		return SB_OK; /* judged at the end of the answer */
+	block = json_pack("{sssssssO}", "type", "tool_use", "id", b->id, "name", b->name, "input",
+	                  input);
+	json_decref(input);
+	if (!block)
+		return ph_nomem(c);
+	b->complete = true;
+	c->ev.tool_use_done(c->ev.ud, block);
+	json_decref(block);
+	return c->finished ? SB_ERR_ABORTED : SB_OK;
 }
 
 int provider_set_stop(struct provider_call *c, const char *raw, enum model_stop stop)
@@ -386,7 +461,7 @@ int provider_set_model(struct provider_call *c, const char *model)
 static json_t *ph_block_json(struct provider_call *c, struct provider_block *b)
 {
 	json_t *o = json_object(), *input = NULL;
-	json_error_t jerr;
+	char why[200];
 
 	if (!o)
 		goto nomem;
@@ -409,26 +484,19 @@ static json_t *ph_block_json(struct provider_call *c, struct provider_block *b)
 	}
 	if (ph_tool_id(c, b))
 		goto fail;
-	if (b->input) {
-		input = json_incref(b->input);
-	} else if (strspn(b->text.data ? b->text.data : "", " \t\r\n") == b->text.len) {
-		input = json_object(); /* no arguments at all */
-		if (!input)
+	why[0] = '\0';
+	input = ph_parse_input(b, why, sizeof why);
+	if (!input) {
+		/* The model's call is broken, not the provider: the call
+		 * stands with an empty input and the turn answers it with an
+		 * error (model_bad_call). */
+		b->bad = true;
+		b->cut = c->stop == MODEL_STOP_MAX_TOKENS && c->have_stop;
+		free(b->why);
+		b->why = strdup(why[0] ? why : "not valid JSON");
+		input = json_object();
+		if (!b->why || !input)
 			goto nomem;
-	} else {
-		input = json_loadb(b->text.data, b->text.len, JSON_DECODE_ANY, &jerr);
-		if (!input) {
-			provider_call_fail(c, MODEL_ERR_BAD_RESPONSE, 0,
-			                   "the input of tool call %s (%s) is not valid JSON: %s",
-			                   b->id, b->name, jerr.text);
-			goto fail;
-		}
-	}
-	if (!json_is_object(input)) {
-		provider_call_fail(c, MODEL_ERR_BAD_RESPONSE, 0,
-		                   "the input of tool call %s (%s) is not a JSON object", b->id,
-		                   b->name);
-		goto fail;
 	}
 	if (json_object_set_new(o, "type", json_string("tool_use")) ||
 	    json_object_set_new(o, "id", json_string(b->id)) ||
@@ -458,6 +526,10 @@ static json_t *ph_message(struct provider_call *c)
 		goto nomem;
 	for (i = 0; i < c->n_blocks; i++) {
 		if (!c->blocks[i]->tool && c->blocks[i]->text.len == 0)
+			continue;
+		/* A call cut before its name arrived is no call at all. */
+		if (c->blocks[i]->tool && !c->blocks[i]->name && c->have_stop &&
+		    c->stop == MODEL_STOP_MAX_TOKENS)
 			continue;
 		b = ph_block_json(c, c->blocks[i]);
 		if (!b)
@@ -625,7 +697,9 @@ static void ph_on_http_done(void *ud, int rc, const struct httpc_response *r)
 {
 	struct provider_call *c = ud;
 	struct model_response resp = {0};
+	struct model_bad_call *bad = NULL;
 	json_t *msg = NULL;
+	size_t n_bad = 0;
 
 	c->http = NULL;
 	c->depth++;
@@ -648,6 +722,24 @@ static void ph_on_http_done(void *ud, int rc, const struct httpc_response *r)
 	} else if (ph_answer(c, r) == SB_OK) {
 		msg = ph_message(c);
 	}
+	for (size_t i = 0; msg && i < c->n_blocks; i++)
+		n_bad += c->blocks[i]->bad;
+	if (n_bad && !(bad = calloc(n_bad, sizeof *bad))) {
+		json_decref(msg);
+		msg = NULL;
+	}
+	for (size_t i = 0, k = 0; bad && i < c->n_blocks; i++) {
+		const struct provider_block *b = c->blocks[i];
+
+		if (!b->bad)
+			continue;
+		bad[k].id = b->id;
+		bad[k].name = b->name;
+		bad[k].input_bytes = b->text.len;
+		bad[k].cut = b->cut;
+		bad[k].why = b->why;
+		k++;
+	}
 
 	c->finished = true;
 	if (c->failed || !msg) {
@@ -656,12 +748,15 @@ static void ph_on_http_done(void *ud, int rc, const struct httpc_response *r)
 		c->done(c->ud, c->fail_rc, NULL, &c->err);
 	} else {
 		resp.message = msg;
+		resp.bad_calls = bad;
+		resp.n_bad_calls = n_bad;
 		resp.stop = c->stop;
 		resp.stop_raw = c->stop_raw ? c->stop_raw : "";
 		resp.usage = c->usage;
 		resp.model = c->model ? c->model : c->req_model;
 		c->done(c->ud, SB_OK, &resp, NULL);
 	}
+	free(bad);
 	json_decref(msg);
 	ph_release(c);
 }

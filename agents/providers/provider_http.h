@@ -53,6 +53,10 @@ struct provider_block {
 	int key;        /* the provider's index of the block */
 	bool tool;      /* a tool_use, else text */
 	bool announced; /* tool_use_start was emitted */
+	bool complete;  /* tool_use_done was emitted: the input is final */
+	bool bad;       /* the input cannot be used (model_bad_call) */
+	bool cut;       /* ... because the output-token limit cut it */
+	char *why;      /* ... the parser's words */
 	char *id;
 	char *name;
 	struct buf text; /* the text, or the tool input's JSON text as streamed */
@@ -128,6 +132,19 @@ int provider_http_start(struct provider *p, const struct provider_http_api *api,
 /* The ops' cancel: done runs with MODEL_ERR_ABORTED before this returns. */
 void provider_http_cancel(struct provider_call *c);
 
+/* The ops' window for OpenAI-compatible servers (window.c): GET
+ * {base_url}/models and the entry of the model (or the only one): vLLM's
+ * max_model_len, OpenRouter's context_length (or top_provider's),
+ * llama.cpp's meta.n_ctx (the server's, preferred) or meta.n_ctx_train;
+ * then, for llama.cpp without n_ctx, GET {root}/props
+ * (default_generation_settings.n_ctx); for Ollama (owned_by "library" or
+ * "ollama", or port 11434), POST {root}/api/show: parameters' num_ctx, else
+ * model_info's <arch>.context_length. root is base_url without a trailing
+ * "/v1". Each request has a 5 s limit. */
+int provider_http_window(struct provider *p, const char *model, provider_window_cb done, void *ud,
+                         struct provider_probe **out);
+void provider_http_window_cancel(struct provider_probe *pr);
+
 /* Records the call's failure (the first one wins) and returns the rc that
  * done will get: SB_ERR_ABORTED, SB_ERR_TIMEOUT, SB_ERR_PROTO
  * (BAD_RESPONSE) or SB_ERR_HTTP (the rest). The message is prefixed with the
@@ -150,9 +167,18 @@ int provider_text(struct provider_call *c, struct provider_block *b, const char 
 int provider_tool_begin(struct provider_call *c, struct provider_block *b, const char *id,
                         const char *name);
 
-/* Appends a piece of a tool block's input JSON text. */
+/* Appends a piece of a tool block's input JSON text. A piece for a block
+ * already complete (provider_tool_complete) is a broken stream. */
 int provider_tool_input(struct provider_call *c, struct provider_block *b, const char *json,
                         size_t len);
+
+/* Says that a tool block's input is complete (the API marks the end of the
+ * block), or may be (check: OpenAI has no such mark, so its input counts as
+ * complete once it parses as a JSON object, which no proper prefix of an
+ * object does). When it parses as an object and the call streams, emits
+ * tool_use_done once. An input that does not parse is left for the end of
+ * the answer, where it becomes a bad call. */
+int provider_tool_complete(struct provider_call *c, struct provider_block *b, bool check);
 
 /* Sets the stop reason (raw copied) and the model as reported (copied). */
 int provider_set_stop(struct provider_call *c, const char *raw, enum model_stop stop);

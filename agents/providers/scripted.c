@@ -18,8 +18,8 @@
  * error is needed):
  *
  *   match           "substring" (case-sensitive) or "/regex/" ("/regex/i"
- *                   ignores case; POSIX extended), tested against the text of
- *                   the last user message that has text
+ *                   ignores case; POSIX extended), tested against the first
+ *                   text block of the last user message that has text
  *   text            the reply; "{{user_text}}" is replaced by that user text
  *   tool_calls      [{name, input (object), id}]; ids default to call_<n>,
  *                   n counting the provider's tool calls from 1
@@ -771,16 +771,22 @@ static char *scripted_user_text(const json_t *messages, bool *continuation)
 			if (type && strcmp(type, "tool_result") == 0)
 				*continuation = true;
 		}
+	/* The first non-empty text block: what the user wrote, without the
+	 * notes the gateway adds after it (the date, steered text). */
 	for (i = n; i-- > 0;) {
 		const json_t *m = json_array_get(messages, i);
-		char *t;
+		size_t k;
 
 		if (!scripted_is_user(m))
 			continue;
-		t = msg_text(m);
-		if (!t || t[0])
-			return t;
-		free(t);
+		json_array_foreach(json_object_get(m, "content"), k, block)
+		{
+			const char *type = json_string_value(json_object_get(block, "type"));
+			const char *text = json_string_value(json_object_get(block, "text"));
+
+			if (type && strcmp(type, "text") == 0 && text && *text)
+				return strdup(text);
+		}
 	}
 	return strdup("");
 }

@@ -5,9 +5,12 @@
  * sandbox (ctx->sandbox: bubblewrap; a missing bwrap is an error result,
  * never a run without the sandbox): its own process group, a clean
  * environment, a time limit that kills the whole group. The model sees the
- * output (the head and the tail of a long one) and how the command ended; a
- * non-zero exit status is not an error of the tool (the model decides what
- * it means), a timeout is.
+ * output and how the command ended; a non-zero exit status is not an error
+ * of the tool (the model decides what it means), a timeout is. The output is
+ * kept whole up to BASH_OUTPUT_MAX (past it, its first BASH_OUTPUT_MAX and
+ * last BASH_TAIL bytes), so that the output budget (budget.h) saves all of it
+ * to the result store like any oversized result and the context gets a
+ * preview of its head and tail.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -19,8 +22,10 @@
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 
-#define BASH_HEAD 20000
-#define BASH_TAIL 20000
+/* The hard cap of what is kept (well under the budget's 16 MiB even when
+ * every byte becomes U+FFFD's three). */
+#define BASH_OUTPUT_MAX ((size_t)4 << 20)
+#define BASH_TAIL ((size_t)256 << 10)
 #define BASH_TIMEOUT_DEFAULT 120000
 
 struct bash_run {
@@ -57,7 +62,7 @@ static char *bash_format(const struct bash_run *b, const struct tool_spawn_resul
 	size_t tail_len = r->tail_len;
 
 	/* Room for every byte becoming U+FFFD. */
-	buf_init(&out, (BASH_HEAD + BASH_TAIL) * 3 + 1024);
+	buf_init(&out, (BASH_OUTPUT_MAX + BASH_TAIL) * 3 + 1024);
 	if (r->output_dropped || tail_len) {
 		/* Cut on character boundaries at both ends of the gap. */
 		head = tool_utf8_floor(r->output, r->output_len);
@@ -146,7 +151,7 @@ static int bash_call(const struct tool_ctx *ctx, const json_t *input, tool_done_
 	o.argv = argv;
 	o.cwd = ctx->workspace;
 	o.timeout_ms = b->timeout_ms;
-	o.max_output = BASH_HEAD;
+	o.max_output = BASH_OUTPUT_MAX;
 	o.keep_tail = BASH_TAIL;
 	o.sandbox = ctx->sandbox;
 	why[0] = '\0';
@@ -170,8 +175,9 @@ const struct tool_def tool_bash = {
         "Runs a shell command (/bin/sh -c) in the workspace directory and returns its output "
         "(stdout and stderr together) and exit code. stdin is empty; the environment is "
         "minimal. The command and everything it starts are killed at the time limit "
-        "(timeout_ms, at most the agent's limit, 120 s by default). Long output keeps its "
-        "first and last 20000 bytes.",
+        "(timeout_ms, at most the agent's limit, 120 s by default). Long output is saved "
+        "whole (up to 4 MiB, then its last 256 KiB) and you get its start and end with the "
+        "name of the file that holds it; read that with the read tool.",
     .input_schema = "{\"type\":\"object\",\"properties\":{"
                     "\"command\":{\"type\":\"string\",\"minLength\":1,"
                     "\"description\":\"the shell command\"},"
@@ -184,5 +190,6 @@ const struct tool_def tool_bash = {
     .concurrency_safe = tool_never,
     .max_result_chars = 0,
     .untrusted_output = true,
+    .runs_code = true,
     .call = bash_call,
 };

@@ -1327,10 +1327,27 @@ static void ctl_sessions_frame(struct ctl *c, const json_t *f)
 	} else {
 		const json_t *s = json_object_get(c->acc, "session");
 
+		const json_t *todo = json_object_get(p, "todo"), *it;
+		size_t i;
+
 		printf("session %s (agent %s, id %s)\n",
 		       json_string_value(json_object_get(s, "key")),
 		       json_string_value(json_object_get(s, "agentId")),
 		       json_string_value(json_object_get(s, "sessionId")));
+		if (json_array_size(todo)) {
+			printf("todo:\n");
+			json_array_foreach(todo, i, it)
+			{
+				const char *st = json_string_value(json_object_get(it, "status"));
+
+				printf("  %s %s\n",
+				       st && strcmp(st, "done") == 0          ? "[x]"
+				       : st && strcmp(st, "in_progress") == 0 ? "[>]"
+				       : st && strcmp(st, "cancelled") == 0   ? "[-]"
+				                                              : "[ ]",
+				       ctl_s(json_string_value(json_object_get(it, "text")), ""));
+			}
+		}
 		ctl_history_print(p);
 	}
 	fflush(stdout);

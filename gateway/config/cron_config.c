@@ -268,6 +268,13 @@ int cron_config_check(const struct cron_job_config *jobs, size_t n_jobs,
 			              "unknown time zone \"%s\"", h->active_hours.timezone);
 			added++;
 		}
+		if (agents[i].timezone && cron_tz_get(agents[i].timezone, &z) != SB_OK) {
+			snprintf(key, sizeof key, "agents[%zu].timezone", i);
+			cfg_error_add(ctx, key,
+			              "use local, UTC or an IANA name such as Europe/Berlin",
+			              "unknown time zone \"%s\"", agents[i].timezone);
+			added++;
+		}
 		if (h->target && strcmp(h->target, "none") != 0 && strcmp(h->target, "last") != 0 &&
 		    !h->to) {
 			snprintf(key, sizeof key, "agents[%zu].heartbeat.to", i);

@@ -783,6 +783,9 @@ done:
 		out = json_pack("{ss ss? so}", "sessionKey", h->key, "sessionId",
 		                *h->session_id ? h->session_id : NULL, "messages", messages);
 		messages = NULL;
+		/* The session's todo list (the todo tool), when it keeps one. */
+		if (out && tl.todo)
+			json_object_set_new(out, "todo", json_deep_copy(tl.todo));
 		h->payload = out ? json_dumps(out, JSON_COMPACT) : NULL;
 		json_decref(out);
 		if (!h->payload)

@@ -430,6 +430,26 @@ static void reply_committed(void *ud, int rc)
 	free(c);
 }
 
+/* Puts the run's reply into text (bounded at DISPATCH_TEXT_MAX): a longer
+ * reply keeps its head, cut on a character boundary, and ends with a note
+ * saying how much was left out, never an empty reply. */
+static void dispatch_reply_text(struct buf *text, const char *reply)
+{
+	static const char note[] = "\n\n[... the reply is %zu bytes long; the last %zu were cut "
+	                           "to fit the %u-byte limit of one reply ...]";
+	size_t len = strlen(reply), head;
+
+	if (buf_puts(text, reply) == SB_OK)
+		return;
+	buf_reset(text);
+	head = DISPATCH_TEXT_MAX - 1024; /* room for the note and what follows it */
+	while (head > 0 && ((unsigned char)reply[head] & 0xC0) == 0x80)
+		head--;
+	if (buf_append(text, reply, head) != SB_OK ||
+	    buf_printf(text, note, len, len - head, DISPATCH_TEXT_MAX) != SB_OK)
+		buf_reset(text);
+}
+
 static void run_done(void *ud, const struct run_outcome *o)
 {
 	struct active *a = ud;
@@ -444,7 +464,7 @@ static void run_done(void *ud, const struct run_outcome *o)
 	buf_init(&text, DISPATCH_TEXT_MAX);
 	if (o->rc == SB_OK) {
 		status = turn_end_name(o->result->end);
-		buf_puts(&text, o->result->text);
+		dispatch_reply_text(&text, o->result->text);
 		if (a->watchdog_fired)
 			buf_printf(&text, "%s(Stopped: this took longer than the %lld s limit.)",
 			           text.len ? "\n\n" : "", (long long)(a->run_timeout_ms / 1000));

@@ -25,14 +25,15 @@
 #include "gateway/core/fmt.h"
 #include "gateway/core/fsutil.h"
 #include "gateway/core/log.h"
+#include "gateway/cron/cron_tz.h"
 #include "gateway/obs/metrics.h"
 #include "workspaces/prompt.h"
 #include "workspaces/workspace.h"
 
 #define RUNNER_PROMPT_MAX (4u << 20)
 
-static const char *const runner_default_tools[] = {"bash", "edit",    "glob", "grep",
-                                                   "ls",   "message", "read", "write"};
+static const char *const runner_default_tools[] = {"bash",    "edit", "glob", "grep", "ls",
+                                                   "message", "read", "todo", "write"};
 
 struct runner {
 	struct runner_options opt;
@@ -40,7 +41,7 @@ struct runner {
 	struct workspace_cache *ws_cache; /* the workspaces' files, shared by the jobs */
 };
 
-enum run_stage { RUN_SESSION, RUN_PREPARE, RUN_TURN, RUN_FLUSH, RUN_DONE };
+enum run_stage { RUN_SESSION, RUN_PREPARE, RUN_WINDOW, RUN_TURN, RUN_FLUSH, RUN_DONE };
 
 struct run_job {
 	struct runner *r;
@@ -67,6 +68,7 @@ struct run_job {
 	char sessions_dir[PATH_MAX];
 	struct turn_session session; /* from the transcript (last_prompt held below) */
 	json_t *last_prompt;
+	json_t *todo; /* the session's todo list, from the transcript */
 	char workspace[PATH_MAX];
 	uv_work_t work;
 	int prep_rc;
@@ -80,6 +82,17 @@ struct run_job {
 	const char **chain;
 	size_t n_chain;
 	struct turn *turn;
+	struct models_window_wait *wwait; /* the model's context window, being learnt */
+	/* A session handed off to a new one (the context was full): the first
+	 * run's session, the summary the second starts from. */
+	char *seed;
+	bool handed_off;
+	bool restart; /* flushing the full session before the run in the new one */
+	char old_session_id[40];
+	struct model_usage first_usage; /* the full session's run */
+	int first_calls, first_tools;
+	int64_t window;
+	char window_source[200];
 	struct permissions perms;
 	struct sandbox_policy sandbox;
 
@@ -129,8 +142,10 @@ static void run_job_free(struct run_job *j)
 	free(j->target);
 	free(j->sender);
 	free(j->abort_why);
+	free(j->seed);
 	json_decref(j->history);
 	json_decref(j->last_prompt);
+	json_decref(j->todo);
 	json_decref(j->steer);
 	buf_free(&j->prompt);
 	free(j->chain);
@@ -195,6 +210,31 @@ static void run_touch_session(struct run_job *j)
 
 /* ---- flush ---- */
 
+static void run_prepare(struct run_job *j);
+
+/* The full session is written: the message runs again in the new one. */
+static void run_restart(struct run_job *j)
+{
+	json_decref(j->history);
+	j->history = NULL;
+	json_decref(j->last_prompt);
+	j->last_prompt = NULL;
+	memset(&j->session, 0, sizeof j->session);
+	/* j->todo goes on: the new session starts with the list. */
+	buf_reset(&j->prompt);
+	free(j->chain);
+	j->chain = NULL;
+	j->n_chain = 0;
+	j->prep_rc = 0;
+	j->redelivered = false;
+	free(j->result_text);
+	free(j->result_detail);
+	json_decref(j->result_messages);
+	j->result_text = j->result_detail = NULL;
+	j->result_messages = NULL;
+	run_prepare(j);
+}
+
 static void run_flushed(void *ud, int rc)
 {
 	struct run_job *j = ud;
@@ -204,6 +244,12 @@ static void run_flushed(void *ud, int rc)
 		         LOG_S("error", sb_strerror(rc)));
 	transcript_close(j->transcript);
 	j->transcript = NULL;
+	if (j->restart && !j->aborted) {
+		j->restart = false;
+		run_restart(j);
+		return;
+	}
+	/* After a hand-off this points the session key at the new session. */
 	run_touch_session(j);
 	run_finish(j, SB_OK, NULL);
 }
@@ -226,15 +272,84 @@ static void run_count_context(struct run_job *j, const struct turn_result *res)
 	m->tool_results_persisted += res->results_persisted;
 }
 
+/* The context of the session is full: the message runs again in a new
+ * session that starts from a summary (the seeds' session split). The key
+ * points at the new session only once that run is written. */
+static bool run_hand_off(struct run_job *j, const struct turn_result *res)
+{
+	json_t *ev;
+
+	if (!res->handoff || j->handed_off || j->aborted || !res->handoff_summary)
+		return false;
+	free(j->seed);
+	j->seed = strdup(res->handoff_summary);
+	if (!j->seed)
+		return false;
+	j->handed_off = true;
+	j->restart = true;
+	json_decref(j->todo);
+	j->todo = res->todo ? json_deep_copy(res->todo) : NULL;
+	j->first_usage = res->usage;
+	j->first_calls = res->model_calls;
+	j->first_tools = res->tool_calls;
+	snprintf(j->old_session_id, sizeof j->old_session_id, "%s", j->session_id);
+	transcript_new_session_id(j->session_id, sizeof j->session_id);
+	ev = json_pack("{ssssss}", "event", "handoff", "to", j->session_id, "why",
+	               res->detail ? res->detail : "");
+	if (!ev || transcript_append(j->transcript, "event", ev, NULL, 0) != SB_OK)
+		log_warn("agent", "cannot record the hand-off in the transcript",
+		         LOG_S("path", j->path));
+	json_decref(ev);
+	log_info("agent", "the session's context is full; it goes on in a new session",
+	         LOG_S("session", j->session_key), LOG_S("from", j->old_session_id),
+	         LOG_S("to", j->session_id));
+	return true;
+}
+
 static void run_turn_done(void *ud, const struct turn_result *res)
 {
 	struct run_job *j = ud;
+	char detail[1024];
+	struct buf text;
 
 	run_count_context(j, res);
 	j->turn = NULL;
+	if (run_hand_off(j, res)) {
+		j->stage = RUN_FLUSH;
+		if (transcript_flush(j->transcript, run_flushed, j) != SB_OK)
+			run_flushed(j, SB_ERR_IO);
+		return;
+	}
 	j->result = *res;
-	j->result_text = strdup(res->text ? res->text : "");
-	j->result_detail = strdup(res->detail ? res->detail : "");
+	j->result.handoff_summary = NULL; /* the turn's, gone after this */
+	j->result.todo = NULL;
+	if (j->handed_off) {
+		/* The reply's cost is both runs'. */
+		j->result.usage.input_tokens += j->first_usage.input_tokens;
+		j->result.usage.output_tokens += j->first_usage.output_tokens;
+		j->result.usage.cache_read_tokens += j->first_usage.cache_read_tokens;
+		j->result.usage.cache_write_tokens += j->first_usage.cache_write_tokens;
+		j->result.model_calls += j->first_calls;
+		j->result.tool_calls += j->first_tools;
+	}
+	buf_init(&text, (size_t)64 << 20);
+	buf_puts(&text, res->text ? res->text : "");
+	snprintf(detail, sizeof detail, "%s", res->detail ? res->detail : "");
+	if (j->handed_off && res->handoff) {
+		/* Full again in a fresh session: the message alone is too long. */
+		snprintf(detail, sizeof detail,
+		         "your message is too long for this agent's model even in a new "
+		         "conversation (about %lld tokens with the summary of the earlier one; "
+		         "the window holds %lld). Send it in shorter parts",
+		         (long long)res->context_tokens, (long long)j->window);
+	} else if (j->handed_off && res->end != TURN_END_ERROR) {
+		buf_printf(&text,
+		           "%s(This conversation's context was full, so it goes on in a new "
+		           "session that starts from a summary of the earlier one.)",
+		           text.len ? "\n\n" : "");
+	}
+	j->result_text = buf_steal(&text);
+	j->result_detail = strdup(detail);
 	j->result_messages = json_incref((json_t *)res->messages);
 	j->result.text = j->result_text ? j->result_text : "";
 	j->result.detail = j->result_detail ? j->result_detail : "";
@@ -275,10 +390,53 @@ static bool run_resumes(const struct run_job *j)
 
 	if (!j->redelivered || !role || strcmp(role, "user") != 0)
 		return false;
+	/* The message's first text block is what was sent (notes, such as
+	 * the date, follow it). */
 	text = msg_text(last);
 	same = text && strcmp(text, j->text) == 0;
 	free(text);
+	if (!same) {
+		const json_t *b = json_array_get(json_object_get(last, "content"), 0);
+		const char *first = json_string_value(json_object_get(b, "text"));
+
+		same = first && strcmp(first, j->text) == 0;
+	}
 	return same;
+}
+
+/* The date the model is told, at day granularity, in the agent's time
+ * zone: "[Today is Monday, 30 November 2026 (Europe/Berlin, UTC+01:00).]".
+ * The turn adds it to the new message only when the day changed, so the
+ * cached prefix is not touched. */
+static void run_date_note(const struct run_job *j, char *out, size_t size)
+{
+	static const char *const days[] = {"Sunday",   "Monday", "Tuesday", "Wednesday",
+	                                   "Thursday", "Friday", "Saturday"};
+	static const char *const months[] = {"January",   "February", "March",    "April",
+	                                     "May",       "June",     "July",     "August",
+	                                     "September", "October",  "November", "December"};
+	const char *name = j->agent->timezone ? j->agent->timezone : "local";
+	const struct cron_tz *z = NULL;
+	struct cron_tm tm;
+	struct timespec ts;
+	int32_t off;
+	char zone[200];
+
+	out[0] = '\0';
+	if (cron_tz_get(name, &z) != SB_OK)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	cron_tz_to_tm(z, ts.tv_sec, &tm);
+	off = cron_tz_offset(z, ts.tv_sec);
+	if (strcmp(name, "local") == 0)
+		snprintf(zone, sizeof zone, "the gateway's local time");
+	else
+		snprintf(zone, sizeof zone, "%s", name);
+	if (tm.wday < 0 || tm.wday > 6 || tm.mon < 1 || tm.mon > 12)
+		return;
+	snprintf(out, size, "[Today is %s, %d %s %d (%s, UTC%c%02d:%02d).]", days[tm.wday], tm.mday,
+	         months[tm.mon - 1], tm.year, zone, off < 0 ? '-' : '+',
+	         (off < 0 ? -off : off) / 3600, (off < 0 ? -off : off) % 3600 / 60);
 }
 
 /* Records the workspace version the turn runs with: an event with every
@@ -332,10 +490,14 @@ static void run_gates(struct run_job *j)
 	j->sandbox.hide[j->sandbox.n_hide++] = "/root";
 }
 
+static void run_start_turn(struct run_job *j);
+static void run_ask_window(struct run_job *j);
+
 static void run_start_turn(struct run_job *j)
 {
 	const struct agent_config *a = j->agent;
 	struct turn_options to;
+	char date[300];
 	int rc;
 
 	if (j->aborted) {
@@ -344,16 +506,25 @@ static void run_start_turn(struct run_job *j)
 		run_finish(j, SB_ERR_ABORTED, j->abort_why);
 		return;
 	}
-	rc = run_chain(j);
-	if (rc) {
-		transcript_close(j->transcript);
-		j->transcript = NULL;
-		run_finish(j, rc,
-		           rc == SB_ERR_CONFIG ? "the agent has no model configured"
-		                               : "out of memory");
-		return;
-	}
 	run_stamp_workspace(j);
+	if (j->handed_off && json_array_size(j->todo)) {
+		/* The todo list goes on with the session. */
+		json_t *ev = json_pack("{sssO}", "event", "todo", "items", j->todo);
+
+		if (!ev || transcript_append(j->transcript, "event", ev, NULL, 0) != SB_OK)
+			log_warn("agent", "cannot carry the todo list into the new session",
+			         LOG_S("path", j->path));
+		json_decref(ev);
+	}
+	{
+		json_t *ev = json_pack("{sssIss}", "event", "context", "window",
+		                       (json_int_t)j->window, "source", j->window_source);
+
+		if (!ev || transcript_append(j->transcript, "event", ev, NULL, 0) != SB_OK)
+			log_warn("agent", "cannot record the context window in the transcript",
+			         LOG_S("path", j->path));
+		json_decref(ev);
+	}
 	turn_budget_init(&j->budget, a->budget, NULL);
 	memset(&to, 0, sizeof to);
 	to.models = j->models;
@@ -385,8 +556,9 @@ static void run_start_turn(struct run_job *j)
 	to.tool_ctx.results_dir = j->results_dir;
 	to.tool_ctx.sessions_dir = j->sessions_dir;
 	to.tool_ctx.session_id = j->session_id;
-	to.context.limits.window = a->context.window;
+	to.context.limits.window = j->window;
 	to.context.limits.trim_at = (int)a->context.trim_at;
+	to.context.limits.trim_to = (int)a->context.trim_to;
 	to.context.limits.archive_at = (int)a->context.archive_at;
 	to.context.limits.summarize_at = (int)a->context.summarize_at;
 	to.context.limits.block_at = (int)a->context.block_at;
@@ -397,6 +569,10 @@ static void run_start_turn(struct run_job *j)
 	to.context.budget.batch_max = (size_t)a->context.batch_result_max;
 	to.session = j->session;
 	to.session.last_prompt = j->last_prompt;
+	to.session.todo = j->todo;
+	run_date_note(j, date, sizeof date);
+	to.date_note = date[0] ? date : NULL;
+	to.seed = j->seed;
 	j->stage = RUN_TURN;
 	rc = turn_start(&j->turn, &to, run_turn_done, j);
 	if (rc) {
@@ -408,6 +584,46 @@ static void run_start_turn(struct run_job *j)
 	/* Steered in while the job prepared: seen at the first model call. */
 	for (size_t i = 0; i < json_array_size(j->steer); i++)
 		turn_steer(j->turn, json_string_value(json_array_get(j->steer, i)));
+}
+
+/* ---- the context window ---- */
+
+static void run_window_known(void *ud, int64_t window, const char *source)
+{
+	struct run_job *j = ud;
+
+	j->wwait = NULL;
+	j->window = window;
+	snprintf(j->window_source, sizeof j->window_source, "%s", source ? source : "");
+	run_start_turn(j);
+}
+
+/* The agent's context.window, or what the model's provider says, or the
+ * family table (models_window). */
+static void run_ask_window(struct run_job *j)
+{
+	int rc = run_chain(j);
+
+	if (rc) {
+		transcript_close(j->transcript);
+		j->transcript = NULL;
+		run_finish(j, rc,
+		           rc == SB_ERR_CONFIG ? "the agent has no model configured"
+		                               : "out of memory");
+		return;
+	}
+	j->stage = RUN_WINDOW;
+	if (j->agent->context.window > 0) {
+		j->window = j->agent->context.window;
+		snprintf(j->window_source, sizeof j->window_source, "config");
+		run_start_turn(j);
+		return;
+	}
+	rc = models_window(j->models, j->chain[0], run_window_known, j, &j->wwait);
+	if (rc != SB_OK) {
+		j->wwait = NULL;
+		run_window_known(j, MODELS_WINDOW_DEFAULT, "default");
+	}
 }
 
 /* ---- prepare (thread pool) ---- */
@@ -441,8 +657,11 @@ static void run_prepare_work(uv_work_t *w)
 		j->session.spent.cache_read_tokens = tl.spent_cache_read;
 		j->session.spent.cache_write_tokens = tl.spent_cache_write;
 		j->session.compact_failures = tl.compact_failures;
+		j->session.compact_failed_ms = tl.compact_failed_ms;
 		j->session.cache_breaks = tl.cache_breaks;
 		j->last_prompt = tl.last_prompt ? json_deep_copy(tl.last_prompt) : NULL;
+		json_decref(j->todo);
+		j->todo = tl.todo ? json_deep_copy(tl.todo) : NULL;
 		if (tl.torn)
 			log_warn("agent", "ignored a torn last line in the transcript",
 			         LOG_S("path", j->path));
@@ -503,7 +722,7 @@ static void run_prepare_done(uv_work_t *w, int status)
 		run_finish(j, j->prep_rc, j->prep_err);
 		return;
 	}
-	run_start_turn(j);
+	run_ask_window(j);
 }
 
 static void run_prepare(struct run_job *j)
@@ -645,6 +864,11 @@ void runner_abort(struct run_job *j, const char *why)
 	j->abort_why = strdup(why ? why : "aborted");
 	if (j->stage == RUN_TURN && j->turn)
 		turn_abort(j->turn, j->abort_why);
+	else if (j->stage == RUN_WINDOW && j->wwait) {
+		models_window_cancel(j->wwait);
+		j->wwait = NULL;
+		run_start_turn(j); /* sees the flag and finishes */
+	}
 	/* Earlier stages notice the flag when their step completes. */
 }
 

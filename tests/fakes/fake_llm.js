@@ -13,7 +13,14 @@
 //   POST /__script              replaces the script with the JSON list in the body
 //   GET  /__requests            every API request received: [{method, path,
 //                               headers, body}] (body parsed when it is JSON)
-//   POST /__reset               forgets the requests and the script
+//   POST /__reset               forgets the requests and the script (and the
+//                               server answers below)
+//   GET  /__meta_requests       the requests to the routes below
+//   POST /__server              {models, props, show}: the bodies of
+//                               GET /v1/models, GET /props and POST /api/show
+//                               (a model server's metadata; absent: 404 for
+//                               /props and /api/show, an empty list for
+//                               /v1/models); "status" overrides the codes
 //
 // The script is a list of steps. Each API request consumes one: the first
 // unconsumed step whose "match" substring appears in the text of the last
@@ -42,6 +49,13 @@
 //   chunk_bytes     write the raw SSE bytes in writes of this many bytes (each
 //                   write is one HTTP chunk, which curl hands on separately)
 //   delta_chars     code points per text delta (default 4)
+//   omit_ids        OpenAI: tool calls carry no id (as some local servers do)
+//   usage "auto"    usage counted from the request instead of fixed numbers:
+//                   input = the request's tokens (gpt-tokenizer, o200k, over
+//                   the system prompt, messages and tools as JSON text),
+//                   cache_read = the tokens of the longest prefix that the
+//                   previous request of the same API shared with this one
+//                   (a prompt cache), output = the answer's tokens
 //   no_stream       answer with one JSON body even when asked to stream
 // Requests are checked lightly (tool results must answer the tool calls just
 // before them, ...); a malformed one gets a 400 whose message starts with
@@ -56,6 +70,8 @@ const MAX_BODY = 64 * 1024 * 1024;
 let steps = [];
 let requests = [];
 let idCounter = 0;
+let server = {};
+let metaRequests = [];
 
 function loadScript(list) {
 	if (!Array.isArray(list)) throw new Error('the script must be a JSON list of steps');
@@ -191,13 +207,41 @@ function splitInto(s, parts) {
 	return splitChars(s, size);
 }
 
+let encoder = null;
+const lastPrompt = {};
+
+function tokenCount(text) {
+	if (!encoder) encoder = require('gpt-tokenizer/encoding/o200k_base');
+	return text ? encoder.encode(text).length : 0;
+}
+
+function promptText(api, body) {
+	return (api === 'anthropic' && typeof body.system === 'string' ? body.system : '') +
+		JSON.stringify(body.tools || []) + JSON.stringify(body.messages || []);
+}
+
+// usage "auto": counted from the request (see the top of the file).
+function autoUsage(api, body, step) {
+	const text = promptText(api, body);
+	const prev = lastPrompt[api] || '';
+	let k = 0;
+	while (k < text.length && k < prev.length && text.charCodeAt(k) === prev.charCodeAt(k)) k++;
+	lastPrompt[api] = text;
+	const input = tokenCount(text);
+	const cacheRead = Math.min(input, k ? tokenCount(text.slice(0, k)) : 0);
+	const calls = (step.tool_calls || []).map((tc) => JSON.stringify(tc.input || {})).join('');
+	return {input, output: Math.max(1, tokenCount((step.text || '') + calls)),
+		cache_read: cacheRead, cache_write: api === 'anthropic' ? input - cacheRead : 0};
+}
+
 function usageOf(step) {
+	if (step.usage === 'auto') return step.auto_usage;
 	return Object.assign({input: 20, output: 9, cache_read: 6, cache_write: 2}, step.usage || {});
 }
 
 function toolCalls(step, prefix) {
 	return (step.tool_calls || []).map((tc) => ({
-		id: tc.id || `${prefix}${++idCounter}`,
+		id: step.omit_ids && prefix === 'call_' ? undefined : tc.id || `${prefix}${++idCounter}`,
 		name: tc.name,
 		input: tc.input === undefined ? {} : tc.input,
 		raw: typeof tc.raw_input === 'string' ? tc.raw_input : null,
@@ -405,6 +449,7 @@ function answer(api, req, res, body) {
 		return sendJSON(res, 400, errorBody(api, 400, 'invalid_request_error',
 			'fake_llm: no script step left for this request'));
 	const stream = body.stream === true && !step.no_stream;
+	if (step.usage === 'auto') step.auto_usage = autoUsage(api, body, step);
 	const cached = JSON.stringify(body.messages).includes('"cache_control"');
 	let delay = step.delay_ms | 0;
 	if (step.fault === 'slow' && step.delay_ms === undefined) delay = 10000;
@@ -474,11 +519,32 @@ function sendJSON200Raw(res, text) {
 
 function route(req, res, path, raw) {
 	if (req.method === 'GET' && path === '/__requests') return sendJSON(res, 200, requests);
+	if (req.method === 'GET' && path === '/__meta_requests') return sendJSON(res, 200, metaRequests);
 	if (req.method === 'POST' && path === '/__reset') {
 		requests = [];
 		steps = [];
 		idCounter = 0;
+		server = {};
+		metaRequests = [];
 		return sendJSON(res, 200, {ok: true});
+	}
+	if (req.method === 'POST' && path === '/__server') {
+		try {
+			server = JSON.parse(raw.toString('utf8')) || {};
+		} catch (e) {
+			return sendJSON(res, 400, {error: String(e.message || e)});
+		}
+		return sendJSON(res, 200, {ok: true});
+	}
+	const meta = {'GET /v1/models': 'models', 'GET /props': 'props', 'POST /api/show': 'show'};
+	const what = meta[`${req.method} ${path}`];
+	if (what) {
+		metaRequests.push({method: req.method, path, headers: req.headers,
+			body: raw.length ? raw.toString('utf8') : null});
+		const status = (server.status && server.status[what]) || (server[what] ? 200 : 404);
+		if (server[what] === undefined && what === 'models')
+			return sendJSON(res, status === 404 ? 200 : status, {object: 'list', data: []});
+		return sendJSON(res, status, server[what] === undefined ? {error: 'not found'} : server[what]);
 	}
 	if (req.method === 'POST' && path === '/__script') {
 		try {
@@ -504,7 +570,7 @@ function route(req, res, path, raw) {
 	return answer(api, req, res, body);
 }
 
-const server = http.createServer((req, res) => {
+const httpServer = http.createServer((req, res) => {
 	const chunks = [];
 	let size = 0;
 	req.on('data', (c) => {
@@ -522,7 +588,7 @@ const server = http.createServer((req, res) => {
 		route(req, res, path, Buffer.concat(chunks));
 	});
 });
-server.on('clientError', (err, socket) => socket.destroy());
+httpServer.on('clientError', (err, socket) => socket.destroy());
 
 const argv = process.argv.slice(2);
 let port = 0;
@@ -534,8 +600,8 @@ for (let i = 0; i < argv.length; i++) {
 	}
 }
 
-server.listen(port, '127.0.0.1', () => {
-	process.stdout.write(`PORT ${server.address().port}\n`);
+httpServer.listen(port, '127.0.0.1', () => {
+	process.stdout.write(`PORT ${httpServer.address().port}\n`);
 });
 
 process.stdin.on('end', () => process.exit(0));

@@ -238,6 +238,10 @@ char *harness_oai_message_text(const json_t *msg)
 		{
 			const char *t = json_string_value(json_object_get(b, "text"));
 
+			/* The date note the gateway adds to a new message is not
+			 * what the user wrote. */
+			if (t && strncmp(t, "[Today is ", 10) == 0)
+				continue;
 			if (t) {
 				if (out.len)
 					buf_puts(&out, "\n");

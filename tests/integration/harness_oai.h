@@ -60,8 +60,8 @@ int harness_oai_transcripts(const char *home, const char *agent, const char *ses
  * GET /metrics; -1 when absent. */
 long long harness_oai_metric(int port, const char *name);
 
-/* All the text of a message (string content, or its text blocks). The
- * caller frees it. */
+/* All the text of a message (string content, or its text blocks joined
+ * with newlines, without the gateway's date note). The caller frees it. */
 char *harness_oai_message_text(const json_t *msg);
 
 #endif

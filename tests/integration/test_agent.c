@@ -490,12 +490,14 @@ static void test_max_turns(void **state)
 	script("[{\"tool_calls\":[{\"name\":\"ls\",\"input\":{}}]},"
 	       "{\"tool_calls\":[{\"name\":\"ls\",\"input\":{}}]},"
 	       "{\"tool_calls\":[{\"name\":\"ls\",\"input\":{}}]},"
-	       "{\"text\":\"never reached\"}]");
+	       "{\"text\":\"Stopped after three listings.\"}]");
 	buf_init(&out, 1 << 20);
 	assert_int_equal(agent_run("resilient", NULL, "loop", &out), 3);
 	assert_non_null(strstr(out.data, "[max_turns"));
+	/* The last call, without tools, says where the run got to. */
+	assert_non_null(strstr(out.data, "Stopped after three listings."));
 	load_transcript("resilient", &tl);
-	assert_int_equal(json_array_size(tl.messages), 7);
+	assert_int_equal(json_array_size(tl.messages), 8);
 	transcript_loaded_free(&tl);
 	buf_free(&out);
 }

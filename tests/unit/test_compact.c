@@ -26,10 +26,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
 #include "agents/context/compact.h"
+#include "agents/context/tokens.h"
 #include "agents/message.h"
 #include "agents/models.h"
 #include "agents/transcript.h"
@@ -61,6 +63,8 @@ struct run {
 	struct turn_result res;
 	char *detail;
 	char *text;
+	bool handoff;
+	char *handoff_summary;
 	char states[8192];
 };
 
@@ -153,7 +157,11 @@ static void on_done(void *ud, const struct turn_result *res)
 	r->res = *res;
 	r->detail = strdup(res->detail);
 	r->text = strdup(res->text);
+	r->handoff = res->handoff;
+	free(r->handoff_summary);
+	r->handoff_summary = res->handoff_summary ? strdup(res->handoff_summary) : NULL;
 	r->res.messages = NULL;
+	r->res.handoff_summary = NULL;
 }
 
 /* rounds of: user question, assistant ls call, its result (result_chars
@@ -291,6 +299,8 @@ static void run_free(struct run *r)
 {
 	free(r->detail);
 	free(r->text);
+	free(r->handoff_summary);
+	r->handoff_summary = NULL;
 }
 
 static void load(struct fixture *fx, struct transcript_loaded *l)
@@ -448,6 +458,40 @@ static void test_summary_request_says_data(void **state)
 	assert_null(strstr(t, "question 0"));
 	free(t);
 	json_decref(req);
+	json_decref(h);
+}
+
+static int64_t est_text(void *ud, const char *s, size_t n)
+{
+	(void)ud;
+	return tokens_estimate_text(s, n);
+}
+
+/* Level 1 in one batch: results are cleared oldest first only until the
+ * batch frees what was asked (the low-water mark), never the most recent;
+ * 0 asks for everything that may go. */
+static void test_level1_batch_plan(void **state)
+{
+	struct fixture *fx = *state;
+	json_t *h = make_history(10, 1500);
+	struct compact_plan p;
+	/* Each result is about 215 tokens, its note about 30. */
+	assert_int_equal(compact_plan_trim(h, 2, fx->results, 500, est_text, NULL, &p), SB_OK);
+	assert_int_equal(json_array_size(json_object_get(p.record, "results")), 3);
+	assert_true(p.freed >= 500 && p.freed < 750);
+	assert_string_equal(
+	    json_string_value(json_object_get(
+	        json_array_get(json_object_get(p.record, "results"), 0), "tool_use_id")),
+	    "h0");
+	assert_int_equal(json_integer_value(json_object_get(p.record, "freed")), p.freed);
+	compact_plan_free(&p);
+	assert_int_equal(compact_plan_trim(h, 2, fx->results, 0, est_text, NULL, &p), SB_OK);
+	assert_int_equal(json_array_size(json_object_get(p.record, "results")), 8);
+	compact_plan_free(&p);
+	/* More than there is: all that may go, still never the 2 kept. */
+	assert_int_equal(compact_plan_trim(h, 2, fx->results, 1000000, est_text, NULL, &p), SB_OK);
+	assert_int_equal(json_array_size(json_object_get(p.record, "results")), 8);
+	compact_plan_free(&p);
 	json_decref(h);
 }
 
@@ -656,22 +700,73 @@ static void test_breaker_and_block(void **state)
 	assert_non_null(strstr(r.detail, "context is full"));
 	assert_int_equal(r.res.model_calls, 0);
 	assert_int_equal(r.res.compaction_failures, COMPACT_BREAKER);
+	/* The session is handed off, with the recent messages. */
+	assert_true(r.handoff);
+	assert_non_null(strstr(r.handoff_summary, "goes on from an earlier session (S1)"));
+	assert_non_null(strstr(r.handoff_summary, "- user: the new question"));
+	assert_non_null(strstr(r.handoff_summary, "- assistant: answer 5"));
 	load(fx, &l);
+	assert_int_equal(count_entries(&l, "event", "handoff"), 1);
 	assert_int_equal(count_entries(&l, "event", "compaction_failed"), COMPACT_BREAKER);
 	assert_int_equal(l.compact_failures, COMPACT_BREAKER);
 	transcript_loaded_free(&l);
 	run_free(&r);
 
-	/* The breaker stays open for the session: no more tries. */
+	/* The breaker stays open for a while: no more tries. */
+	{
+		struct timespec now;
+
+		clock_gettime(CLOCK_REALTIME, &now);
+		tr = open_transcript(fx, h);
+		opts_init(fx, &o, &r, h, tr);
+		o.context.limits.summarize_at = 50;
+		o.context.limits.block_at = 60;
+		o.session.compact_failures = COMPACT_BREAKER;
+		o.session.compact_failed_ms = (int64_t)now.tv_sec * 1000 - 60 * 1000;
+		run_turn(fx, &o, &r);
+		close_transcript(fx, tr);
+		assert_int_equal(r.res.end, TURN_END_ERROR);
+		assert_int_equal(r.res.compaction_failures, 0);
+		assert_true(r.handoff);
+		run_free(&r);
+
+		/* After COMPACT_BREAKER_RESET_MS one more summary is tried. */
+		tr = open_transcript(fx, h);
+		opts_init(fx, &o, &r, h, tr);
+		o.context.limits.summarize_at = 50;
+		o.context.limits.block_at = 60;
+		o.session.compact_failures = COMPACT_BREAKER;
+		o.session.compact_failed_ms =
+		    (int64_t)now.tv_sec * 1000 - COMPACT_BREAKER_RESET_MS - 1000;
+		run_turn(fx, &o, &r);
+		close_transcript(fx, tr);
+		assert_int_equal(r.res.end, TURN_END_ERROR);
+		assert_int_equal(r.res.compaction_failures, 1);
+		load(fx, &l);
+		assert_int_equal(count_entries(&l, "event", "compaction_breaker_reset"), 1);
+		transcript_loaded_free(&l);
+		run_free(&r);
+	}
+
+	/* A system prompt that alone fills the window: no hand-off would help;
+	 * the user is told the operator must act. */
 	tr = open_transcript(fx, h);
 	opts_init(fx, &o, &r, h, tr);
+	{
+		static char big[8000];
+
+		memset(big, 'a', sizeof big - 1);
+		for (size_t i = 5; i < sizeof big - 1; i += 6)
+			big[i] = ' ';
+		o.system = big;
+	}
 	o.context.limits.summarize_at = 50;
 	o.context.limits.block_at = 60;
-	o.session.compact_failures = COMPACT_BREAKER;
 	run_turn(fx, &o, &r);
 	close_transcript(fx, tr);
 	assert_int_equal(r.res.end, TURN_END_ERROR);
-	assert_int_equal(r.res.compaction_failures, 0);
+	assert_non_null(strstr(r.detail, "The operator must act"));
+	assert_false(r.handoff);
 	run_free(&r);
 
 	/* Below block_at a failed summary does not stop the call. */
@@ -740,6 +835,54 @@ static void test_level4_reactive(void **state)
 	json_decref(h);
 }
 
+/* The todo list goes back into the context after a compaction removed
+ * messages (compactly, in the newest message), and the reloaded history has
+ * it too; a run without compaction adds nothing. */
+static void test_todo_after_compaction(void **state)
+{
+	struct fixture *fx = *state;
+	json_t *h = make_history(5, 400);
+	json_t *todo = json_pack("[{ssss}{ssss}]", "text", "collect the logs", "status", "done",
+	                         "text", "write the summary", "status", "in_progress");
+	struct transcript *tr;
+	struct transcript_loaded l;
+	struct turn_options o;
+	struct run r;
+	char *last;
+
+	load_script(fx, "{\"text\": \"done\"}\n");
+	tr = open_transcript(fx, h);
+	opts_init(fx, &o, &r, h, tr);
+	o.context.limits.archive_at = 50;
+	o.session.todo = todo;
+	run_turn(fx, &o, &r);
+	close_transcript(fx, tr);
+	assert_int_equal(r.res.end, TURN_END_TURN);
+	assert_int_equal(r.res.compactions[1], 1);
+	load(fx, &l);
+	last = text_of(json_array_get(l.messages, json_array_size(l.messages) - 2));
+	assert_non_null(strstr(last, "[Your todo list, kept across the compaction (1 of 2 done):\n"
+	                             "[x] collect the logs\n[>] write the summary]"));
+	free(last);
+	transcript_loaded_free(&l);
+	run_free(&r);
+
+	/* No compaction, no note. */
+	tr = open_transcript(fx, h);
+	opts_init(fx, &o, &r, h, tr);
+	o.session.todo = todo;
+	run_turn(fx, &o, &r);
+	close_transcript(fx, tr);
+	load(fx, &l);
+	last = text_of(json_array_get(l.messages, json_array_size(l.messages) - 2));
+	assert_null(strstr(last, "todo list"));
+	free(last);
+	transcript_loaded_free(&l);
+	run_free(&r);
+	json_decref(todo);
+	json_decref(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -747,6 +890,8 @@ int main(void)
 	    cmocka_unit_test(test_cuts_keep_pairs),
 	    cmocka_unit_test(test_summary_request_says_data),
 	    cmocka_unit_test_setup_teardown(test_level1_trim, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_level1_batch_plan, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_todo_after_compaction, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_level2_archive, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_level3_summary_and_reload, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_breaker_and_block, setup, teardown),

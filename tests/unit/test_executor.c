@@ -905,6 +905,203 @@ static void test_schema_messages(void **state)
 	expect_schema("{\"type\":\"object\",\"properties\":{}}", "{\"any\":1}", NULL);
 }
 
+/* ---- the streaming executor ------------------------------------------- */
+
+struct stream_step {
+	uint64_t at_ms;    /* when the block arrives */
+	const char *block; /* a tool_use block, or NULL: the answer ends (the message) */
+	const char *msg;
+};
+
+struct stream_run {
+	struct executor *ex;
+	const struct stream_step *steps;
+	size_t n, next;
+	int add_rc[8];
+	int end_rc;
+	uv_timer_t t;
+	json_t *msg;    /* borrowed by the executor until done */
+	int log_at_end; /* seen.n_log when the answer ended */
+};
+
+static void stream_tick(uv_timer_t *t)
+{
+	struct stream_run *s = t->data;
+	const struct stream_step *st = &s->steps[s->next++];
+
+	if (st->block) {
+		json_t *j = json_loads(st->block, 0, NULL);
+
+		s->add_rc[s->next - 1] = executor_stream_add(s->ex, j);
+		json_decref(j);
+	} else {
+		s->log_at_end = seen.n_log;
+		s->msg = json_loads(st->msg, 0, NULL);
+		s->end_rc = executor_stream_end(s->ex, s->msg);
+	}
+	if (s->next < s->n)
+		uv_timer_start(&s->t, stream_tick, s->steps[s->next].at_ms - st->at_ms, 0);
+	else
+		uv_close((uv_handle_t *)&s->t, NULL);
+}
+
+/* Feeds the steps on a timer (the answer streaming) and runs to the end. */
+static json_t *run_stream(const struct stream_step *steps, size_t n, struct exec_result *r,
+                          struct stream_run *s)
+{
+	struct tool_ctx ctx = test_ctx();
+	struct executor_events ev = {.ud = r, .tool_start = on_start, .tool_end = on_end};
+	struct executor_options opt = {
+	    .ctx = &ctx, .tools = fakes, .n_tools = sizeof fakes / sizeof fakes[0], .ev = &ev};
+	json_t *res;
+
+	memset(r, 0, sizeof *r);
+	memset(s, 0, sizeof *s);
+	seen_reset();
+	s->steps = steps;
+	s->n = n;
+	assert_int_equal(executor_stream_new(&opt, on_done, r, &s->ex), SB_OK);
+	r->ex = s->ex;
+	uv_timer_init(&loop, &s->t);
+	s->t.data = s;
+	uv_timer_start(&s->t, stream_tick, steps[0].at_ms, 0);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	json_decref(s->msg);
+	assert_int_equal(r->calls, 1);
+	res = r->results;
+	r->results = NULL;
+	return res;
+}
+
+#define STREAM_MSG                                                                                 \
+	"{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"x\"},"                 \
+	"{\"type\":\"tool_use\",\"id\":\"t1\",\"name\":\"safe\",\"input\":{\"ms\":30,\"tag\":"     \
+	"\"a\"}},{\"type\":\"tool_use\",\"id\":\"t2\",\"name\":\"maybe\",\"input\":{\"ms\":30,"    \
+	"\"tag\":\"b\"}},{\"type\":\"tool_use\",\"id\":\"t3\",\"name\":\"unsafe\",\"input\":{"     \
+	"\"ms\":10,\"tag\":\"c\"}},{\"type\":\"tool_use\",\"id\":\"t4\",\"name\":\"safe\","        \
+	"\"input\":{\"ms\":10,\"tag\":\"d\"}}]}"
+#define BLOCK(id, name, tag, ms)                                                                   \
+	"{\"type\":\"tool_use\",\"id\":\"" id "\",\"name\":\"" name "\",\"input\":{\"ms\":" #ms    \
+	",\"tag\":\"" tag "\"}}"
+
+/* Read-only calls at the head of the answer start as they arrive, before
+ * it ends; the unsafe call and everything after it wait for the whole
+ * message, and the matrix and the order hold. */
+static void test_stream_starts_read_only_early(void **state)
+{
+	static const struct stream_step steps[] = {
+	    {0, BLOCK("t1", "safe", "a", 30), NULL},
+	    {5, BLOCK("t2", "maybe", "b", 30), NULL},
+	    {10, BLOCK("t3", "unsafe", "c", 10), NULL},
+	    {15, BLOCK("t4", "safe", "d", 10), NULL},
+	    {80, NULL, STREAM_MSG},
+	};
+	struct exec_result r;
+	struct stream_run s;
+	json_t *res;
+
+	res = run_stream(steps, 5, &r, &s);
+	assert_int_equal(r.rc, SB_OK);
+	assert_int_equal(s.end_rc, SB_OK);
+	for (int i = 0; i < 4; i++)
+		assert_int_equal(s.add_rc[i], SB_OK);
+	/* a and b ran (and ended) while the answer streamed; c and d not. */
+	assert_true(seen_at("start:a") >= 0 && seen_at("start:a") < s.log_at_end);
+	assert_true(seen_at("end:b") >= 0 && seen_at("end:b") < s.log_at_end);
+	assert_true(seen_at("start:c") >= s.log_at_end);
+	assert_true(seen_at("start:c") < seen_at("start:d"));
+	assert_int_equal(seen.max_inflight, 2);
+	assert_int_equal(seen.violations, 0);
+	assert_int_equal(n_results(res), 4);
+	expect_result(res, 0, "t1", false, "ok:a");
+	expect_result(res, 1, "t2", false, "ok:b");
+	expect_result(res, 2, "t3", false, "ok:c");
+	expect_result(res, 3, "t4", false, "ok:d");
+	json_decref(res);
+}
+
+/* An unsafe call first: nothing starts before the answer ends. A call the
+ * answer has but the stream never announced is added at the end; refused
+ * ids get their error result and never run. */
+static void test_stream_unsafe_first_and_refused(void **state)
+{
+	static const char msg[] =
+	    "{\"role\":\"assistant\",\"content\":[" BLOCK("u1", "unsafe", "u", 10) "," BLOCK(
+	        "s1", "safe", "s", 10) "," BLOCK("s2", "safe", "z", 10) "]}";
+	static const struct stream_step steps[] = {
+	    {0, BLOCK("u1", "unsafe", "u", 10), NULL},
+	    {5, BLOCK("s1", "safe", "s", 10), NULL},
+	    {40, NULL, msg},
+	};
+	struct tool_ctx ctx = test_ctx();
+	struct exec_result r;
+	struct stream_run s;
+	json_t *res, *refused = json_pack("{ss}", "s2", "not run: cut off");
+	struct executor_events ev = {.ud = &r, .tool_start = on_start, .tool_end = on_end};
+	struct executor_options opt = {.ctx = &ctx,
+	                               .tools = fakes,
+	                               .n_tools = sizeof fakes / sizeof fakes[0],
+	                               .ev = &ev,
+	                               .refused = refused};
+
+	memset(&r, 0, sizeof r);
+	memset(&s, 0, sizeof s);
+	seen_reset();
+	s.steps = steps;
+	s.n = 3;
+	assert_int_equal(executor_stream_new(&opt, on_done, &r, &s.ex), SB_OK);
+	uv_timer_init(&loop, &s.t);
+	s.t.data = &s;
+	uv_timer_start(&s.t, stream_tick, 0, 0);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	json_decref(s.msg);
+	res = r.results;
+	assert_int_equal(r.calls, 1);
+	assert_int_equal(s.log_at_end, 0); /* nothing had started */
+	assert_true(seen_at("start:u") < seen_at("start:s"));
+	assert_int_equal(seen_at("start:z"), -1);
+	assert_int_equal(n_results(res), 3);
+	expect_result(res, 0, "u1", false, "ok:u");
+	expect_result(res, 1, "s1", false, "ok:s");
+	expect_result(res, 2, "s2", true, "not run: cut off");
+	json_decref(res);
+	json_decref(refused);
+}
+
+static void no_done(void *ud, int rc, json_t *results)
+{
+	(*(int *)ud)++;
+	json_decref(results);
+}
+
+/* A message that does not start with the added calls is refused (the
+ * caller cancels); cancel kills what runs and never answers; adding after
+ * the end, or a duplicate id, is refused. */
+static void test_stream_mismatch_and_cancel(void **state)
+{
+	struct tool_ctx ctx = test_ctx();
+	struct executor_options opt = {
+	    .ctx = &ctx, .tools = fakes, .n_tools = sizeof fakes / sizeof fakes[0]};
+	struct executor *ex;
+	int calls = 0;
+	json_t *b1 = json_loads(BLOCK("t1", "safe", "a", 5000), 0, NULL);
+	json_t *other = json_loads(
+	    "{\"role\":\"assistant\",\"content\":[" BLOCK("t9", "safe", "q", 1) "]}", 0, NULL);
+
+	seen_reset();
+	assert_int_equal(executor_stream_new(&opt, no_done, &calls, &ex), SB_OK);
+	assert_int_equal(executor_stream_add(ex, b1), SB_OK);
+	assert_int_equal(executor_stream_add(ex, b1), SB_ERR_INVAL); /* same id */
+	assert_int_equal(seen.starts, 1);
+	assert_int_equal(executor_stream_end(ex, other), SB_ERR_INVAL);
+	executor_cancel(ex);
+	assert_int_equal(seen.cancels, 1);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	assert_int_equal(calls, 0);
+	json_decref(b1);
+	json_decref(other);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -922,6 +1119,9 @@ int main(void)
 	    T(test_bad_messages),
 	    T(test_builtin_tools),
 	    T(test_schema_messages),
+	    T(test_stream_starts_read_only_early),
+	    T(test_stream_unsafe_first_and_refused),
+	    T(test_stream_mismatch_and_cancel),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -606,6 +606,73 @@ static void test_unknown_entries(void **state)
 	json_decref(req.messages);
 }
 
+/* The table of model families: the last path segment, any case, without
+ * an Ollama tag; the longest prefix wins; unknown is 0. */
+static void test_window_table(void **state)
+{
+	const char *fam = NULL;
+
+	(void)state;
+	assert_int_equal(models_window_table("claude-sonnet-4-5", &fam), 200000);
+	assert_string_equal(fam, "claude");
+	assert_int_equal(models_window_table("gpt-4o-mini", NULL), 128000);
+	assert_int_equal(models_window_table("gpt-4", NULL), 8192);
+	assert_int_equal(models_window_table("gpt-4.1-mini", NULL), 1047576);
+	assert_int_equal(models_window_table("meta-llama/Llama-3.1-70B-Instruct", NULL), 131072);
+	assert_int_equal(models_window_table("llama3:8b", NULL), 8192);
+	assert_int_equal(models_window_table("llama3.1:8b-instruct-q4", &fam), 131072);
+	assert_string_equal(fam, "llama3.1");
+	assert_int_equal(models_window_table("qwen2.5-coder:7b", NULL), 32768);
+	assert_int_equal(models_window_table("mistral-nemo", NULL), 131072);
+	assert_int_equal(models_window_table("phi3:mini", NULL), 4096);
+	assert_int_equal(models_window_table("my-own-model", &fam), 0);
+	assert_null(fam);
+	assert_int_equal(models_window_table(NULL, NULL), 0);
+}
+
+struct window_seen {
+	int calls;
+	int64_t window;
+	char source[200];
+};
+
+static void window_cb(void *ud, int64_t window, const char *source)
+{
+	struct window_seen *w = ud;
+
+	w->calls++;
+	w->window = window;
+	snprintf(w->source, sizeof w->source, "%s", source);
+}
+
+/* A provider that cannot say (scripted): the table, else the default;
+ * never from inside the call; a cancelled wait never answers. */
+static void test_window_fallbacks(void **state)
+{
+	struct fixture *fx = *state;
+	struct window_seen a = {0}, b = {0}, c = {0};
+	struct models_window_wait *w = NULL;
+
+	load(fx, "{\"text\": \"x\"}\n", "{\"text\": \"y\"}\n", 0, 0);
+	assert_int_equal(models_window(fx->m, "a/claude-haiku", window_cb, &a, NULL), SB_OK);
+	assert_int_equal(models_window(fx->m, "b/some-local-thing", window_cb, &b, NULL), SB_OK);
+	assert_int_equal(models_window(fx->m, "b/gpt-4o", window_cb, &c, &w), SB_OK);
+	models_window_cancel(w);
+	assert_int_equal(a.calls + b.calls, 0);
+	uv_run(&fx->loop, UV_RUN_DEFAULT);
+	assert_int_equal(a.calls, 1);
+	assert_int_equal(a.window, 200000);
+	assert_string_equal(a.source, "table (claude)");
+	assert_int_equal(b.calls, 1);
+	assert_int_equal(b.window, MODELS_WINDOW_DEFAULT);
+	assert_string_equal(b.source, "default");
+	assert_int_equal(c.calls, 0);
+	assert_int_equal(models_window(fx->m, "nosuch/m", window_cb, &b, NULL), SB_OK);
+	uv_run(&fx->loop, UV_RUN_DEFAULT);
+	assert_int_equal(b.calls, 2);
+	assert_int_equal(b.window, MODELS_WINDOW_DEFAULT);
+}
+
 static void test_split(void **state)
 {
 	char p[8];
@@ -662,6 +729,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_cancel_at_once, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unknown_entries, setup, teardown),
 	    cmocka_unit_test(test_split),
+	    cmocka_unit_test(test_window_table),
+	    cmocka_unit_test_setup_teardown(test_window_fallbacks, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_provider_fails_creation, setup, teardown),
 	};
 

@@ -254,6 +254,16 @@ struct result {
 	int n_starts;
 	char start_ids[8][32];
 	char start_names[8][32];
+	/* tool calls complete while streaming (tool_use_done) */
+	int n_ready;
+	char ready_ids[8][40];
+	json_t *ready_inputs;
+	int ready_deltas[8]; /* text deltas seen before each */
+	/* broken tool calls of the answer (model_bad_call) */
+	int n_bad;
+	char bad_ids[8][40];
+	bool bad_cut[8];
+	size_t bad_bytes[8];
 	struct provider_call *pc;
 	int cancel_at_delta; /* cancel from inside this delta (1-based) */
 	int calls_after_cancel;
@@ -267,10 +277,12 @@ static void result_init(struct result *r, struct tctx *t, int api)
 	r->rc = -1;
 	r->calls_after_cancel = -1;
 	buf_init(&r->text, 1 << 20);
+	r->ready_inputs = json_array();
 }
 
 static void result_free(struct result *r)
 {
+	json_decref(r->ready_inputs);
 	json_decref(r->msg);
 	buf_free(&r->text);
 }
@@ -350,6 +362,13 @@ static void on_done(void *ud, int rc, const struct model_response *resp,
 		snprintf(r->stop_raw, sizeof(r->stop_raw), "%s", resp->stop_raw);
 		snprintf(r->model, sizeof(r->model), "%s", resp->model);
 		r->usage = resp->usage;
+		CHECK(resp->n_bad_calls <= 8);
+		for (size_t i = 0; i < resp->n_bad_calls && i < 8; i++) {
+			snprintf(r->bad_ids[i], sizeof r->bad_ids[i], "%s", resp->bad_calls[i].id);
+			r->bad_cut[i] = resp->bad_calls[i].cut;
+			r->bad_bytes[i] = resp->bad_calls[i].input_bytes;
+			r->n_bad++;
+		}
 	} else {
 		CHECK(resp == NULL && err != NULL);
 		if (err)
@@ -357,9 +376,25 @@ static void on_done(void *ud, int rc, const struct model_response *resp,
 	}
 }
 
+static void on_tool_ready(void *ud, const json_t *block)
+{
+	struct result *r = ud;
+
+	CHECK(r->calls == 0);
+	CHECK(r->n_ready < 8);
+	if (r->n_ready >= 8)
+		return;
+	snprintf(r->ready_ids[r->n_ready], sizeof(r->ready_ids[0]), "%s",
+	         json_string_value(json_object_get(block, "id")));
+	json_array_append(r->ready_inputs, json_object_get(block, "input"));
+	r->ready_deltas[r->n_ready] = r->deltas;
+	r->n_ready++;
+}
+
 static const struct model_stream_events events_tmpl = {
     .text_delta = on_delta,
     .tool_use_start = on_tool_start,
+    .tool_use_done = on_tool_ready,
 };
 
 /* Starts a call and runs the loop until it is done. */
@@ -1131,12 +1166,15 @@ static void test_utf8_byte_split(void **state)
 	}
 }
 
-/* Tool input that is not a JSON object is a bad response. */
+/* Tool input that is not a JSON object is the model's broken call, not the
+ * provider's failure: the answer stands, the call has an empty input and is
+ * reported as a bad call (not cut). Anthropic's non-streamed shape carries
+ * the input as an object, so a string there is a broken response. */
 static void test_bad_tool_input(void **state)
 {
 	struct tctx *t = *state;
 	struct result r;
-	int api, stream;
+	int api, stream, k;
 
 	for (api = 0; api < N_API; api++) {
 		for (stream = 0; stream < 2; stream++) {
@@ -1144,24 +1182,277 @@ static void test_bad_tool_input(void **state)
 			               "\"{\\\"path\\\": \\\"a.txt\\\"\"}]},"
 			               " {\"tool_calls\": [{\"name\": \"read\", \"raw_input\": "
 			               "\"[1, 2]\"}]}]");
-			simple_call(t, api, stream, "hi", &r);
-			assert_int_equal(r.rc, SB_ERR_PROTO);
-			assert_int_equal(r.err.kind, MODEL_ERR_BAD_RESPONSE);
-			if (api == ANT && !stream)
-				assert_non_null(strstr(r.err.message, "without an input object"));
-			else
-				assert_non_null(strstr(r.err.message, "not valid JSON"));
-			result_free(&r);
+			for (k = 0; k < 2; k++) {
+				const json_t *b;
 
-			simple_call(t, api, stream, "hi", &r);
-			assert_int_equal(r.err.kind, MODEL_ERR_BAD_RESPONSE);
+				simple_call(t, api, stream, "hi", &r);
+				if (api == ANT && !stream) {
+					assert_int_equal(r.rc, SB_ERR_PROTO);
+					assert_int_equal(r.err.kind, MODEL_ERR_BAD_RESPONSE);
+					assert_non_null(
+					    strstr(r.err.message, "without an input object"));
+					result_free(&r);
+					continue;
+				}
+				assert_int_equal(r.rc, SB_OK);
+				b = json_array_get(content_of(&r), 0);
+				assert_string_equal(json_string_value(json_object_get(b, "type")),
+				                    "tool_use");
+				assert_int_equal(json_object_size(json_object_get(b, "input")), 0);
+				assert_int_equal(r.n_bad, 1);
+				assert_false(r.bad_cut[0]);
+				assert_string_equal(r.bad_ids[0],
+				                    json_string_value(json_object_get(b, "id")));
+				assert_int_equal(r.bad_bytes[0], k == 0 ? 16 : 6);
+				assert_int_equal(r.n_ready, 0); /* never announced as complete */
+				result_free(&r);
+			}
+		}
+	}
+}
+
+/* A tool call cut off by the output-token limit (finish_reason "length",
+ * stop_reason "max_tokens") while its input is incomplete: the answer
+ * stands with the call marked cut, and the complete call before it is kept
+ * whole. Never a failure of the call. */
+static void test_cut_tool_call(void **state)
+{
+	struct tctx *t = *state;
+	struct result r;
+	int api, stream;
+	const json_t *c;
+
+	for (api = 0; api < N_API; api++) {
+		for (stream = 0; stream < 2; stream++) {
 			if (api == ANT && !stream)
-				assert_non_null(strstr(r.err.message, "without an input object"));
-			else
-				assert_non_null(strstr(r.err.message, "not a JSON object"));
+				continue; /* the whole-body shape cannot carry half an input */
+			load_script(t, "[{\"text\": \"Writing it.\", \"stop\": \"max_tokens\", "
+			               "\"tool_calls\": [{\"name\": \"ls\", \"input\": {}},"
+			               " {\"name\": \"write\", \"raw_input\": "
+			               "\"{\\\"path\\\": \\\"big.txt\\\", \\\"content\\\": "
+			               "\\\"aaaaaaaaaaaaaaaa\"}]}]");
+			simple_call(t, api, stream, "write a big file", &r);
+			assert_int_equal(r.rc, SB_OK);
+			assert_int_equal(r.stop, MODEL_STOP_MAX_TOKENS);
+			c = content_of(&r);
+			assert_int_equal(json_array_size(c), 3);
+			assert_string_equal(
+			    json_string_value(json_object_get(json_array_get(c, 2), "name")),
+			    "write");
+			assert_int_equal(
+			    json_object_size(json_object_get(json_array_get(c, 2), "input")), 0);
+			assert_int_equal(r.n_bad, 1);
+			assert_true(r.bad_cut[0]);
+			assert_int_equal(r.bad_bytes[0], 48);
+			assert_string_equal(r.bad_ids[0], json_string_value(json_object_get(
+			                                      json_array_get(c, 2), "id")));
+			/* Streamed: ls was announced complete, the cut write never. */
+			assert_int_equal(r.n_ready, stream ? 1 : 0);
 			result_free(&r);
 		}
 	}
+}
+
+/* A server that sends no tool-call ids: each call gets a random one of
+ * ours, different from one answer to the next. */
+static void test_missing_ids(void **state)
+{
+	struct tctx *t = *state;
+	struct result r;
+	char first[2][64];
+	int stream, k;
+
+	for (stream = 0; stream < 2; stream++) {
+		load_script(t,
+		            "[{\"omit_ids\": true, \"tool_calls\": [{\"name\": \"ls\", "
+		            "\"input\": {}}, {\"name\": \"read\", \"input\": {\"path\": \"a\"}}]},"
+		            " {\"omit_ids\": true, \"tool_calls\": [{\"name\": \"ls\", "
+		            "\"input\": {}}]}]");
+		for (k = 0; k < 2; k++) {
+			const json_t *c;
+			const char *id;
+
+			simple_call(t, OAI, stream, "hi", &r);
+			c = content_of(&r);
+			id = json_string_value(json_object_get(json_array_get(c, 0), "id"));
+			assert_non_null(id);
+			assert_int_equal(strncmp(id, "call_sb_", 8), 0);
+			assert_int_equal(strlen(id), 8 + 16);
+			if (k == 0) {
+				snprintf(first[0], sizeof first[0], "%s", id);
+				snprintf(
+				    first[1], sizeof first[1], "%s",
+				    json_string_value(json_object_get(json_array_get(c, 1), "id")));
+				assert_string_not_equal(first[0], first[1]);
+			} else {
+				assert_string_not_equal(id, first[0]);
+				assert_string_not_equal(id, first[1]);
+			}
+			result_free(&r);
+		}
+	}
+}
+
+/* Tool calls are announced complete while the answer streams (for the
+ * streaming tool executor): Anthropic at the block's end, OpenAI once the
+ * arguments parse as an object, even when the pieces of several calls
+ * interleave; with the id and input of the final message, before the
+ * answer ends. */
+static void test_tool_ready_while_streaming(void **state)
+{
+	struct tctx *t = *state;
+	struct result r;
+	int api;
+
+	for (api = 0; api < N_API; api++) {
+		const json_t *c;
+
+		load_script(t, "[{\"tool_calls\": [{\"name\": \"read\", \"input\": {\"path\": "
+		               "\"a.txt\"}}, {\"name\": \"ls\", \"input\": {\"dir\": \"sub\"}}]}]");
+		simple_call(t, api, true, "hi", &r);
+		c = content_of(&r);
+		assert_int_equal(r.n_ready, 2);
+		assert_string_equal(r.ready_ids[0],
+		                    json_string_value(json_object_get(json_array_get(c, 0), "id")));
+		assert_string_equal(r.ready_ids[1],
+		                    json_string_value(json_object_get(json_array_get(c, 1), "id")));
+		assert_true(json_equal(json_array_get(r.ready_inputs, 0),
+		                       json_object_get(json_array_get(c, 0), "input")));
+		assert_true(json_equal(json_array_get(r.ready_inputs, 1),
+		                       json_object_get(json_array_get(c, 1), "input")));
+		result_free(&r);
+		/* Not streamed: nothing is announced. */
+		simple_call(t, api, false, "hi", &r);
+		assert_int_equal(r.n_ready, 0);
+		result_free(&r);
+	}
+}
+
+/* ---- the context window a server reports ------------------------------ */
+
+struct window_result {
+	int calls;
+	int64_t window;
+	char source[160];
+};
+
+static void on_window(void *ud, int64_t window, const char *source)
+{
+	struct window_result *w = ud;
+
+	w->calls++;
+	w->window = window;
+	snprintf(w->source, sizeof w->source, "%s", source);
+}
+
+/* Asks the openai-chat provider for model's window with the fake's metadata
+ * set to server (JSON text). */
+static void probe(struct tctx *t, const char *server, const char *model, struct window_result *w)
+{
+	struct provider_probe *pr = NULL;
+
+	json_decref(ctl(t, "POST", "/__reset", NULL));
+	json_decref(ctl(t, "POST", "/__server", server));
+	memset(w, 0, sizeof *w);
+	assert_int_equal(t->ops[OAI]->window(t->prov[OAI], model, on_window, w, &pr), SB_OK);
+	assert_non_null(pr);
+	assert_int_equal(w->calls, 0); /* never from inside */
+	run_until(t, &w->calls, 1);
+	assert_int_equal(w->calls, 1);
+}
+
+/* vLLM's max_model_len, OpenRouter's context_length (and top_provider's),
+ * llama.cpp's meta.n_ctx (over n_ctx_train), then /props, and the training
+ * size as the last resort; Ollama's /api/show (num_ctx over the model's
+ * context_length); a one-model server whose id differs; nothing said. */
+static void test_window_from_server(void **state)
+{
+	struct tctx *t = *state;
+	struct window_result w;
+	json_t *reqs;
+
+	probe(t,
+	      "{\"models\": {\"object\": \"list\", \"data\": [{\"id\": \"other\", "
+	      "\"max_model_len\": 4096}, {\"id\": \"qwen\", \"object\": \"model\", "
+	      "\"owned_by\": \"vllm\", \"max_model_len\": 16384}]}}",
+	      "qwen", &w);
+	assert_int_equal(w.window, 16384);
+	assert_string_equal(w.source, "GET /models max_model_len");
+	reqs = ctl(t, "GET", "/__meta_requests", NULL);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, 0), "path")),
+	                    "/v1/models");
+	assert_string_equal(
+	    json_string_value(json_object_get(json_object_get(json_array_get(reqs, 0), "headers"),
+	                                      "authorization")),
+	    "Bearer sk-test-secret-key-123");
+	json_decref(reqs);
+
+	probe(t,
+	      "{\"models\": {\"data\": [{\"id\": \"meta-llama/llama-3.1-8b-instruct\", "
+	      "\"context_length\": 131072, \"top_provider\": {\"context_length\": 65536}}]}}",
+	      "meta-llama/llama-3.1-8b-instruct", &w);
+	assert_int_equal(w.window, 131072);
+	probe(t,
+	      "{\"models\": {\"data\": [{\"id\": \"x\", \"top_provider\": {\"context_length\": "
+	      "65536}}, {\"id\": \"y\"}]}}",
+	      "x", &w);
+	assert_int_equal(w.window, 65536);
+	assert_string_equal(w.source, "GET /models top_provider.context_length");
+
+	/* llama.cpp: a one-model server names it by its file. */
+	probe(t,
+	      "{\"models\": {\"data\": [{\"id\": \"qwen2.5-7b-instruct-q4_k_m.gguf\", "
+	      "\"owned_by\": \"llamacpp\", \"meta\": {\"n_ctx\": 8192, \"n_ctx_train\": "
+	      "32768}}]}}",
+	      "local", &w);
+	assert_int_equal(w.window, 8192);
+	assert_string_equal(w.source, "GET /models meta.n_ctx");
+	probe(t,
+	      "{\"models\": {\"data\": [{\"id\": \"m.gguf\", \"owned_by\": \"llamacpp\", "
+	      "\"meta\": {\"n_ctx_train\": 32768}}]}, \"props\": "
+	      "{\"default_generation_settings\": {\"n_ctx\": 4096}}}",
+	      "m", &w);
+	assert_int_equal(w.window, 4096);
+	assert_string_equal(w.source, "GET /props n_ctx");
+	probe(t,
+	      "{\"models\": {\"data\": [{\"id\": \"m.gguf\", \"owned_by\": \"llamacpp\", "
+	      "\"meta\": {\"n_ctx_train\": 32768}}]}}",
+	      "m", &w);
+	assert_int_equal(w.window, 32768);
+	assert_string_equal(w.source, "GET /models meta.n_ctx_train");
+
+	/* Ollama: its /v1/models says nothing; /api/show does. */
+	probe(t,
+	      "{\"models\": {\"data\": [{\"id\": \"qwen2.5:7b\", \"owned_by\": \"library\"}]}, "
+	      "\"show\": {\"parameters\": \"stop \\\"<|im_end|>\\\"\\nnum_ctx 12288\", "
+	      "\"model_info\": {\"general.architecture\": \"qwen2\", \"qwen2.context_length\": "
+	      "32768}}}",
+	      "qwen2.5:7b", &w);
+	assert_int_equal(w.window, 12288);
+	assert_string_equal(w.source, "POST /api/show num_ctx");
+	reqs = ctl(t, "GET", "/__meta_requests", NULL);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, 1), "path")),
+	                    "/api/show");
+	assert_string_equal(json_string_value(json_object_get(json_array_get(reqs, 1), "body")),
+	                    "{\"model\":\"qwen2.5:7b\"}");
+	json_decref(reqs);
+	probe(t,
+	      "{\"models\": {\"data\": [{\"id\": \"llama3.1\", \"owned_by\": \"library\"}]}, "
+	      "\"show\": {\"model_info\": {\"general.architecture\": \"llama\", "
+	      "\"llama.context_length\": 131072}}}",
+	      "llama3.1", &w);
+	assert_int_equal(w.window, 131072);
+	assert_string_equal(w.source, "POST /api/show llama.context_length");
+
+	/* Nothing said (the official API), and a server that fails. */
+	probe(t,
+	      "{\"models\": {\"data\": [{\"id\": \"gpt-4o\", \"owned_by\": \"system\"}, "
+	      "{\"id\": \"gpt-4o-mini\", \"owned_by\": \"system\"}]}}",
+	      "gpt-4o", &w);
+	assert_int_equal(w.window, 0);
+	probe(t, "{\"status\": {\"models\": 500}, \"models\": {\"error\": \"boom\"}}", "gpt-4o",
+	      &w);
+	assert_int_equal(w.window, 0);
 }
 
 /* A server that answers a streaming request with one JSON body. */
@@ -1229,6 +1520,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_cancel_from_timer, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_utf8_byte_split, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_tool_input, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cut_tool_call, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_missing_ids, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tool_ready_while_streaming, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_window_from_server, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stream_ignored, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_script_match, setup, teardown),
 	};

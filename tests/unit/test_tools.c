@@ -351,6 +351,29 @@ static void test_read_missing_binary_dir_empty(void **state)
 
 /* ---- write -------------------------------------------------------------- */
 
+/* append: true adds to the end (a long file written in parts), atomically
+ * like any write; a missing file is created; the result says the size. */
+static void test_write_append(void **state)
+{
+	char *c;
+
+	expect_ok(&tool_write, "{\"path\":\"parts.txt\",\"content\":\"one \"}",
+	          "wrote 4 bytes to parts.txt (new file)");
+	expect_ok(&tool_write, "{\"path\":\"parts.txt\",\"content\":\"two \",\"append\":true}",
+	          "appended 4 bytes to parts.txt (now 8 bytes)");
+	expect_ok(&tool_write, "{\"path\":\"parts.txt\",\"content\":\"three\",\"append\":true}",
+	          "appended 5 bytes to parts.txt (now 13 bytes)");
+	c = slurp(ws, "parts.txt");
+	assert_string_equal(c, "one two three");
+	free(c);
+	expect_ok(&tool_write, "{\"path\":\"new/fresh.txt\",\"content\":\"x\",\"append\":true}",
+	          "wrote 1 bytes to new/fresh.txt (new file)");
+	expect_error(&tool_write, "{\"path\":\"new\",\"content\":\"x\",\"append\":true}",
+	             "is a directory");
+	expect_error(&tool_write, "{\"path\":\"../out.txt\",\"content\":\"x\",\"append\":true}",
+	             "escapes the workspace");
+}
+
 static void test_write_creates_nested_atomic(void **state)
 {
 	char p[PATH_MAX], *c;
@@ -648,16 +671,27 @@ static void test_bash_long_output_head_tail(void **state)
 	char *c;
 	bool err;
 
-	/* 100000 bytes: the first and last 20000 stay. */
+	/* 100000 bytes: kept whole, for the output budget to save (the budget,
+	 * not the tool, decides what reaches the context). */
 	c = run(&tool_bash,
 	        "{\"command\":\"i=0; while [ $i -lt 1000 ]; do printf '%099d\\\\n' $i; "
 	        "i=$((i+1)); done\"}",
 	        &err);
 	assert_false(err);
-	expect_contains(c, "[... 60000 bytes cut ...]\n");
+	assert_null(strstr(c, "bytes cut"));
 	assert_true(strncmp(c, "000000", 6) == 0);
+	expect_contains(c, "0000000500\n");
 	expect_contains(c, "0999\nexit code 0");
-	assert_true(strlen(c) < 50000);
+	assert_int_equal(strlen(c), 100000 + strlen("exit code 0"));
+	free(c);
+	/* Past the hard cap (4 MiB): its head, what was cut, its last 256 KiB. */
+	c = run(&tool_bash,
+	        "{\"command\":\"head -c 6000000 /dev/zero | tr '\\\\000' a; echo; echo END\"}",
+	        &err);
+	assert_false(err);
+	expect_contains(c, "bytes cut ...]\n");
+	expect_contains(c, "\nEND\nexit code 0");
+	assert_true(strlen(c) > (4u << 20) && strlen(c) < (4u << 20) + (300u << 10));
 	free(c);
 }
 
@@ -1111,8 +1145,8 @@ static void test_cancel_file_job(void **state)
 
 static void test_registry(void **state)
 {
-	static const char *const names[] = {"bash", "edit",    "glob", "grep",
-	                                    "ls",   "message", "read", "write"};
+	static const char *const names[] = {"bash",    "edit", "glob", "grep", "ls",
+	                                    "message", "read", "todo", "write"};
 	static const char *const some[] = {"write", "read", "nope", "read"};
 	static const char *const some_sorted[] = {"read", "write"};
 	const struct tool_def *const *all;
@@ -1121,7 +1155,7 @@ static void test_registry(void **state)
 	size_t n, i;
 
 	all = tool_all(&n);
-	assert_int_equal(n, 8);
+	assert_int_equal(n, 9);
 	for (i = 0; i < n; i++) {
 		assert_string_equal(all[i]->name, names[i]);
 		assert_ptr_equal(tool_find(names[i]), all[i]);
@@ -1138,11 +1172,11 @@ static void test_registry(void **state)
 	assert_false(tool_write.concurrency_safe(NULL) || tool_edit.concurrency_safe(NULL));
 
 	a = tool_list_json_new(NULL, 0);
-	b = tool_list_json_new(names, 8);
+	b = tool_list_json_new(names, 9);
 	assert_non_null(a);
 	assert_non_null(b);
-	assert_int_equal(json_array_size(a), 8);
-	for (i = 0; i < 8; i++) {
+	assert_int_equal(json_array_size(a), 9);
+	for (i = 0; i < 9; i++) {
 		json_t *t = json_array_get(a, i);
 
 		assert_string_equal(json_string_value(json_object_get(t, "name")), names[i]);
@@ -1190,6 +1224,7 @@ int main(void)
 	    T(test_read_default_limit_and_long_lines),
 	    T(test_read_missing_binary_dir_empty),
 	    T(test_write_creates_nested_atomic),
+	    T(test_write_append),
 	    T(test_edit),
 	    T(test_ls),
 	    T(test_glob),

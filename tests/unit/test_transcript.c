@@ -688,6 +688,48 @@ static void test_write_failure(void **state)
 	transcript_loaded_free(&l);
 }
 
+/* What loading says about the context: the summary breaker counts failed
+ * summaries (level 3) only, with the time of the last, not failed archive
+ * or trim writes; a note's edit is applied; the last todo list. */
+static void test_context_bookkeeping(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript_loaded l;
+	char path[PATH_MAX];
+	static const char text[] =
+	    "{\"type\":\"session\",\"version\":1,\"id\":\"s\",\"key\":\"k\",\"agent\":\"a\","
+	    "\"created\":\"2026-01-01T00:00:00.000Z\"}\n"
+	    "{\"type\":\"message\",\"id\":\"m1\",\"ts\":\"t\",\"message\":{\"role\":\"user\","
+	    "\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}}\n"
+	    "{\"type\":\"event\",\"id\":\"n1\",\"ts\":\"t\",\"event\":\"note\",\"text\":\" there\","
+	    "\"edit\":{\"op\":\"add_text\",\"message\":0,\"text\":\" there\"}}\n"
+	    "{\"type\":\"event\",\"id\":\"n2\",\"ts\":\"t\",\"event\":\"note\",\"text\":\"old\"}\n"
+	    "{\"type\":\"event\",\"id\":\"e1\",\"ts\":\"2026-01-01T00:00:01.000Z\","
+	    "\"event\":\"compaction_failed\",\"level\":2,\"error\":\"disk full\"}\n"
+	    "{\"type\":\"event\",\"id\":\"e2\",\"ts\":\"2026-01-01T00:00:02.000Z\","
+	    "\"event\":\"compaction_failed\",\"level\":1,\"error\":\"disk full\"}\n"
+	    "{\"type\":\"event\",\"id\":\"e3\",\"ts\":\"2026-01-01T00:00:03.250Z\","
+	    "\"event\":\"compaction_failed\",\"level\":3,\"error\":\"empty\"}\n"
+	    "{\"type\":\"event\",\"id\":\"t1\",\"ts\":\"t\",\"event\":\"todo\",\"items\":"
+	    "[{\"text\":\"a\",\"status\":\"done\"}]}\n"
+	    "{\"type\":\"event\",\"id\":\"t2\",\"ts\":\"t\",\"event\":\"todo\",\"items\":"
+	    "[{\"text\":\"b\",\"status\":\"pending\"}]}\n";
+	char *t;
+
+	snprintf(path, sizeof path, "%s/ctx.jsonl", fx->dir);
+	write_file(path, text);
+	assert_int_equal(transcript_load(path, &l), SB_OK);
+	assert_int_equal(l.compact_failures, 1);
+	assert_int_equal(l.compact_failed_ms, 1767225603250LL);
+	t = msg_text(json_array_get(l.messages, 0));
+	assert_string_equal(t, "hi there");
+	free(t);
+	assert_non_null(l.todo);
+	assert_string_equal(json_string_value(json_object_get(json_array_get(l.todo, 0), "text")),
+	                    "b");
+	transcript_loaded_free(&l);
+}
+
 static void test_session_ids(void **state)
 {
 	char a[40], b[40];
@@ -722,6 +764,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_flush_when_idle, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_write_failure, setup, teardown),
 	    cmocka_unit_test(test_session_ids),
+	    cmocka_unit_test_setup_teardown(test_context_bookkeeping, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -48,8 +48,11 @@
 
 #define WATCHDOG_MS 20000
 #define SYSTEM_PROMPT "You are a test agent."
-#define GRACE_NOTE                                                                                 \
-	"[The iteration budget is spent. Do not call tools; reply now with your final answer.]"
+#define WRAP_UP                                                                                    \
+	"Do not call tools. Reply now to the user: say what you did, where you got to, and what "  \
+	"is "                                                                                      \
+	"left to do."
+#define GRACE_NOTE "[The iteration budget is spent. " WRAP_UP "]"
 
 struct fixture {
 	char home[64];
@@ -600,15 +603,22 @@ static void test_tool_loop(void **state)
 	run_free(&r);
 }
 
+/* At the step limit the model is called once more, without tools, and
+ * asked where it got to: its answer is the reply (not a canned line). */
 static void test_max_turns(void **state)
 {
 	struct fixture *fx = *state;
 	struct turn_options o;
 	struct run r;
-	const json_t *last;
+	const json_t *last, *m;
 
-	/* The last step repeats: the model never stops asking for tools. */
-	load_script(fx, "{\"tool_calls\": [{\"name\": \"ls\", \"input\": {}}]}\n", 0);
+	load_script(fx,
+	            "{\"tool_calls\": [{\"name\": \"ls\", \"input\": {}}]}\n"
+	            "{\"tool_calls\": [{\"name\": \"ls\", \"input\": {}}]}\n"
+	            "{\"tool_calls\": [{\"name\": \"ls\", \"input\": {}}]}\n"
+	            "{\"text\": \"I listed the files three times; left: reading them. Saw: "
+	            "{{user_text}}\"}\n",
+	            0);
 	run_init(&r, fx);
 	opts_init(&o, &r, "loop forever");
 	o.max_turns = 3;
@@ -617,16 +627,43 @@ static void test_max_turns(void **state)
 
 	assert_int_equal(r.end, TURN_END_MAX_TURNS);
 	assert_string_equal(r.detail, "the run reached max_turns");
-	assert_int_equal(r.model_calls, 3);
+	assert_int_equal(r.model_calls, 4);
+	assert_int_equal(r.tool_calls, 3);
+	assert_string_equal(r.text, "I listed the files three times; left: reading them. Saw: "
+	                            "[The run reached its limit of 3 model calls. " WRAP_UP "]");
+	/* user, 3 x (assistant tool_use, user tool_result + the note), answer */
+	assert_int_equal(json_array_size(r.messages), 8);
+	m = msg_at(&r, 6);
+	assert_string_equal(str_of(block_at(m, 0), "type"), "tool_result");
+	assert_string_equal(str_of(block_at(m, 1), "text"),
+	                    "[The run reached its limit of 3 model calls. " WRAP_UP "]");
+	assert_non_null(strstr(r.states, "running_tools>calling_model:last call after the step "
+	                                 "limit\ncalling_model>done:max_turns\n"));
+	assert_int_equal(state_lines(&r), 8);
+	assert_pairing(NULL, r.messages);
+	run_free(&r);
+
+	/* A model that still asks for tools in that last call: they are not
+	 * run, and every tool_use has its result. */
+	models_free(fx->m);
+	fx->m = NULL;
+	config_unref(fx->cfg);
+	fx->cfg = NULL;
+	load_script(fx, "{\"tool_calls\": [{\"name\": \"ls\", \"input\": {}}]}\n", 0);
+	run_init(&r, fx);
+	opts_init(&o, &r, "loop forever");
+	o.max_turns = 3;
+	start_run(&r, &o);
+	wait_done(&r);
+	assert_int_equal(r.end, TURN_END_MAX_TURNS);
+	assert_int_equal(r.model_calls, 4);
 	assert_int_equal(r.tool_calls, 3);
 	assert_string_equal(r.text, "");
-	/* user, then 3 x (assistant tool_use, user tool_result) */
-	assert_int_equal(json_array_size(r.messages), 7);
-	last = msg_at(&r, 6);
+	assert_int_equal(json_array_size(r.messages), 9);
+	last = msg_at(&r, 8);
 	assert_string_equal(role_of(last), "user");
-	assert_string_equal(str_of(block_at(last, 0), "type"), "tool_result");
-	assert_non_null(strstr(r.states, "running_tools>done:max_turns\n"));
-	assert_int_equal(state_lines(&r), 7);
+	assert_string_equal(str_of(block_at(last, 0), "content"),
+	                    "not run: the run reached max_turns");
 	assert_pairing(NULL, r.messages);
 	run_free(&r);
 }
@@ -1463,6 +1500,416 @@ static void test_transcript(void **state)
 	run_free(&r);
 }
 
+/* ---- against the fake model server (tests/fakes/fake_llm.js) ---- */
+
+/* Starts the fake with script (a JSON list of steps) and loads providers
+ * "oa" (openai-chat) and "an" (anthropic-messages) on it, both streaming,
+ * with max_retries retries. */
+static void start_fake(struct fixture *fx, const char *script, int max_retries)
+{
+	static const struct httpc_options ho = {.timeout_ms = 10000,
+	                                        .connect_timeout_ms = 2000,
+	                                        .max_connections = 4,
+	                                        .max_response_bytes = 16 << 20};
+	const char *args[] = {"--script", NULL, NULL};
+	char path[PATH_MAX], yaml[1024];
+
+	snprintf(path, sizeof path, "%s/fake.json", fx->home);
+	write_file(fx->home, "fake.json", script);
+	args[1] = path;
+	if (harness_peer_start(&fx->llm, "fake_llm.js", args) != 0)
+		fail_msg("cannot start tests/fakes/fake_llm.js (node)");
+	fx->llm_started = true;
+	assert_int_equal(httpc_new(&fx->http, &fx->loop, &ho), SB_OK);
+	fx->host.http_client = fixture_http;
+	snprintf(yaml, sizeof yaml,
+	         "  - {id: oa, api: openai-chat, base_url: \"http://127.0.0.1:%d/v1\", "
+	         "api_key: k1, max_retries: %d}\n"
+	         "  - {id: an, api: anthropic-messages, base_url: \"http://127.0.0.1:%d\", "
+	         "api_key: k2, max_retries: %d}\n",
+	         fx->llm.port, max_retries, fx->llm.port, max_retries);
+	load_config(fx, yaml, "oa/gpt-test");
+}
+
+/* Replaces the fake's script. */
+static void fake_script(struct fixture *fx, const char *script)
+{
+	assert_int_equal(harness_http(fx->llm.port, "POST", "/__reset", NULL, "{}", NULL), 200);
+	assert_int_equal(harness_http(fx->llm.port, "POST", "/__script", NULL, script, NULL), 200);
+}
+
+static const char *const chain_oa[] = {"oa/gpt-test"};
+static const char *const chain_an[] = {"an/claude-test"};
+
+static char *file_text(const char *dir, const char *name)
+{
+	char path[PATH_MAX + 64];
+	struct buf b;
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	buf_init(&b, 16 << 20);
+	if (harness_read_file(path, &b) != 0) {
+		buf_free(&b);
+		return NULL;
+	}
+	return buf_steal(&b);
+}
+
+/* Point 1: a write cut off by the output-token limit is answered with an
+ * error result that says so and how to write in parts; the model writes the
+ * file in two calls. No retry, no cooldown, on both APIs. */
+static void test_cut_tool_call(void **state)
+{
+	static const char script[] =
+	    "[{\"text\": \"Writing it.\", \"stop\": \"max_tokens\", \"tool_calls\": [{\"name\": "
+	    "\"write\", \"raw_input\": \"{\\\"path\\\": \\\"big.txt\\\", \\\"content\\\": "
+	    "\\\"aaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}]},"
+	    " {\"tool_calls\": [{\"name\": \"write\", \"input\": {\"path\": \"big.txt\", "
+	    "\"content\": \"part one, \"}}]},"
+	    " {\"tool_calls\": [{\"name\": \"write\", \"input\": {\"path\": \"big.txt\", "
+	    "\"content\": \"part two.\", \"append\": true}}]},"
+	    " {\"text\": \"Written in two parts.\"}]";
+	struct fixture *fx = *state;
+	struct turn_options o;
+	struct run r;
+	const json_t *m, *b;
+	char *text;
+	uint64_t until;
+
+	start_fake(fx, script, 2);
+	for (int api = 0; api < 2; api++) {
+		if (api)
+			fake_script(fx, script);
+		{
+			char p[PATH_MAX + 16];
+
+			snprintf(p, sizeof p, "%s/big.txt", fx->ws);
+			unlink(p);
+		}
+		run_init(&r, fx);
+		opts_init(&o, &r, "write a big file");
+		o.chain = api ? chain_an : chain_oa;
+		start_run(&r, &o);
+		wait_done(&r);
+		if (r.end != TURN_END_TURN)
+			fail_msg("api %d: end %s: %s\n%s", api, turn_end_name(r.end), r.detail,
+			         r.states);
+		assert_null(strstr(r.states, "retry"));
+		assert_null(strstr(r.states, "cooldown"));
+		assert_int_equal(models_cooldown_until(fx->m, api ? "an" : "oa", &until), 0);
+		assert_int_equal(r.model_calls, 4);
+		assert_string_equal(r.text, "Written in two parts.");
+		/* The cut call has its error result, saying why and what to do. */
+		m = msg_at(&r, 2);
+		b = block_at(m, 0);
+		assert_true(json_is_true(json_object_get(b, "is_error")));
+		assert_string_equal(str_of(b, "tool_use_id"),
+		                    str_of(block_at(msg_at(&r, 1), 1), "id"));
+		assert_non_null(strstr(str_of(b, "content"), "cut off by the output-token limit"));
+		assert_non_null(strstr(str_of(b, "content"), "\"append\": true"));
+		text = file_text(fx->ws, "big.txt");
+		assert_non_null(text);
+		assert_string_equal(text, "part one, part two.");
+		free(text);
+		assert_pairing(NULL, r.messages);
+		run_free(&r);
+	}
+}
+
+/* Point 2: a server that gives the same id to every round's call: the
+ * session's ids stay unique, so each saved result is its own file and each
+ * preview names the right one. Also two calls with one id in one answer. */
+static void test_ids_unique_in_session(void **state)
+{
+	static const char script[] =
+	    "[{\"tool_calls\": [{\"id\": \"call_0\", \"name\": \"bash\", \"input\": {\"command\": "
+	    "\"seq 1 2000\"}}]},"
+	    " {\"tool_calls\": [{\"id\": \"call_0\", \"name\": \"bash\", \"input\": {\"command\": "
+	    "\"seq 5000 7000\"}}]},"
+	    " {\"tool_calls\": [{\"id\": \"dup\", \"name\": \"ls\", \"input\": {}},"
+	    " {\"id\": \"dup\", \"name\": \"ls\", \"input\": {\"path\": \"sub\"}}]},"
+	    " {\"text\": \"done\"}]";
+	struct fixture *fx = *state;
+	struct turn_options o;
+	struct run r;
+	char results[PATH_MAX + 16], name[200];
+	const char *id1, *id2, *c2;
+	char *saved;
+
+	start_fake(fx, script, 0);
+	snprintf(results, sizeof results, "%s/results", fx->home);
+	run_init(&r, fx);
+	opts_init(&o, &r, "count twice");
+	o.chain = chain_oa;
+	o.tool_ctx.results_dir = results;
+	o.context.budget.tool_max = 1000;
+	start_run(&r, &o);
+	wait_done(&r);
+	if (r.end != TURN_END_TURN)
+		fail_msg("end %s: %s", turn_end_name(r.end), r.detail);
+	id1 = str_of(block_at(msg_at(&r, 1), 0), "id");
+	id2 = str_of(block_at(msg_at(&r, 3), 0), "id");
+	assert_string_equal(id1, "call_0");
+	assert_string_not_equal(id1, id2);
+	assert_string_equal(str_of(block_at(msg_at(&r, 4), 0), "tool_use_id"), id2);
+	/* The second preview names the second call's file, which holds the
+	 * second output. */
+	c2 = str_of(block_at(msg_at(&r, 4), 0), "content");
+	snprintf(name, sizeof name, "@tool-results/%s.txt", id2);
+	assert_non_null(strstr(c2, name));
+	assert_non_null(strstr(c2, "5000"));
+	snprintf(name, sizeof name, "%s.txt", id2);
+	saved = file_text(results, name);
+	assert_non_null(saved);
+	assert_non_null(strstr(saved, "\n7000\n"));
+	assert_null(strstr(saved, "\n1999\n"));
+	free(saved);
+	assert_string_not_equal(str_of(block_at(msg_at(&r, 5), 0), "id"),
+	                        str_of(block_at(msg_at(&r, 5), 1), "id"));
+	assert_pairing(NULL, r.messages);
+	run_free(&r);
+}
+
+/* The streaming executor in the loop: a read-only call runs (and ends)
+ * while the rest of the answer still streams; a write waits for the whole
+ * answer. Both APIs. */
+static void test_tools_start_while_streaming(void **state)
+{
+	static const char script[] =
+	    "[{\"chunk_delay_ms\": 150, \"tool_calls\": [{\"name\": \"read\", \"input\": "
+	    "{\"path\": \"a.txt\"}}, {\"name\": \"write\", \"input\": {\"path\": \"w.txt\", "
+	    "\"content\": \"x\"}}]},"
+	    " {\"text\": \"ok\"}]";
+	struct fixture *fx = *state;
+	struct turn_options o;
+	struct run r;
+	struct transcript_info ti = {.session_id = "s1", .session_key = "k", .agent_id = "main"};
+	struct transcript *tr = NULL;
+	struct transcript_loaded l;
+	struct flushed fl = {0};
+	char path[PATH_MAX + 64];
+
+	start_fake(fx, script, 0);
+	for (int api = 0; api < 2; api++) {
+		const json_t *e;
+		size_t i;
+		int read_end = -1, write_start = -1, answer = -1, k = 0;
+
+		if (api)
+			fake_script(fx, script);
+		snprintf(path, sizeof path, "%s/sessions/early%d.jsonl", fx->home, api);
+		assert_int_equal(transcript_open(&tr, &fx->loop, path, &ti), SB_OK);
+		run_init(&r, fx);
+		opts_init(&o, &r, "read then write");
+		o.chain = api ? chain_an : chain_oa;
+		o.transcript = tr;
+		start_run(&r, &o);
+		wait_done(&r);
+		assert_int_equal(r.end, TURN_END_TURN);
+		memset(&fl, 0, sizeof fl);
+		assert_int_equal(transcript_flush(tr, on_flushed, &fl), SB_OK);
+		while (!fl.n)
+			uv_run(&fx->loop, UV_RUN_ONCE);
+		transcript_close(tr);
+		assert_int_equal(transcript_load(path, &l), SB_OK);
+		json_array_foreach(l.entries, i, e)
+		{
+			const char *ev = str_of(e, "event");
+
+			k++;
+			if (strcmp(ev, "tool_end") == 0 && strcmp(str_of(e, "name"), "read") == 0)
+				read_end = k;
+			if (strcmp(ev, "tool_start") == 0 &&
+			    strcmp(str_of(e, "name"), "write") == 0)
+				write_start = k;
+			if (strcmp(str_of(e, "type"), "message") == 0 && answer < 0 &&
+			    msg_tool_use_count(json_object_get(e, "message")) == 2)
+				answer = k;
+		}
+		/* read ended before the answer was complete; write started after. */
+		assert_true(read_end > 0 && answer > 0 && write_start > 0);
+		assert_true(read_end < answer);
+		assert_true(write_start > answer);
+		assert_true(json_equal(l.messages, r.messages));
+		transcript_loaded_free(&l);
+		assert_pairing(NULL, r.messages);
+		run_free(&r);
+	}
+}
+
+/* The budget refund: rounds that only ran code (bash) give their unit
+ * back; a round with another tool does not. */
+static void test_budget_refund(void **state)
+{
+	struct fixture *fx = *state;
+	struct turn_options o;
+	struct turn_budget budget;
+	struct run r;
+
+	load_script(fx,
+	            "{\"tool_calls\": [{\"name\": \"bash\", \"input\": {\"command\": \"true\"}}]}\n"
+	            "{\"tool_calls\": [{\"name\": \"bash\", \"input\": {\"command\": \"true\"}}]}\n"
+	            "{\"tool_calls\": [{\"name\": \"bash\", \"input\": {\"command\": \"true\"}}]}\n"
+	            "{\"tool_calls\": [{\"name\": \"bash\", \"input\": {\"command\": \"true\"}},"
+	            " {\"name\": \"ls\", \"input\": {}}]}\n"
+	            "{\"text\": \"done\"}\n",
+	            0);
+	turn_budget_init(&budget, 2, NULL);
+	run_init(&r, fx);
+	opts_init(&o, &r, "run things");
+	o.budget = &budget;
+	start_run(&r, &o);
+	wait_done(&r);
+	assert_int_equal(r.end, TURN_END_TURN);
+	assert_int_equal(r.model_calls, 5);
+	/* 3 bash-only rounds refunded; the mixed round and the answer count. */
+	assert_int_equal(budget.used, 2);
+	assert_false(budget.grace_used);
+	run_free(&r);
+}
+
+/* A message steered into a resumed run (the history ends with the user
+ * message, recorded before a crash) is in the reloaded history. */
+static void test_steer_into_resumed_run(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript_info ti = {.session_id = "s2", .session_key = "k", .agent_id = "main"};
+	struct transcript *tr = NULL;
+	struct transcript_loaded l;
+	struct turn_options o;
+	struct flushed fl = {0};
+	struct run r;
+	json_t *history, *fields;
+	char path[PATH_MAX + 64];
+	char *t0;
+
+	load_script(fx, "{\"text\": \"Saw: {{user_text}}\"}\n", 0);
+	snprintf(path, sizeof path, "%s/sessions/s2.jsonl", fx->home);
+	assert_int_equal(transcript_open(&tr, &fx->loop, path, &ti), SB_OK);
+	history = json_array();
+	json_array_append_new(history, msg_user_text_new("the first message"));
+	fields = json_pack("{sO}", "message", json_array_get(history, 0));
+	assert_int_equal(transcript_append(tr, "message", fields, NULL, 0), SB_OK);
+	json_decref(fields);
+	run_init(&r, fx);
+	opts_init(&o, &r, NULL); /* resumes: the user message is there */
+	o.history = history;
+	o.transcript = tr;
+	start_run(&r, &o);
+	assert_int_equal(turn_steer(r.t, "and a steered one"), SB_OK);
+	wait_done(&r);
+	assert_int_equal(r.end, TURN_END_TURN);
+	assert_int_equal(transcript_flush(tr, on_flushed, &fl), SB_OK);
+	while (!fl.n)
+		uv_run(&fx->loop, UV_RUN_ONCE);
+	transcript_close(tr);
+	assert_int_equal(transcript_load(path, &l), SB_OK);
+	assert_int_equal(json_array_size(l.messages), 2);
+	t0 = msg_text(json_array_get(l.messages, 0));
+	assert_string_equal(t0, "the first messageand a steered one");
+	free(t0);
+	transcript_loaded_free(&l);
+	json_decref(history);
+	run_free(&r);
+}
+
+/* The todo tool: the list replaces the last one, is recorded in the
+ * transcript (and loading finds it), and is the run's at the end. */
+static void test_todo_tool(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript_info ti = {.session_id = "s3", .session_key = "k", .agent_id = "main"};
+	struct transcript *tr = NULL;
+	struct transcript_loaded l;
+	struct turn_options o;
+	struct flushed fl = {0};
+	struct run r;
+	char path[PATH_MAX + 64];
+	const json_t *res;
+
+	load_script(fx,
+	            "{\"tool_calls\": [{\"name\": \"todo\", \"input\": {\"items\": ["
+	            "{\"text\": \"read the files\", \"status\": \"in_progress\"},"
+	            "{\"text\": \"write the report\", \"status\": \"pending\"}]}}]}\n"
+	            "{\"tool_calls\": [{\"name\": \"todo\", \"input\": {\"items\": ["
+	            "{\"text\": \"read the files\", \"status\": \"done\"},"
+	            "{\"text\": \"write the report\", \"status\": \"in_progress\"}]}}]}\n"
+	            "{\"tool_calls\": [{\"name\": \"todo\", \"input\": {\"items\": ["
+	            "{\"text\": \"x\", \"status\": \"maybe\"}]}}]}\n"
+	            "{\"text\": \"Working on the report.\"}\n",
+	            0);
+	snprintf(path, sizeof path, "%s/sessions/s3.jsonl", fx->home);
+	assert_int_equal(transcript_open(&tr, &fx->loop, path, &ti), SB_OK);
+	run_init(&r, fx);
+	opts_init(&o, &r, "plan it");
+	o.transcript = tr;
+	start_run(&r, &o);
+	wait_done(&r);
+	assert_int_equal(r.end, TURN_END_TURN);
+	res = block_at(msg_at(&r, 2), 0);
+	assert_false(json_is_true(json_object_get(res, "is_error")));
+	assert_string_equal(str_of(res, "content"), "Todo list saved (0 of 2 done):\n"
+	                                            "[>] read the files\n[ ] write the report");
+	res = block_at(msg_at(&r, 4), 0);
+	assert_string_equal(str_of(res, "content"), "Todo list saved (1 of 2 done):\n"
+	                                            "[x] read the files\n[>] write the report");
+	/* A bad status is refused by the schema; the list stays. */
+	res = block_at(msg_at(&r, 6), 0);
+	assert_true(json_is_true(json_object_get(res, "is_error")));
+	assert_int_equal(transcript_flush(tr, on_flushed, &fl), SB_OK);
+	while (!fl.n)
+		uv_run(&fx->loop, UV_RUN_ONCE);
+	transcript_close(tr);
+	assert_int_equal(transcript_load(path, &l), SB_OK);
+	assert_non_null(l.todo);
+	assert_int_equal(json_array_size(l.todo), 2);
+	assert_string_equal(str_of(json_array_get(l.todo, 1), "status"), "in_progress");
+	transcript_loaded_free(&l);
+	run_free(&r);
+}
+
+/* The date: told in the new message the first time and when the day
+ * changed, never twice the same day, and never in a message already sent
+ * (the prefix stays byte for byte). */
+static void test_date_note(void **state)
+{
+	struct fixture *fx = *state;
+	struct turn_options o;
+	struct run r;
+	json_t *history = json_array();
+	const char *d1 = "[Today is Monday, 30 November 2026 (UTC, UTC+00:00).]";
+	const char *d2 = "[Today is Tuesday, 1 December 2026 (UTC, UTC+00:00).]";
+	char *t;
+
+	load_script(fx, "{\"text\": \"Saw: {{user_text}}\"}\n", 0);
+	for (int i = 0; i < 3; i++) {
+		run_init(&r, fx);
+		opts_init(&o, &r, i == 0 ? "one" : i == 1 ? "two" : "three");
+		o.history = history;
+		o.date_note = i < 2 ? d1 : d2;
+		start_run(&r, &o);
+		wait_done(&r);
+		assert_int_equal(r.end, TURN_END_TURN);
+		/* What the user wrote is what the model sees as the text. */
+		assert_string_equal(r.text, i == 0   ? "Saw: one"
+		                            : i == 1 ? "Saw: two"
+		                                     : "Saw: three");
+		t = msg_text(msg_at(&r, 0));
+		if (i == 1)
+			assert_string_equal(t, "two");
+		else
+			assert_string_equal(
+			    t, i == 0 ? "one[Today is Monday, 30 November 2026 (UTC, "
+			                "UTC+00:00).]"
+			              : "three[Today is Tuesday, 1 December 2026 (UTC, "
+			                "UTC+00:00).]");
+		free(t);
+		json_array_extend(history, r.messages);
+		run_free(&r);
+	}
+	json_decref(history);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1487,6 +1934,13 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_provider_error_after_tools, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_start, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_transcript, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_cut_tool_call, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_ids_unique_in_session, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tools_start_while_streaming, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_budget_refund, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_steer_into_resumed_run, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_todo_tool, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_date_note, setup, teardown),
 	};
 
 	signal(SIGPIPE, SIG_IGN);
