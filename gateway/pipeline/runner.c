@@ -20,6 +20,7 @@
 #include "agents/safety/sandbox.h"
 #include "bindings/bindings.h"
 #include "agents/transcript.h"
+#include "gateway/core/clock.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fmt.h"
@@ -174,17 +175,17 @@ static void run_finish(struct run_job *j, int rc, const char *error)
 /* Whether the session's reset policy says it has run its course. */
 static bool run_expired(const struct run_job *j, const struct store_session *s)
 {
-	struct timespec ts;
+	int64_t now_ms;
 	struct tm tm;
 	time_t now;
 
 	if (j->reset.mode == SESSION_RESET_NONE || s->updated_at <= 0)
 		return false;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	now = ts.tv_sec;
+	/* The wall clock: updated_at is a stored time. */
+	now_ms = clock_wall_ms();
+	now = (time_t)(now_ms / 1000);
 	localtime_r(&now, &tm);
-	return bindings_session_should_reset(&j->reset, s->updated_at,
-	                                     (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000,
+	return bindings_session_should_reset(&j->reset, s->updated_at, now_ms,
 	                                     (int32_t)tm.tm_gmtoff);
 }
 
@@ -639,7 +640,8 @@ static void run_prepare_work(uv_work_t *w)
 
 	if (FMT(dir, "%s/agents/%s/sessions", j->cfg->home, j->agent_id) != SB_OK) {
 		j->prep_rc = SB_ERR_TOOBIG;
-		snprintf(j->prep_err, sizeof j->prep_err, "the sessions directory's path is too long");
+		snprintf(j->prep_err, sizeof j->prep_err,
+		         "the sessions directory's path is too long");
 		return;
 	}
 	if (fs_mkdirs(dir, 0700)) {
