@@ -139,6 +139,15 @@ static json_t *history_text(const char *s, size_t n)
 	return j;
 }
 
+/* history_text of a NUL-terminated string; "" for NULL. Everything read
+ * from a repository (names, messages, paths) goes through it: git allows
+ * any bytes there, and an entry that failed to become JSON would vanish
+ * from what the operator reviews. */
+static json_t *history_str(const char *s)
+{
+	return history_text(s ? s : "", s ? strlen(s) : 0);
+}
+
 static void history_oid(const git_oid *id, char out[GIT_OID_HEXSZ + 1])
 {
 	git_oid_tostr(out, GIT_OID_HEXSZ + 1, id);
@@ -157,11 +166,11 @@ static json_t *history_commit_json(git_commit *c)
 		history_oid(git_commit_parent_id(c, i), pid);
 		json_array_append_new(parents, json_string(pid));
 	}
-	return json_pack("{ss so ss ss ss ss sI}", "id", id, "parents", parents ? parents : json_array(),
-	                 "summary", git_commit_summary(c) ? git_commit_summary(c) : "", "message",
-	                 git_commit_message(c) ? git_commit_message(c) : "", "author",
-	                 a && a->name ? a->name : "", "email", a && a->email ? a->email : "", "time",
-	                 (json_int_t)git_commit_time(c) * 1000);
+	return json_pack(
+	    "{ss so so so so so sI}", "id", id, "parents", parents ? parents : json_array(),
+	    "summary", history_str(git_commit_summary(c)), "message",
+	    history_str(git_commit_message(c)), "author", history_str(a ? a->name : NULL), "email",
+	    history_str(a ? a->email : NULL), "time", (json_int_t)git_commit_time(c) * 1000);
 }
 
 /* Whether c changed path compared with its first parent. */
@@ -270,7 +279,7 @@ static int history_walk_cb(const char *root, const git_tree_entry *e, void *payl
 		git_odb_free(odb);
 	}
 	history_oid(git_tree_entry_id(e), blob);
-	json_array_append_new(w->files, json_pack("{ss sI ss}", "path", path, "size",
+	json_array_append_new(w->files, json_pack("{so sI ss}", "path", history_str(path), "size",
 	                                          (json_int_t)size, "blob", blob));
 	return 0;
 }
@@ -318,6 +327,8 @@ int workspace_git_show(const char *dir, const char *rev, const char *path, size_
 	git_tree *t = NULL;
 	git_tree_entry *e = NULL;
 	git_blob *b = NULL;
+	git_odb *odb = NULL;
+	git_object_t type;
 	char id[GIT_OID_HEXSZ + 1], blob[GIT_OID_HEXSZ + 1];
 	size_t size;
 	bool binary;
@@ -332,15 +343,30 @@ int workspace_git_show(const char *dir, const char *rev, const char *path, size_
 		goto out;
 	rc = SB_ERR_NOTFOUND;
 	if (git_commit_tree(&t, c) != 0 || git_tree_entry_bypath(&e, t, path) != 0 ||
-	    git_tree_entry_type(e) != GIT_OBJECT_BLOB ||
-	    git_blob_lookup(&b, repo, git_tree_entry_id(e)) != 0)
+	    git_tree_entry_type(e) != GIT_OBJECT_BLOB)
+		goto out;
+	history_oid(git_commit_id(c), id);
+	history_oid(git_tree_entry_id(e), blob);
+	/* A blob is read whole into memory: look at its size first. */
+	rc = SB_ERR_IO;
+	if (git_repository_odb(&odb, repo) != 0 ||
+	    git_odb_read_header(&size, &type, odb, git_tree_entry_id(e)) != 0)
+		goto out;
+	if (size > WORKSPACE_SHOW_LOAD_MAX) {
+		*out = json_pack("{ss so sI ss sb sb sb}", "rev", id, "path", history_str(path),
+		                 "size", (json_int_t)size, "blob", blob, "binary", 0, "truncated",
+		                 1, "tooLarge", 1);
+		rc = *out ? SB_OK : SB_ERR_NOMEM;
+		goto out;
+	}
+	rc = SB_ERR_NOTFOUND;
+	if (git_blob_lookup(&b, repo, git_tree_entry_id(e)) != 0)
 		goto out;
 	size = (size_t)git_blob_rawsize(b);
 	binary = git_blob_is_binary(b);
-	history_oid(git_commit_id(c), id);
-	history_oid(git_tree_entry_id(e), blob);
-	*out = json_pack("{ss ss sI ss sb sb}", "rev", id, "path", path, "size", (json_int_t)size,
-	                 "blob", blob, "binary", binary, "truncated", !binary && size > max);
+	*out = json_pack("{ss so sI ss sb sb}", "rev", id, "path", history_str(path), "size",
+	                 (json_int_t)size, "blob", blob, "binary", binary, "truncated",
+	                 !binary && size > max);
 	if (*out && !binary)
 		json_object_set_new(*out, "text",
 		                    history_text((const char *)git_blob_rawcontent(b),
@@ -348,6 +374,7 @@ int workspace_git_show(const char *dir, const char *rev, const char *path, size_
 	rc = *out ? SB_OK : SB_ERR_NOMEM;
 out:
 	git_blob_free(b);
+	git_odb_free(odb);
 	git_tree_entry_free(e);
 	git_tree_free(t);
 	git_commit_free(c);
@@ -388,7 +415,7 @@ int workspace_git_diff(const char *dir, const char *from, const char *to, const 
 	char *paths[1];
 	char ida[GIT_OID_HEXSZ + 1], idb[GIT_OID_HEXSZ + 1];
 	json_t *files = NULL;
-	size_t used = 0;
+	size_t used = 0, n = 0;
 	bool truncated = false, worktree;
 	int rc;
 
@@ -408,6 +435,10 @@ int workspace_git_diff(const char *dir, const char *from, const char *to, const 
 		goto out;
 	git_diff_options_init(&opts, GIT_DIFF_OPTIONS_VERSION);
 	opts.context_lines = 3;
+	/* A file bigger than the whole budget could not be shown anyway; above
+	 * max_size libgit2 reads only its size (a blob's header, a file's
+	 * stat), never its bytes. */
+	opts.max_size = (git_off_t)max;
 	if (path) {
 		paths[0] = (char *)path;
 		opts.pathspec.strings = paths;
@@ -425,28 +456,40 @@ int workspace_git_diff(const char *dir, const char *from, const char *to, const 
 	rc = SB_ERR_NOMEM;
 	if (!(files = json_array()))
 		goto out;
-	for (size_t i = 0; i < git_diff_num_deltas(diff); i++) {
+	n = git_diff_num_deltas(diff);
+	for (size_t i = 0; i < n && i < WORKSPACE_DIFF_FILES_MAX; i++) {
 		const git_diff_delta *d = git_diff_get_delta(diff, i);
 		git_patch *p = NULL;
 		git_buf text = {0};
 		size_t adds = 0, dels = 0;
-		bool binary = d->flags & GIT_DIFF_FLAG_BINARY;
+		bool binary = d->flags & GIT_DIFF_FLAG_BINARY, big = false, counted = false;
 		json_t *f;
 
-		if (git_patch_from_diff(&p, diff, i) == 0 && p) {
-			git_patch_line_stats(NULL, &adds, &dels, p);
-			binary = binary || (git_patch_get_delta(p)->flags & GIT_DIFF_FLAG_BINARY);
-			if (!binary && !truncated && git_patch_to_buf(&text, p) == 0 &&
+		/* Once the budget is spent no more content is read: the rest are
+		 * listed by name and status only. */
+		if (!truncated && git_patch_from_diff(&p, diff, i) == 0 && p) {
+			const git_diff_delta *pd = git_patch_get_delta(p);
+
+			big = (size_t)pd->new_file.size > max || (size_t)pd->old_file.size > max;
+			binary = !big && (binary || (pd->flags & GIT_DIFF_FLAG_BINARY));
+			counted = !big;
+			if (counted)
+				git_patch_line_stats(NULL, &adds, &dels, p);
+			if (!binary && !big && git_patch_to_buf(&text, p) == 0 &&
 			    used + text.size > max) {
 				truncated = true;
 				git_buf_dispose(&text);
 			}
 		}
-		f = json_pack("{ss ss ss sI sI sb}", "path",
-		              d->new_file.path ? d->new_file.path : "", "oldPath",
-		              d->old_file.path ? d->old_file.path : "", "status",
-		              history_status(d->status), "additions", (json_int_t)adds, "deletions",
-		              (json_int_t)dels, "binary", binary);
+		f = json_pack("{so so ss sb}", "path", history_str(d->new_file.path), "oldPath",
+		              history_str(d->old_file.path), "status", history_status(d->status),
+		              "binary", binary);
+		if (f && counted) {
+			json_object_set_new(f, "additions", json_integer((json_int_t)adds));
+			json_object_set_new(f, "deletions", json_integer((json_int_t)dels));
+		}
+		if (f && big)
+			json_object_set_new(f, "tooLarge", json_true());
 		if (f && text.ptr) {
 			json_object_set_new(f, "patch", history_text(text.ptr, text.size));
 			used += text.size;
@@ -455,11 +498,13 @@ int workspace_git_diff(const char *dir, const char *from, const char *to, const 
 		git_patch_free(p);
 		json_array_append_new(files, f);
 	}
+	if (n > WORKSPACE_DIFF_FILES_MAX)
+		truncated = true;
 	history_oid(git_commit_id(a), ida);
 	if (b)
 		history_oid(git_commit_id(b), idb);
-	*out = json_pack("{ss ss so sb}", "from", ida, "to", b ? idb : WORKSPACE_WORKTREE, "files",
-	                 files, "truncated", truncated);
+	*out = json_pack("{ss ss so sb sI}", "from", ida, "to", b ? idb : WORKSPACE_WORKTREE,
+	                 "files", files, "truncated", truncated, "filesTotal", (json_int_t)n);
 	files = NULL;
 	rc = *out ? SB_OK : SB_ERR_NOMEM;
 out:

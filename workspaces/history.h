@@ -23,6 +23,8 @@
 #include <stddef.h>
 
 #define WORKSPACE_WORKTREE "WORKTREE"
+#define WORKSPACE_DIFF_FILES_MAX 1000             /* files one diff lists */
+#define WORKSPACE_SHOW_LOAD_MAX ((size_t)8 << 20) /* a file bigger is not loaded to show */
 
 /* {"head": id|null, "commits": [{id, parents, summary, message, author,
  * email, time (unix ms)}]}: newest first from HEAD, at most limit (1..1000);
@@ -35,14 +37,20 @@ int workspace_git_files(const char *dir, const char *rev, json_t **out);
 
 /* {"rev": id, "path", "size", "blob", "binary", "text", "truncated"}: the
  * file's bytes at the version, text cut at max bytes (binary files: no
- * text). */
+ * text). A file of more than WORKSPACE_SHOW_LOAD_MAX bytes is not read:
+ * no text, "truncated" and "tooLarge" true. */
 int workspace_git_show(const char *dir, const char *rev, const char *path, size_t max,
                        json_t **out);
 
 /* {"from": id, "to": id|"WORKTREE", "files": [{path, oldPath, status,
- * additions, deletions, binary, patch}], "truncated"}: the unified diff
- * (3 lines of context) between two versions; to NULL = HEAD; path limits
- * it to one file. Patches stop after max bytes in all. */
+ * additions, deletions, binary, tooLarge, patch}], "truncated",
+ * "filesTotal"}: the unified diff (3 lines of context) between two
+ * versions; to NULL = HEAD; path limits it to one file. Patches stop after
+ * max bytes in all; after that, and for a file bigger than max (tooLarge),
+ * no content is read (no patch, additions or deletions). At most
+ * WORKSPACE_DIFF_FILES_MAX files are listed (truncated, filesTotal counts
+ * them all). Paths, names and messages that are not UTF-8 come with U+FFFD
+ * in place of the bad bytes (every function here). */
 int workspace_git_diff(const char *dir, const char *from, const char *to, const char *path,
                        size_t max, json_t **out);
 

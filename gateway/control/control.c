@@ -525,7 +525,7 @@ static void control_token_hash(const char *token, char out[65])
 }
 
 /* Decodes base64url or base64, padded or not. Returns the length or -1. */
-static int control_b64_decode(const char *in, unsigned char *out, size_t size)
+int control_b64_decode(const char *in, unsigned char *out, size_t size)
 {
 	static const int variants[] = {
 	    sodium_base64_VARIANT_URLSAFE_NO_PADDING, sodium_base64_VARIANT_URLSAFE,
@@ -541,7 +541,7 @@ static int control_b64_decode(const char *in, unsigned char *out, size_t size)
 
 /* The raw Ed25519 key from base64(url) of the raw 32 bytes, of an SPKI DER
  * structure, or a PEM "PUBLIC KEY" block. */
-static bool control_public_key(const char *text, unsigned char key[32])
+bool control_public_key(const char *text, unsigned char key[32])
 {
 	static const unsigned char spki[12] = {0x30, 0x2a, 0x30, 0x05, 0x06, 0x03,
 	                                       0x2b, 0x65, 0x70, 0x03, 0x21, 0x00};
@@ -582,6 +582,7 @@ struct control_hello {
 	const char *client_id, *client_mode, *client_version, *platform, *device_family;
 	const char *token;        /* auth.token */
 	const char *device_token; /* auth.deviceToken */
+	const char *web_sig;      /* auth.webSignature (a web session's) */
 	unsigned want;            /* scopes asked for */
 	struct buf scopes_csv;    /* as given, joined with "," */
 	const json_t *device;     /* the device object, or NULL */
@@ -675,6 +676,7 @@ struct control_connect {
 	char device_id[65];
 	char public_key[64];
 	char token[64]; /* a device token being issued */
+	bool browser;   /* the upgrade came from a browser page (it sent an Origin) */
 };
 
 static void control_connect_release(struct control_op *op)
@@ -774,8 +776,12 @@ static void control_connect_token_set(void *ud, int rc)
 		               "cannot record the device token; try again", NULL,
 		               SERVER_WS_TRY_LATER);
 	else
+		/* A page gets no token: it proves itself with its non-extractable
+		 * key on every connection, and a bearer token its scripts could
+		 * read would outlive that protection. The new hash is still
+		 * stored, so any earlier token stops working. */
 		control_connected(c, k->base.id, k->protocol, k->want, k->client_id, k->client_mode,
-		                  k->device_id, k->token);
+		                  k->device_id, k->browser ? NULL : k->token);
 	control_op_free(&k->base);
 }
 
@@ -946,6 +952,7 @@ static const char *control_hello_parse(const json_t *params, struct control_hell
 		return "auth must be an object";
 	h->token = json_string_value(json_object_get(auth, "token"));
 	h->device_token = json_string_value(json_object_get(auth, "deviceToken"));
+	h->web_sig = json_string_value(json_object_get(auth, "webSignature"));
 	h->device = json_object_get(params, "device");
 	if (h->device && json_is_null(h->device))
 		h->device = NULL;
@@ -1003,12 +1010,16 @@ static void control_connect(struct control_conn *c, const json_t *id, const json
 		goto out;
 	}
 	if (!h.token && !h.device_token && !h.device && c->has_cookie) {
-		/* A signed-in browser: the session cookie came with the upgrade. */
-		unsigned granted = control_web_session_scopes(ctl, c->web_hash);
+		/* A signed-in browser: the session cookie came with the upgrade,
+		 * and the page signed this connection's challenge with the key it
+		 * made at sign-in. The cookie alone is not enough: browsers send
+		 * it to every port of the host, so any program listening on
+		 * 127.0.0.1 can read it. */
+		unsigned granted =
+		    control_web_session_verify(ctl, c->web_hash, c->nonce, h.web_sig, &why);
 
 		if (!granted) {
-			control_auth_refused(c, id, "the web session is not valid (signed out or "
-			                            "expired); sign in again");
+			control_auth_refused(c, id, why);
 			goto out;
 		}
 		c->via_web = true;
@@ -1023,6 +1034,7 @@ static void control_connect(struct control_conn *c, const json_t *id, const json
 		goto out;
 	}
 	k->base.release = control_connect_release;
+	k->browser = origin_from_browser(c->origin);
 	k->protocol = h.protocol;
 	k->want = h.want;
 	snprintf(k->client_id, sizeof k->client_id, "%s", h.client_id ? h.client_id : "");
@@ -1460,6 +1472,8 @@ static void control_tick(uv_timer_t *t)
 {
 	struct control *ctl = t->data;
 
+	/* Web sessions end on time even when nobody signs in or out. */
+	control_web_expire(ctl);
 	control_broadcast(ctl, NULL, 0, "tick",
 	                  json_pack("{sI}", "ts", (json_int_t)clock_wall_ms()));
 }

@@ -81,9 +81,11 @@ struct control_web_code {
 	int64_t expires_at; /* unix ms */
 };
 
-/* A signed-in browser: its cookie's hash. */
+/* A signed-in browser: its cookie's hash, and the public half of the key
+ * its page made at sign-in (every connection must be signed with it). */
 struct control_web_session {
 	unsigned char hash[CONTROL_WEB_HASH];
+	unsigned char key[32]; /* Ed25519 */
 	unsigned scopes;
 	int64_t created_at, expires_at; /* unix ms */
 };
@@ -196,6 +198,12 @@ bool control_gateway_token(struct control *ctl, const char *token);
 /* Closes every connection authenticated by the web session of hash. */
 void control_drop_web(struct control *ctl, const unsigned char *hash, const char *reason);
 
+/* Base64url/base64 decoding, and an Ed25519 public key in any of the
+ * accepted forms (raw 32 bytes in base64url or base64, SPKI DER in base64,
+ * PEM); control.c. */
+int control_b64_decode(const char *in, unsigned char *out, size_t size);
+bool control_public_key(const char *text, unsigned char key[32]);
+
 /* ---- control_web.c ---- */
 
 /* Registers /auth/login, /auth/logout and /auth/session on the server. */
@@ -207,11 +215,20 @@ int control_web_code(struct control *ctl, unsigned scopes, char *code, size_t si
                      int64_t *expires_at);
 /* "sb_session_<port>". */
 void control_web_cookie_name(const struct control *ctl, char *out, size_t size);
-/* The hash of the session cookie in a Cookie header; false when absent. */
-bool control_web_cookie_hash(const struct control *ctl, const char *cookies,
+/* The hash of the session cookie in a Cookie header; false when absent.
+ * When the header holds several cookies of that name (one planted for a
+ * longer path by another program on the host comes first), the first that
+ * names a live session wins. */
+bool control_web_cookie_hash(struct control *ctl, const char *cookies,
                              unsigned char out[CONTROL_WEB_HASH]);
-/* The scopes of a live web session; 0 when there is none with hash. */
-unsigned control_web_session_scopes(struct control *ctl, const unsigned char *hash);
+/* The scopes of the live web session of hash whose key signed
+ * "switchboard-web-v1|<nonce>" with sig_b64; 0 when there is no such
+ * session or the signature does not verify (*why says which). */
+unsigned control_web_session_verify(struct control *ctl, const unsigned char *hash,
+                                    const char *nonce, const char *sig_b64, const char **why);
+/* Forgets expired codes and sessions, closing the connections of the
+ * sessions (the control plane's tick). */
+void control_web_expire(struct control *ctl);
 
 /* ---- control_methods.c ---- */
 

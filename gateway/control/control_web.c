@@ -10,15 +10,23 @@
  *     never reaches a server log or a Referer;
  *   - the gateway token, pasted into the page once.
  *
- * POST /auth/login {code} or {token} answers Set-Cookie: sb_session_<port>=
- * <32 random bytes>; HttpOnly; SameSite=Strict; Path=/ (Secure when the page
- * is https). The gateway keeps only BLAKE2b-256 hashes of codes and
- * sessions, in memory: a restart signs every browser out. The page then
- * opens the control plane; the browser sends the cookie with the upgrade,
- * and a connect without other credentials is authenticated by it.
+ * POST /auth/login {code, key} or {token, key} answers Set-Cookie:
+ * sb_session_<port>=<32 random bytes>; HttpOnly; SameSite=Strict; Path=/
+ * (Secure when the page is https). key is the public half of an Ed25519
+ * pair the page made with WebCrypto (non-extractable, kept in the origin's
+ * IndexedDB). The gateway keeps only BLAKE2b-256 hashes of codes and
+ * sessions, and the session's public key, in memory: a restart signs every
+ * browser out. The page then opens the control plane: the browser sends
+ * the cookie with the upgrade, and the page signs the connection's
+ * challenge with its key (auth.webSignature); a connect without other
+ * credentials is authenticated by the two together. The cookie alone is
+ * worth nothing: browsers do not keep cookies apart by port, so any
+ * program listening on another port of the host receives it, but only the
+ * page's own origin can use the key.
  * POST /auth/logout forgets the session and closes its connections;
  * GET /auth/session says whether the cookie is good (so the page does not
- * spend a failed connect finding out).
+ * spend a failed connect finding out). Expired sessions are forgotten, and
+ * their connections closed, on the control plane's tick.
  *
  * Every /auth request must come from a page of an allowed origin (Origin
  * header), with Content-Type application/json for the POSTs (no form can
@@ -46,6 +54,7 @@
 #define WEB_SESSION_BYTES 32
 #define WEB_BODY_MAX 8192
 #define WEB_HDR_MAX 512
+#define WEB_COOKIES_MAX 16 /* cookies of our name looked at in one header */
 
 static struct config *web_config(struct control *ctl)
 {
@@ -67,8 +76,7 @@ static void web_random(char *out, size_t size, size_t bytes)
 	sodium_memzero(raw, sizeof raw);
 }
 
-/* Drops expired codes and sessions. */
-static void web_expire(struct control *ctl)
+void control_web_expire(struct control *ctl)
 {
 	int64_t now = clock_wall_ms();
 
@@ -97,7 +105,7 @@ int control_web_code(struct control *ctl, unsigned scopes, char *code, size_t si
 		config_unref(cfg);
 		return SB_ERR_INVAL;
 	}
-	web_expire(ctl);
+	control_web_expire(ctl);
 	if (ctl->n_codes == CONTROL_WEB_CODES_MAX) {
 		/* Full: the oldest code goes. */
 		size_t oldest = 0;
@@ -120,7 +128,7 @@ int control_web_code(struct control *ctl, unsigned scopes, char *code, size_t si
 /* The session whose hash is h, or NULL. */
 static struct control_web_session *web_find(struct control *ctl, const unsigned char *h)
 {
-	web_expire(ctl);
+	control_web_expire(ctl);
 	for (size_t i = 0; i < ctl->n_web; i++)
 		if (sodium_memcmp(ctl->web[i].hash, h, CONTROL_WEB_HASH) == 0)
 			return &ctl->web[i];
@@ -134,38 +142,70 @@ void control_web_cookie_name(const struct control *ctl, char *out, size_t size)
 	snprintf(out, size, "sb_session_%d", ctl->port);
 }
 
-bool control_web_cookie_hash(const struct control *ctl, const char *cookies,
+bool control_web_cookie_hash(struct control *ctl, const char *cookies,
                              unsigned char out[CONTROL_WEB_HASH])
 {
 	char name[32], value[128];
+	unsigned char h[CONTROL_WEB_HASH];
 	const char *p = cookies;
+	bool found = false;
 	size_t nl;
 
 	control_web_cookie_name(ctl, name, sizeof name);
 	nl = strlen(name);
-	while (p && *p) {
+	for (int seen = 0; p && *p && seen < WEB_COOKIES_MAX;) {
 		p += strspn(p, " ;");
 		if (strncmp(p, name, nl) == 0 && p[nl] == '=') {
 			size_t vl = strcspn(p + nl + 1, ";");
 
-			if (vl == 0 || vl >= sizeof value)
-				return false;
-			memcpy(value, p + nl + 1, vl);
-			value[vl] = '\0';
-			web_hash(value, out);
-			sodium_memzero(value, sizeof value);
-			return true;
+			seen++;
+			if (vl > 0 && vl < sizeof value) {
+				memcpy(value, p + nl + 1, vl);
+				value[vl] = '\0';
+				web_hash(value, h);
+				sodium_memzero(value, sizeof value);
+				if (web_find(ctl, h)) {
+					memcpy(out, h, CONTROL_WEB_HASH);
+					return true;
+				}
+				if (!found)
+					memcpy(out, h, CONTROL_WEB_HASH);
+				found = true;
+			}
 		}
 		p = strchr(p, ';');
 	}
-	return false;
+	return found;
 }
 
-unsigned control_web_session_scopes(struct control *ctl, const unsigned char *hash)
+/* The signed bytes of a web session's connect: the page's key signs them
+ * with the connection's challenge nonce. */
+#define WEB_SIGNED_PREFIX "switchboard-web-v1|"
+
+unsigned control_web_session_verify(struct control *ctl, const unsigned char *hash,
+                                    const char *nonce, const char *sig_b64, const char **why)
 {
 	struct control_web_session *s = web_find(ctl, hash);
+	unsigned char sig[64];
+	char text[sizeof WEB_SIGNED_PREFIX + 128];
 
-	return s ? s->scopes : 0;
+	if (!s) {
+		*why = "the web session is not valid (signed out or expired); sign in again";
+		return 0;
+	}
+	if (!sig_b64 || control_b64_decode(sig_b64, sig, sizeof sig) != (int)sizeof sig) {
+		*why = "a web session's connect must carry auth.webSignature, the page key's "
+		       "signature of this connection's challenge; sign in again";
+		return 0;
+	}
+	snprintf(text, sizeof text, "%s%s", WEB_SIGNED_PREFIX, nonce);
+	if (crypto_sign_verify_detached(sig, (const unsigned char *)text, strlen(text), s->key) !=
+	    0) {
+		*why = "the web session's signature is not valid (another key, or another "
+		       "connection's challenge)";
+		return 0;
+	}
+	return s->scopes;
 }
 
 /* ---- HTTP ---- */
@@ -190,6 +230,20 @@ static void web_json(struct server_request *r, int status, json_t *body, const c
 static void web_error(struct server_request *r, int status, const char *msg)
 {
 	web_json(r, status, json_pack("{ss}", "error", msg), NULL);
+}
+
+/* Whether a Content-Type is application/json itself, with parameters or
+ * not ("application/json; charset=utf-8", not "application/jsonp"). */
+static bool web_is_json(const char *type)
+{
+	static const char json[] = "application/json";
+	const char *rest = type + strspn(type, " \t");
+
+	if (strncasecmp(rest, json, sizeof json - 1) != 0)
+		return false;
+	rest += sizeof json - 1;
+	rest += strspn(rest, " \t");
+	return *rest == '\0' || *rest == ';';
 }
 
 /* Checks what every /auth request needs; answers and returns false when it
@@ -220,8 +274,8 @@ static bool web_request_ok(struct control *ctl, struct server_request *r, bool p
 		goto out;
 	}
 	*secure = strncasecmp(origin, "https:", 6) == 0;
-	if (post && (server_req_header(r, "content-type", type, sizeof type) <= 0 ||
-	             strncasecmp(type, "application/json", 16) != 0)) {
+	if (post &&
+	    (server_req_header(r, "content-type", type, sizeof type) <= 0 || !web_is_json(type))) {
 		web_error(r, 415, "send application/json");
 		goto out;
 	}
@@ -250,7 +304,7 @@ static void web_login(void *ud, struct server_request *r)
 	const char *body = server_req_body(r, &len);
 	json_t *in = NULL;
 	const char *code, *token;
-	unsigned char h[CONTROL_WEB_HASH];
+	unsigned char h[CONTROL_WEB_HASH], key[32];
 	unsigned scopes = 0;
 	const char *how = NULL;
 	char session[64], cookie[256], name[32];
@@ -260,14 +314,25 @@ static void web_login(void *ud, struct server_request *r)
 	if (!web_request_ok(ctl, r, true, &secure))
 		return;
 	if (len > WEB_BODY_MAX || !(in = json_loadb(body, len, 0, NULL)) || !json_is_object(in)) {
-		web_error(r, 400, "the body is {\"code\": ...} or {\"token\": ...}");
+		web_error(r, 400,
+		          "the body is {\"code\": ..., \"key\": ...} or "
+		          "{\"token\": ..., \"key\": ...}");
 		goto out;
 	}
 	code = json_string_value(json_object_get(in, "code"));
 	token = json_string_value(json_object_get(in, "token"));
+	/* The page's key, checked before a code is spent. */
+	if (!json_is_string(json_object_get(in, "key")) ||
+	    !control_public_key(json_string_value(json_object_get(in, "key")), key)) {
+		web_error(r, 400,
+		          "key is required: the Ed25519 public key the page made for this session "
+		          "(base64url of its 32 bytes); the page needs WebCrypto Ed25519, in a "
+		          "secure context (https, or the gateway's own loopback address)");
+		goto out;
+	}
 	if (code && *code) {
 		web_hash(code, h);
-		web_expire(ctl);
+		control_web_expire(ctl);
 		for (size_t i = 0; i < ctl->n_codes; i++)
 			if (sodium_memcmp(ctl->codes[i].hash, h, CONTROL_WEB_HASH) == 0) {
 				scopes = ctl->codes[i].scopes;
@@ -302,6 +367,7 @@ static void web_login(void *ud, struct server_request *r)
 	s = &ctl->web[ctl->n_web++];
 	web_random(session, sizeof session, WEB_SESSION_BYTES);
 	web_hash(session, s->hash);
+	memcpy(s->key, key, sizeof key);
 	s->scopes = scopes;
 	s->created_at = clock_wall_ms();
 	s->expires_at = s->created_at + cfg->gateway.ui.session_ttl_ms;

@@ -243,10 +243,51 @@ static int server_body(struct server_request *r, const void *in, size_t len)
 	return 0;
 }
 
-/* Adds r->extra_headers ("Name: value\n" lines). Nonzero when they do not fit. */
+/* What every answer on the port carries unless its handler set the header
+ * itself (the web UI sets its own Content-Security-Policy): nothing served
+ * here, an error page or a JSON answer included, may be rendered as a page
+ * that runs anything, framed, sniffed into another type, or leak its
+ * address in a Referer. */
+static const char *const server_policy[][2] = {
+    {"Content-Security-Policy:",
+     "default-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
+    {"X-Content-Type-Options:", "nosniff"},
+    {"X-Frame-Options:", "DENY"},
+    {"Referrer-Policy:", "no-referrer"},
+    {"Cross-Origin-Resource-Policy:", "same-origin"},
+};
+
+/* Whether lines ("Name: value\n" ...) has a header called name ("Name:"). */
+static bool server_has_header(const char *lines, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *l = lines; l && *l;) {
+		const char *nl = strchr(l, '\n');
+
+		if (strncasecmp(l, name, n) == 0)
+			return true;
+		if (!nl)
+			break;
+		l = nl + 1;
+	}
+	return false;
+}
+
+/* Adds r->extra_headers ("Name: value\n" lines), then the policy headers
+ * they do not override. Nonzero when they do not fit. */
 static int server_add_extra_headers(struct lws *wsi, struct server_request *r, unsigned char **p,
                                     unsigned char *end)
 {
+	for (size_t i = 0; i < sizeof server_policy / sizeof *server_policy; i++) {
+		const char *name = server_policy[i][0], *val = server_policy[i][1];
+
+		if (!server_has_header(r->extra_headers, name) &&
+		    lws_add_http_header_by_name(wsi, (const unsigned char *)name,
+		                                (const unsigned char *)val, (int)strlen(val), p,
+		                                end))
+			return -1;
+	}
 	for (char *line = r->extra_headers; line && *line;) {
 		char *nl = strchr(line, '\n'), *colon = strchr(line, ':');
 		char name[128];

@@ -131,18 +131,22 @@ static void sws_free(struct server_ws *ws)
 	free(ws);
 }
 
-/* A copy of one header of the upgrade request ("" when absent or longer
- * than max); NULL on no memory. */
-static char *sws_header_copy(struct lws *wsi, enum lws_token_indexes tok, size_t max)
+/* A copy of one header of the upgrade request ("" when absent); NULL on no
+ * memory. A value longer than max is "" too, or with cut its first max
+ * bytes: an Origin too long to keep must still be seen as a browser's (and
+ * refused), never as no Origin at all. */
+static char *sws_header_copy(struct lws *wsi, enum lws_token_indexes tok, size_t max, bool cut)
 {
 	int n = lws_hdr_total_length(wsi, tok);
 	char *out;
 
-	if (n <= 0 || (size_t)n > max)
+	if (n <= 0 || ((size_t)n > max && !cut))
 		return strdup("");
 	out = calloc(1, (size_t)n + 1);
 	if (out && lws_hdr_copy(wsi, out, n + 1, tok) < 0)
 		out[0] = '\0';
+	if (out && (size_t)n > max)
+		out[max] = '\0';
 	return out;
 }
 
@@ -444,9 +448,9 @@ static int sws_established(struct server_ws_hub *h, struct lws *wsi, struct serv
 		return -1;
 	ws = calloc(1, sizeof *ws);
 	if (!ws || !(ws->path = strdup(ep->path)) ||
-	    !(ws->origin = sws_header_copy(wsi, WSI_TOKEN_ORIGIN, SWS_HEADER_MAX)) ||
-	    !(ws->host = sws_header_copy(wsi, WSI_TOKEN_HOST, SWS_HEADER_MAX)) ||
-	    !(ws->cookie = sws_header_copy(wsi, WSI_TOKEN_HTTP_COOKIE, SWS_COOKIE_MAX))) {
+	    !(ws->origin = sws_header_copy(wsi, WSI_TOKEN_ORIGIN, SWS_HEADER_MAX, true)) ||
+	    !(ws->host = sws_header_copy(wsi, WSI_TOKEN_HOST, SWS_HEADER_MAX, false)) ||
+	    !(ws->cookie = sws_header_copy(wsi, WSI_TOKEN_HTTP_COOKIE, SWS_COOKIE_MAX, false))) {
 		if (ws) {
 			free(ws->path);
 			free(ws->origin);

@@ -109,7 +109,9 @@ const char *server_ws_peer(const struct server_ws *ws);
 const char *server_ws_path(const struct server_ws *ws);
 
 /* The upgrade request's Origin, Host and Cookie headers as sent; "" when
- * absent (or longer than 512 bytes, 8 KiB for Cookie). Valid while ws is. */
+ * absent (Host longer than 512 bytes and Cookie longer than 8 KiB are ""
+ * too; an Origin longer than 512 bytes is its first 512, so it still reads
+ * as a browser's and fails the allowed-origin check). Valid while ws is. */
 const char *server_ws_origin(const struct server_ws *ws);
 const char *server_ws_host(const struct server_ws *ws);
 const char *server_ws_cookie(const struct server_ws *ws);

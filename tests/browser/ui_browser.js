@@ -103,9 +103,11 @@ async function goPage(page, route, ready) {
   const replayText = await replay.textContent('.login .notice.error');
   check(/not valid|used already/.test(replayText), 'the page says the code is used: ' + replayText);
   await replay.close();
-  // and the exchange itself answers 401
+  // and the exchange itself answers 401 (with a key, as the page sends)
+  const someKey = require('crypto').generateKeyPairSync('ed25519').publicKey
+    .export({type: 'spki', format: 'der'}).subarray(12).toString('base64url');
   const again = await fetch(opt.url + '/auth/login', {method: 'POST', headers: {'Content-Type': 'application/json',
-    Origin: opt.url}, body: JSON.stringify({code: opt.code})});
+    Origin: opt.url}, body: JSON.stringify({code: opt.code, key: someKey})});
   check(again.status === 401, 'replay answered ' + again.status);
   results.steps.push(step);
 

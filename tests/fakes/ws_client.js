@@ -9,7 +9,11 @@
 // minProtocol/maxProtocol, sessionKey, message, idempotencyKey, keyfile
 // (a PEM private key; created when missing), sigVersion (2 or 3),
 // deviceToken, attempts, timeoutMs, answer and scope (approver), origin and
-// cookie (sent with the upgrade, as a browser's page would).
+// cookie (sent with the upgrade, as a browser's page would), webKey (the
+// 32-byte Ed25519 seed, hex, of a web session's key: the connect carries
+// auth.webSignature of "switchboard-web-v1|<nonce>"; webNonce signs that
+// nonce instead of the challenge's), clientId and platform (the connect's
+// client.id and client.platform).
 //
 // It prints one JSON line with what happened and exits 0; a client-side
 // failure (timeout, unexpected frame) is reported in that line as "fail".
@@ -29,6 +33,16 @@ function out(result) {
 }
 
 setTimeout(() => out({ fail: 'timeout' }), timeoutMs).unref();
+
+// The web session's proof: the Ed25519 signature, by the key the page
+// registered at sign-in, of "switchboard-web-v1|<the challenge's nonce>".
+const PKCS8_ED25519 = Buffer.from('302e020100300506032b657004220420', 'hex');
+function webSignature(nonce) {
+	const key = crypto.createPrivateKey({ key: Buffer.concat([PKCS8_ED25519,
+		Buffer.from(opt.webKey, 'hex')]), format: 'der', type: 'pkcs8' });
+	return b64url(crypto.sign(null, Buffer.from('switchboard-web-v1|' + (opt.webNonce || nonce)),
+		key));
+}
 
 function b64url(buf) {
 	return buf.toString('base64').replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
@@ -128,6 +142,8 @@ async function challenge(c) {
 	return f;
 }
 
+let lastConnect = null; // the params of the last connect() sent
+
 // connect with the options' token/scopes (override with extra).
 async function connect(c, extra) {
 	const ch = await challenge(c);
@@ -135,7 +151,8 @@ async function connect(c, extra) {
 	const params = {
 		minProtocol: o.minProtocol || 3,
 		maxProtocol: o.maxProtocol || 4,
-		client: { id: 'ws-client', version: '1.0.0', platform: 'linux', mode: 'test' },
+		client: { id: o.clientId || 'ws-client', version: '1.0.0', platform: o.platform || 'linux',
+			mode: 'test' },
 		role: 'operator',
 		caps: [],
 		auth: {},
@@ -147,6 +164,8 @@ async function connect(c, extra) {
 		params.auth.token = o.token;
 	if (o.deviceToken)
 		params.auth.deviceToken = o.deviceToken;
+	if (o.webKey)
+		params.auth.webSignature = webSignature(ch.payload.nonce);
 	if (o.withDevice) {
 		const dev = loadDevice();
 		const signedAt = ch.payload.ts;
@@ -168,6 +187,7 @@ async function connect(c, extra) {
 			nonce: ch.payload.nonce,
 		};
 	}
+	lastConnect = params;
 	const id = send(c, 'connect', params, 'connect-1');
 	return { challenge: ch, res: await res(c, id) };
 }
@@ -183,9 +203,12 @@ async function scenario() {
 			const cl = await closed(c);
 			return { closeCode: cl.code, closeReason: cl.reason };
 		}
+		const auth = opt.token ? { token: opt.token } : {};
+		if (opt.webKey)
+			auth.webSignature = webSignature(f.payload.nonce);
 		const id = send(c, 'connect', { minProtocol: 3, maxProtocol: 4, role: 'operator',
 			client: { id: 'ws-client', version: '1.0.0', platform: 'linux', mode: 'test' },
-			auth: {} }, 'connect-1');
+			auth }, 'connect-1');
 		const hello = await res(c, id);
 		if (!hello || !hello.ok) {
 			const cl = await closed(c);
@@ -286,6 +309,38 @@ async function scenario() {
 			return { hello: r.res };
 		}
 		return { hello: r.res, closed: await closed(c) };
+	}
+	case 'hold': {
+		// connect like 'status', then stay until the gateway closes the
+		// connection (or timeoutMs): how and after how long
+		const f = await next(c, (f) => f.type === 'event' && f.event === 'connect.challenge');
+		if (!f)
+			return { closed: await closed(c) };
+		const auth = opt.webKey ? { webSignature: webSignature(f.payload.nonce) } : {};
+		const hello = await res(c, send(c, 'connect', { minProtocol: 3, maxProtocol: 4,
+			client: { id: 'ws-client', version: '1.0.0', platform: 'linux', mode: 'test' },
+			auth }, 'connect-1'));
+		const t0 = Date.now();
+		const cl = await closed(c);
+		return { hello, closeCode: cl.code, closeReason: cl.reason, heldMs: Date.now() - t0 };
+	}
+	case 'device-replay': {
+		// a signed device connect captured on one connection and sent again
+		// on another (as is, and without its nonce field): both refused
+		const first = await connect(c, { withDevice: true });
+		c.ws.close(1000);
+		const captured = lastConnect;
+		const out = { first: first.res, replays: [] };
+		for (const strip of [false, true]) {
+			const c2 = open();
+			await challenge(c2);
+			const params = JSON.parse(JSON.stringify(captured));
+			if (strip)
+				delete params.device.nonce;
+			const r = await res(c2, send(c2, 'connect', params, 'connect-1'));
+			out.replays.push({ hello: r, closed: await closed(c2) });
+		}
+		return out;
 	}
 	case 'before-connect': {
 		await challenge(c);

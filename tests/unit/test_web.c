@@ -12,10 +12,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <git2.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gateway/config/config.h"
@@ -193,6 +195,187 @@ static void test_history_refuses_what_could_read_elsewhere(void **state)
 	harness_rmrf(dir);
 }
 
+/* Commits one file (name and bytes as given, not checked) on top of HEAD,
+ * with message and author as given: what a repository cloned from
+ * elsewhere, or written by other tools, may hold. */
+static void commit_raw(const char *dir, const char *name, const char *data, size_t len,
+                       const char *message, const char *author)
+{
+	git_repository *repo = NULL;
+	git_index *index = NULL;
+	git_index_entry e;
+	git_oid blob, tree_id, commit_id, parent_id;
+	git_tree *tree = NULL;
+	git_commit *parent = NULL;
+	git_signature *sig = NULL;
+
+	assert_int_equal(git_repository_open(&repo, dir), 0);
+	assert_int_equal(git_repository_index(&index, repo), 0);
+	assert_int_equal(git_blob_create_from_buffer(&blob, repo, data, len), 0);
+	memset(&e, 0, sizeof e);
+	e.mode = GIT_FILEMODE_BLOB;
+	e.id = blob;
+	e.path = name;
+	e.file_size = (uint32_t)len;
+	assert_int_equal(git_index_add(index, &e), 0);
+	assert_int_equal(git_index_write_tree(&tree_id, index), 0);
+	assert_int_equal(git_index_write(index), 0);
+	assert_int_equal(git_tree_lookup(&tree, repo, &tree_id), 0);
+	assert_int_equal(git_reference_name_to_id(&parent_id, repo, "HEAD"), 0);
+	assert_int_equal(git_commit_lookup(&parent, repo, &parent_id), 0);
+	assert_int_equal(git_signature_now(&sig, author, "someone@example.com"), 0);
+	assert_int_equal(
+	    git_commit_create_v(&commit_id, repo, "HEAD", sig, sig, NULL, message, tree, 1, parent),
+	    0);
+	git_signature_free(sig);
+	git_commit_free(parent);
+	git_tree_free(tree);
+	git_index_free(index);
+	git_repository_free(repo);
+}
+
+/* The entry of files whose path contains part, or NULL. */
+static const json_t *file_named(const json_t *out, const char *part)
+{
+	size_t i;
+	const json_t *f;
+
+	json_array_foreach(json_object_get(out, "files"), i, f)
+	{
+		const char *p = json_string_value(json_object_get(f, "path"));
+
+		if (p && strstr(p, part))
+			return f;
+	}
+	return NULL;
+}
+
+/* A file name, a commit message or an author that is not UTF-8 (git allows
+ * any bytes) is shown with U+FFFD in place of the bad bytes: it never
+ * disappears from the files, the log or a diff, so nothing in a workspace
+ * can hide from the operator's review. */
+static void test_history_shows_names_that_are_not_utf8(void **state)
+{
+	char dir[512], commit[41], why[256], p[700];
+	size_t created = 0;
+	json_t *out = NULL;
+	const json_t *f, *c;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(dir, sizeof dir), 0);
+	assert_int_equal(workspace_init(dir, "main", &created, commit, why, sizeof why), SB_OK);
+	commit_raw(dir, "hid\377den.md", "x\n", 2, "bad \xff\xfe message\n\nbody \xc3\n",
+	           "N\377ame");
+	/* the files of HEAD */
+	assert_int_equal(workspace_git_files(dir, "HEAD", &out), SB_OK);
+	f = file_named(out, "hid");
+	assert_non_null(f);
+	assert_string_equal(json_string_value(json_object_get(f, "path")), "hid\357\277\275den.md");
+	json_decref(out);
+	/* the log: both commits, the new one first */
+	assert_int_equal(workspace_git_log(dir, NULL, 10, &out), SB_OK);
+	assert_int_equal(json_array_size(json_object_get(out, "commits")), 2);
+	c = json_array_get(json_object_get(out, "commits"), 0);
+	assert_string_equal(json_string_value(json_object_get(c, "id")),
+	                    json_string_value(json_object_get(out, "head")));
+	assert_non_null(
+	    strstr(json_string_value(json_object_get(c, "summary")), "bad \xef\xbf\xbd"));
+	assert_non_null(strstr(json_string_value(json_object_get(c, "author")), "N\xef\xbf\xbd"));
+	json_decref(out);
+	/* the log of that one file */
+	assert_int_equal(workspace_git_log(dir, "hid\377den.md", 10, &out), SB_OK);
+	assert_int_equal(json_array_size(json_object_get(out, "commits")), 1);
+	json_decref(out);
+	/* the diff of the commit that added it */
+	assert_int_equal(workspace_git_diff(dir, "HEAD~1", "HEAD", NULL, 1 << 20, &out), SB_OK);
+	assert_non_null(file_named(out, "hid"));
+	json_decref(out);
+	/* a file on disk that is not committed */
+	snprintf(p, sizeof p, "%s/new\xfe.txt", dir);
+	assert_int_equal(harness_write_file(p, "y\n"), 0);
+	assert_int_equal(workspace_git_diff(dir, "HEAD", WORKSPACE_WORKTREE, NULL, 1 << 20, &out),
+	                 SB_OK);
+	f = file_named(out, "new");
+	assert_non_null(f);
+	assert_string_equal(json_string_value(json_object_get(f, "status")), "untracked");
+	json_decref(out);
+	harness_rmrf(dir);
+}
+
+/* What a workspace holds cannot make the gateway read without bound: a
+ * file bigger than the diff's budget is reported (tooLarge) without being
+ * read into memory, a diff lists at most WORKSPACE_DIFF_FILES_MAX files
+ * (truncated, with the total), and a committed file too big to show is
+ * described without its bytes being loaded. Special files (a FIFO) and
+ * symlinks on disk are never opened: a link shows as its target. */
+static void test_history_reads_within_bounds(void **state)
+{
+	char dir[512], commit[41], why[256], p[700];
+	size_t created = 0;
+	json_t *out = NULL;
+	const json_t *f;
+	FILE *fp;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(dir, sizeof dir), 0);
+	assert_int_equal(workspace_init(dir, "main", &created, commit, why, sizeof why), SB_OK);
+	/* a 3 MiB text file on disk */
+	snprintf(p, sizeof p, "%s/big.txt", dir);
+	fp = fopen(p, "w");
+	assert_non_null(fp);
+	for (int i = 0; i < 3 * 1024 * 16; i++)
+		fputs("aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n", fp);
+	fclose(fp);
+	/* a FIFO and a symlink to a secret outside */
+	snprintf(p, sizeof p, "%s/pipe", dir);
+	assert_int_equal(mkfifo(p, 0600), 0);
+	snprintf(p, sizeof p, "%s/secret", dir);
+	assert_int_equal(symlink("/etc/shadow", p), 0);
+	assert_int_equal(workspace_git_diff(dir, "HEAD", WORKSPACE_WORKTREE, NULL, 512 << 10, &out),
+	                 SB_OK);
+	f = file_named(out, "big.txt");
+	assert_non_null(f);
+	assert_true(json_is_true(json_object_get(f, "tooLarge")));
+	assert_null(json_object_get(f, "patch"));
+	assert_null(file_named(out, "pipe"));
+	f = file_named(out, "secret");
+	assert_non_null(f);
+	assert_non_null(strstr(json_string_value(json_object_get(f, "patch")), "+/etc/shadow"));
+	json_decref(out);
+	/* more files than a diff lists */
+	snprintf(p, sizeof p, "%s/many", dir);
+	assert_int_equal(mkdir(p, 0700), 0);
+	for (int i = 0; i < WORKSPACE_DIFF_FILES_MAX + 50; i++) {
+		snprintf(p, sizeof p, "%s/many/f%04d", dir, i);
+		assert_int_equal(harness_write_file(p, "z\n"), 0);
+	}
+	assert_int_equal(workspace_git_diff(dir, "HEAD", WORKSPACE_WORKTREE, NULL, 512 << 10, &out),
+	                 SB_OK);
+	assert_int_equal(json_array_size(json_object_get(out, "files")), WORKSPACE_DIFF_FILES_MAX);
+	assert_true(json_is_true(json_object_get(out, "truncated")));
+	assert_true(json_integer_value(json_object_get(out, "filesTotal")) >=
+	            WORKSPACE_DIFF_FILES_MAX + 50);
+	json_decref(out);
+	/* a committed file too big to load for showing */
+	{
+		size_t n = WORKSPACE_SHOW_LOAD_MAX + 1;
+		char *big = malloc(n);
+
+		assert_non_null(big);
+		memset(big, 'b', n);
+		commit_raw(dir, "huge.txt", big, n, "huge", "op");
+		free(big);
+	}
+	assert_int_equal(workspace_git_show(dir, "HEAD", "huge.txt", 256 << 10, &out), SB_OK);
+	assert_true(json_is_true(json_object_get(out, "tooLarge")));
+	assert_true(json_is_true(json_object_get(out, "truncated")));
+	assert_null(json_object_get(out, "text"));
+	assert_int_equal(json_integer_value(json_object_get(out, "size")),
+	                 (json_int_t)WORKSPACE_SHOW_LOAD_MAX + 1);
+	json_decref(out);
+	harness_rmrf(dir);
+}
+
 /* ---- the log tail ---- */
 
 struct tail {
@@ -288,6 +471,8 @@ int main(void)
 	    cmocka_unit_test(test_configured_origins_replace_the_defaults),
 	    cmocka_unit_test(test_bad_origins_are_refused_at_load),
 	    cmocka_unit_test(test_history_refuses_what_could_read_elsewhere),
+	    cmocka_unit_test(test_history_shows_names_that_are_not_utf8),
+	    cmocka_unit_test(test_history_reads_within_bounds),
 	    cmocka_unit_test(test_log_tail_keeps_the_last_lines),
 	    cmocka_unit_test(test_assets_are_compiled_in),
 	};

@@ -2,7 +2,8 @@
 // paired device), connects to the control plane, and shows one page per
 // hash route (#/chat, #/sessions, ...). docs/ui.md describes it.
 
-import {Gateway, GatewayError, loadDevice, createDevice, forgetDevice} from './lib/gateway.js';
+import {Gateway, GatewayError, loadDevice, createDevice, forgetDevice,
+  createSessionKey, storeSessionKey, forgetSessionKey} from './lib/gateway.js';
 import {h, fill, field, notice} from './lib/dom.js';
 
 const PAGES = {
@@ -20,6 +21,15 @@ const conn = document.getElementById('conn');
 const nav = document.getElementById('nav');
 const signout = document.getElementById('signout');
 const wsUrl = (location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + '/ws';
+
+// Signs in with a code or the token: a fresh key for the session, whose
+// public half the gateway keeps; the page signs each connection with it.
+async function signIn(credential) {
+  const key = await createSessionKey();
+  const r = await auth('/auth/login', {...credential, key: key.publicKey});
+  await storeSessionKey(key);
+  return r;
+}
 
 async function auth(path, body) {
   const r = await fetch(path, {
@@ -49,7 +59,7 @@ function loginView(message) {
     e.preventDefault();
     status.replaceChildren(notice('info', 'Signing in…'));
     try {
-      await auth('/auth/login', {token: token.value.trim()});
+      await signIn({token: token.value.trim()});
       token.value = '';
       start();
     } catch (err) {
@@ -183,6 +193,7 @@ signout.addEventListener('click', async () => {
   if (current) current.close();
   current = null;
   try { await auth('/auth/logout', {}); } catch { /* signed out anyway */ }
+  await forgetSessionKey();
   await forgetDevice();
   loginView();
 });
@@ -194,7 +205,7 @@ async function start() {
   if (m) {
     history.replaceState(null, '', location.pathname + location.search + '#/chat');
     try {
-      await auth('/auth/login', {code: m[1]});
+      await signIn({code: m[1]});
     } catch (e) {
       loginView(e.message);
       return;

@@ -3,9 +3,12 @@
 // resolve with their answer, events, and reconnection.
 //
 // Credentials: the page never holds the gateway token. It is signed in by
-// an HttpOnly session cookie (sent by the browser with the upgrade), or it
-// is a paired device whose Ed25519 private key was made non-extractable by
-// WebCrypto and is kept in IndexedDB: it signs each connection's challenge.
+// an HttpOnly session cookie (sent by the browser with the upgrade) together
+// with a signature of each connection's challenge by the session's key; or
+// it is a paired device. Both keys are Ed25519 pairs made non-extractable
+// by WebCrypto and kept in this origin's IndexedDB: the page can sign with
+// them but nothing, its own scripts included, can read them out. The cookie
+// alone opens nothing (browsers send it to every port of the host).
 
 const CLIENT = {id: 'switchboard-ui', version: '1', platform: 'web', mode: 'ui'};
 const SCOPES = ['operator.read', 'operator.write', 'operator.admin'];
@@ -118,14 +121,22 @@ export class Gateway {
     const params = {
       minProtocol: 3, maxProtocol: 4, client: CLIENT, role: 'operator', scopes: SCOPES, auth: {},
     };
-    if (this.device) {
-      const signedAt = challenge.ts;
-      const text = ['v2', this.device.id, CLIENT.id, CLIENT.mode, 'operator', SCOPES.join(','),
-        String(signedAt), '', challenge.nonce].join('|');
-      const sig = await crypto.subtle.sign('Ed25519', this.device.privateKey, new TextEncoder().encode(text));
-      params.device = {id: this.device.id, publicKey: this.device.publicKey, signature: b64url(sig),
-        signedAt, nonce: challenge.nonce};
+    if (!this.device) {
+      // read again at every dial: another tab may have signed in anew
+      const key = await loadSessionKey();
+      if (key) {
+        const sig = await crypto.subtle.sign('Ed25519', key.privateKey,
+          new TextEncoder().encode('switchboard-web-v1|' + challenge.nonce));
+        params.auth.webSignature = b64url(sig);
+      }
+      return params;
     }
+    const signedAt = challenge.ts;
+    const text = ['v2', this.device.id, CLIENT.id, CLIENT.mode, 'operator', SCOPES.join(','),
+      String(signedAt), '', challenge.nonce].join('|');
+    const sig = await crypto.subtle.sign('Ed25519', this.device.privateKey, new TextEncoder().encode(text));
+    params.device = {id: this.device.id, publicKey: this.device.publicKey, signature: b64url(sig),
+      signedAt, nonce: challenge.nonce};
     return params;
   }
 
@@ -183,6 +194,39 @@ async function idbDo(mode, fn) {
     tx.oncomplete = () => { db.close(); resolve(r && r.result); };
     tx.onerror = () => { db.close(); reject(tx.error); };
   });
+}
+
+/** A new key for a web session: its public half, base64url, goes to POST
+ * /auth/login; storeSessionKey keeps it once the gateway took it (a failed
+ * sign-in must not replace the key of the session this browser has). */
+export async function createSessionKey() {
+  if (!window.isSecureContext || !crypto.subtle)
+    throw new Error('signing in needs a secure page: https, or the gateway on this machine (http://127.0.0.1)');
+  let pair;
+  try {
+    pair = await crypto.subtle.generateKey({name: 'Ed25519'}, false, ['sign', 'verify']);
+  } catch {
+    throw new Error('this browser cannot make an Ed25519 key (WebCrypto); use a current Chromium, Firefox or Safari');
+  }
+  const raw = await crypto.subtle.exportKey('raw', pair.publicKey);
+  return {publicKey: b64url(raw), privateKey: pair.privateKey, created: Date.now()};
+}
+
+export async function storeSessionKey(key) {
+  await idbDo('readwrite', (s) => s.put(key, 'session'));
+}
+
+/** The web session's key, or null. */
+export async function loadSessionKey() {
+  try {
+    return (await idbDo('readonly', (s) => s.get('session'))) || null;
+  } catch {
+    return null;
+  }
+}
+
+export async function forgetSessionKey() {
+  try { await idbDo('readwrite', (s) => s.delete('session')); } catch { /* nothing stored */ }
 }
 
 /** The stored device identity, or null. */

@@ -83,7 +83,8 @@ class WorkspacesPage extends Page {
       h('h2', {}, h('code', {}, path), rev ? ' at ' + short(rev) : ''), body, h('h3', {}, 'History of this file'), log);
     try {
       const f = await this.gw.call('workspace.file', {agentId: this.agent, path, rev: rev || 'HEAD'});
-      fill(body, f.binary ? h('p', {class: 'muted'}, 'A binary file of ' + f.size + ' bytes.')
+      fill(body, f.tooLarge ? h('p', {class: 'muted'}, 'A file of ' + f.size + ' bytes: too large to show here.')
+        : f.binary ? h('p', {class: 'muted'}, 'A binary file of ' + f.size + ' bytes.')
         : h('pre', {class: 'file'}, f.text, f.truncated ? '\n[… cut]' : ''));
     } catch (e) {
       fill(body, notice('error', e.message));
@@ -107,11 +108,15 @@ class WorkspacesPage extends Page {
     out.append(box);
     try {
       const d = await this.gw.call('workspace.diff', path ? {agentId: this.agent, from, to, path} : {agentId: this.agent, from, to});
+      const total = d.filesTotal === undefined ? d.files.length : d.filesTotal;
       fill(box, h('p', {}, 'From ', h('code', {class: 'commit-id'}, short(d.from, 12)), ' to ', h('code', {class: 'commit-id'}, d.to === 'WORKTREE' ? 'the files on disk' : short(d.to, 12)),
-        ': ', d.files.length, ' files changed', d.truncated ? ' (cut: too long to show whole)' : ''),
+        ': ', total, ' files changed', total > d.files.length ? ' (' + d.files.length + ' listed)' : '', d.truncated ? ' (cut: too long to show whole)' : ''),
       d.files.map((f) => h('details', {open: true, class: 'file-diff'},
-        h('summary', {}, h('span', {class: 'pill'}, f.status), ' ', f.path, h('span', {class: 'adds'}, ' +' + f.additions), h('span', {class: 'dels'}, ' −' + f.deletions)),
-        f.binary ? h('p', {class: 'muted'}, 'binary') : patch(f.patch || ''))));
+        h('summary', {}, h('span', {class: 'pill'}, f.status), ' ', f.path,
+          f.additions === undefined ? null : [h('span', {class: 'adds'}, ' +' + f.additions), h('span', {class: 'dels'}, ' −' + f.deletions)]),
+        f.tooLarge ? h('p', {class: 'muted'}, 'too large to show here')
+          : f.binary ? h('p', {class: 'muted'}, 'binary')
+          : f.patch === undefined ? h('p', {class: 'muted'}, 'not shown (the diff is cut)') : patch(f.patch))));
     } catch (e) {
       fill(box, notice(e.code === 'NOT_FOUND' ? 'warn' : 'error', e.message));
     }
