@@ -19,6 +19,7 @@
 #include "agents/message.h"
 #include "agents/context/tokens.h"
 #include "agents/transcript.h"
+#include "gateway/core/clock.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
@@ -1638,11 +1639,8 @@ static void turn_setup_context(struct turn *t)
 	t->compact_failures = t->opt.session.compact_failures;
 	if (t->compact_failures >= COMPACT_BREAKER) {
 		/* Open for long enough: one more summary may be tried. */
-		struct timespec now;
-
-		clock_gettime(CLOCK_REALTIME, &now);
-		if ((int64_t)now.tv_sec * 1000 + now.tv_nsec / 1000000 -
-		        t->opt.session.compact_failed_ms >=
+		/* The wall clock: compact_failed_ms is a stored time. */
+		if (clock_wall_ms() - t->opt.session.compact_failed_ms >=
 		    COMPACT_BREAKER_RESET_MS) {
 			t->compact_failures = COMPACT_BREAKER - 1;
 			turn_record(t, "event",

@@ -1919,7 +1919,9 @@ static void bt_join(const char *const *v, size_t n, char *out, size_t size)
 
 	out[0] = '\0';
 	for (size_t i = 0; i < n && !o.over; i++) {
-		if (i)
+		if (!v[i])
+			continue; /* an entry whose id failed to load */
+		if (o.len)
 			bt_put(&o, ", ");
 		bt_put(&o, v[i]);
 	}

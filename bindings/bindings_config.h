@@ -21,11 +21,12 @@
 #include <stdint.h>
 
 #include "gateway/core/cfg.h"
+#include "gateway/core/envelope.h"
 
 /* Longest ids a binding may name; an inbound id longer than these can
  * never match one. */
 #define BINDINGS_CHANNEL_MAX 64
-#define BINDINGS_ACCOUNT_MAX 128
+#define BINDINGS_ACCOUNT_MAX ENVELOPE_ACCOUNT_MAX
 #define BINDINGS_ID_MAX 256
 
 /* ---- bindings ---- */

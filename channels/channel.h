@@ -30,6 +30,12 @@
 
 struct channel;
 
+/* The most accounts one channel section may declare (each becomes an
+ * instance), and the most adapters the registry holds: the daemon holds
+ * their product of instances, so whatever validates also starts. */
+#define CHANNEL_ACCOUNTS_MAX 32
+#define CHANNEL_ADAPTERS_MAX 8
+
 /* One outbox entry to deliver. Strings borrowed for the call. */
 struct channel_outbound {
 	int64_t outbox_id;
@@ -52,12 +58,13 @@ typedef void (*channel_send_cb)(void *ud, const struct channel_send_result *res)
 
 struct channel_ops {
 	const char *name; /* "webhook", "webchat", "telegram", "slack" */
-	/* Creates an instance for one account. config points at the channel's
-	 * own section of the configuration (the daemon keeps it alive until
-	 * destroy or the next reconfigure). Mandatory. */
+	/* Creates an instance for one account. config points at the adapter's
+	 * own settings, the struct <name>_config its <name>_config.h declares
+	 * (NULL for an adapter without settings); the daemon keeps it alive
+	 * until destroy or the next reconfigure. Mandatory. */
 	int (*create)(struct channel **out, const struct host *host, const char *account,
 	              const void *config);
-	/* A new configuration was loaded: config is the channel's new section.
+	/* A new configuration was loaded: config is the adapter's new settings.
 	 * Optional; without it the instance keeps its settings. */
 	int (*reconfigure)(struct channel *c, const void *config);
 	/* Starts intake (register routes, start polling). Optional. */
@@ -90,7 +97,7 @@ struct channel_ops {
 struct channel {
 	const struct channel_ops *ops;
 	const struct host *host;
-	char account[64];
+	char account[ENVELOPE_ACCOUNT_MAX + 1];
 };
 
 /* The adapters (one file each). */

@@ -8,13 +8,12 @@
 #include "channels/slack/slack.h"
 
 const struct channel_ops *const channel_registry[] = {
-    &channel_webchat_ops,
-    &channel_webhook_ops,
-    &channel_http_ops,
-    &channel_telegram_ops,
-    &channel_slack_ops,
-    NULL,
+    &channel_webchat_ops,  &channel_webhook_ops, &channel_http_ops,
+    &channel_telegram_ops, &channel_slack_ops,   NULL,
 };
+
+_Static_assert(sizeof channel_registry / sizeof *channel_registry - 1 <= CHANNEL_ADAPTERS_MAX,
+               "CHANNEL_ADAPTERS_MAX bounds the registry (the daemon's instance table)");
 
 const struct channel_ops *channel_find(const char *name)
 {

@@ -1,17 +1,21 @@
 /*
  * webchat.c - the web chat channel: messages typed into the control plane's
- * chat (chat.send) or the OpenAI-compatible endpoint.
+ * chat (chat.send). The OpenAI-compatible endpoint is a channel of its own,
+ * "http" (channels/http.c).
  *
  * Inbound, the control plane ingests an envelope with channel "webchat" and
- * the session key as its peer. Outbound there is nothing to send: the reply
- * already reached every connected client as the run's streamed and final
- * events, so send records the delivery (the run id is the message id) and
- * reports success.
+ * the session key as its peer and as route_session: web chat is a trusted
+ * entry point that names its destination (envelope_channel_trusted).
+ * Outbound there is nothing to send: the reply already reached every
+ * connected client as the run's streamed and final events, so send records
+ * the delivery, with the reply's idempotency key as the message id, and
+ * reports success on the next loop turn.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "channels/adapter.h"
 #include "channels/channel.h"
 #include "gateway/core/err.h"
 
@@ -19,23 +23,18 @@ struct webchat {
 	struct channel base;
 };
 
-struct webchat_send {
-	uv_timer_t timer;
-	channel_send_cb cb;
-	void *ud;
-	char *msg_id;
-};
-
 static int webchat_create(struct channel **out, const struct host *host, const char *account,
-			  const void *config)
+                          const void *config)
 {
 	struct webchat *w = calloc(1, sizeof *w);
 
 	(void)config; /* web chat has only access settings, applied by routing */
 	if (!w)
 		return SB_ERR_NOMEM;
-	w->base.host = host;
-	snprintf(w->base.account, sizeof w->base.account, "%s", account ? account : "default");
+	if (channel_init(&w->base, host, account) != SB_OK) {
+		free(w);
+		return SB_ERR_TOOBIG;
+	}
 	*out = &w->base;
 	return SB_OK;
 }
@@ -45,38 +44,15 @@ static void webchat_destroy(struct channel *c)
 	free(c);
 }
 
-static void webchat_send_closed(uv_handle_t *h)
-{
-	struct webchat_send *s = h->data;
-
-	free(s->msg_id);
-	free(s);
-}
-
-static void webchat_send_fire(uv_timer_t *t)
-{
-	struct webchat_send *s = t->data;
-	struct channel_send_result res = {
-	    .rc = SB_OK, .retry_after_ms = -1, .channel_msg_id = s->msg_id};
-
-	s->cb(s->ud, &res);
-	uv_close((uv_handle_t *)t, webchat_send_closed);
-}
-
+/* Nothing to send: the delivery is recorded, reported on the next loop
+ * turn as the contract wants, with the reply's idempotency key as its id. */
 static int webchat_send(struct channel *c, const struct channel_outbound *msg, channel_send_cb cb,
                         void *ud)
 {
-	struct webchat_send *s = calloc(1, sizeof *s);
+	struct channel_send_result res = {
+	    .rc = SB_OK, .retry_after_ms = -1, .channel_msg_id = msg->idempotency_key};
 
-	if (!s)
-		return SB_ERR_NOMEM;
-	s->cb = cb;
-	s->ud = ud;
-	s->msg_id = strdup(msg->idempotency_key);
-	uv_timer_init(c->host->loop, &s->timer);
-	s->timer.data = s;
-	uv_timer_start(&s->timer, webchat_send_fire, 0, 0);
-	return SB_OK;
+	return channel_report_later(c->host, &res, cb, ud);
 }
 
 const struct channel_ops channel_webchat_ops = {

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 
 struct approval_scope {
@@ -47,14 +48,6 @@ struct approvals {
 	int closing; /* timers still closing after approvals_free */
 	bool freed;
 };
-
-static int64_t approvals_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int approvals_new(struct approvals **out, uv_loop_t *loop, const struct approvals_hooks *hooks)
 {
@@ -257,7 +250,7 @@ int approvals_request(struct approvals *a, const struct approval_request *req, a
 	w->a = a;
 	w->cb = cb;
 	w->ud = ud;
-	w->created_at = approvals_now();
+	w->created_at = clock_wall_ms();
 	w->expires_at = w->created_at + req->timeout_ms;
 	uv_timer_init(a->loop, &w->timer);
 	w->timer.data = w;

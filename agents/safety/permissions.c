@@ -13,6 +13,7 @@
 #include "agents/safety/paths.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 
 #define PERM_SHELL_DEPTH 6
 #define PERM_WORDS_MAX 256
@@ -249,11 +250,12 @@ bool permissions_is_owner(const struct security_config *sec, const char *channel
 			return true;
 	if (!sec || !sender)
 		return false;
-	snprintf(buf, sizeof buf, "%s:%s", channel, sender);
+	/* A cut "channel:sender" could equal an owner's entry: no owner then. */
+	if (FMT(buf, "%s:%s", channel, sender) != SB_OK)
+		return false;
 	if (perm_in_list(sec->owners, sec->n_owners, buf))
 		return true;
-	snprintf(buf, sizeof buf, "%s:*", channel);
-	return perm_in_list(sec->owners, sec->n_owners, buf);
+	return FMT(buf, "%s:*", channel) == SB_OK && perm_in_list(sec->owners, sec->n_owners, buf);
 }
 
 bool permissions_profile_has(int profile, const char *tool)

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 
 #define SANDBOX_ARGS_MAX 160
 #define SANDBOX_PROBE_MS 10000
@@ -171,8 +172,10 @@ int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
 	}
 	sa_add3(&a, policy->mode == SANDBOX_WORKSPACE_WRITE ? "--bind" : "--ro-bind", workspace,
 	        workspace);
-	snprintf(path, sizeof path, "%s/.git", workspace);
-	if (policy->mode == SANDBOX_WORKSPACE_WRITE && lstat(path, &st) == 0 &&
+	/* A cut path would find no .git and leave the real one writable. */
+	if (FMT(path, "%s/.git", workspace) != SB_OK)
+		a.full = true;
+	else if (policy->mode == SANDBOX_WORKSPACE_WRITE && lstat(path, &st) == 0 &&
 	    !S_ISLNK(st.st_mode))
 		sa_add3(&a, "--ro-bind", path, path);
 	sa_add(&a, "--clearenv");

@@ -57,18 +57,18 @@
 #include <string.h>
 #include <time.h>
 
+#include "channels/adapter.h"
 #include "channels/channel.h"
 #include "channels/slack/slack.h"
 #include "channels/slack/slack_config.h"
 #include "channels/slack/slack_proto.h"
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 
 #define SLACK_HDR_MAX 256
 #define SLACK_ERR_MAX 256
 #define SLACK_URL_MAX 2048
-#define SLACK_LOG_BURST 20
-#define SLACK_LOG_WINDOW_MS 60000
 #define SLACK_BACKOFF_MIN_MS 1000
 #define SLACK_API_MAX_BYTES (1u << 20)
 #define SLACK_RETRY_AFTER_DEFAULT_MS 1000
@@ -111,10 +111,7 @@ struct slack {
 	struct slack_req *reqs;
 	struct slack_env *envs;
 	struct slack_send *sends;
-	/* refusals are logged, at most SLACK_LOG_BURST a minute */
-	int64_t log_window_ms;
-	int log_count;
-	int64_t log_suppressed;
+	struct channel_ratelog rejects; /* refusals logged, at most CHANNEL_LOG_BURST a minute */
 };
 
 typedef void (*slack_api_cb)(struct slack *s, void *ud, int rc, const struct httpc_response *resp,
@@ -158,7 +155,7 @@ struct slack_send {
 	char **chunks;
 	size_t n, i;
 	char *channel, *thread_ts, *key, *first_ts;
-	char ns[96];
+	char ns[sizeof "slack:" + ENVELOPE_ACCOUNT_MAX];
 };
 
 /* Doubly-linked list helpers for the four kinds above (each has s, prev,
@@ -186,38 +183,22 @@ struct slack_send {
 		(x)->prev = (x)->next = NULL;                                                      \
 	} while (0)
 
-static int64_t slack_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void slack_error(struct slack *s, const char *what)
 {
-	s->last_error_ms = slack_now_ms();
+	s->last_error_ms = clock_wall_ms();
 	snprintf(s->last_error, sizeof s->last_error, "%s", what);
 }
 
 /* Logs a refused request (never with secret material), rate-limited. */
 static void slack_log_reject(struct slack *s, const char *peer, int status, const char *why)
 {
-	int64_t now = slack_now_ms();
+	int64_t suppressed = 0;
 
-	if (now - s->log_window_ms >= SLACK_LOG_WINDOW_MS) {
-		s->log_window_ms = now;
-		s->log_count = 0;
-	}
-	if (s->log_count >= SLACK_LOG_BURST) {
-		s->log_suppressed++;
+	if (!channel_ratelog_take(&s->rejects, &suppressed))
 		return;
-	}
-	s->log_count++;
 	log_warn("slack", "event request refused", LOG_S("account", s->base.account),
 	         LOG_S("peer", peer ? peer : ""), LOG_I("status", status), LOG_S("why", why),
-	         LOG_I("suppressed_before", s->log_suppressed));
-	s->log_suppressed = 0;
+	         LOG_I("suppressed_before", suppressed));
 }
 
 /* ---- timers (heap handles, so that destroy need not wait for them) ---- */
@@ -525,7 +506,7 @@ static int slack_ingest_event(struct slack *s, const json_t *body, host_ingest_c
 		          LOG_S("why", ev.why ? ev.why : "not a message"));
 		goto done;
 	}
-	s->last_event_ms = slack_now_ms();
+	s->last_event_ms = clock_wall_ms();
 	raw = json_dumps(json_object_get(body, "event"), JSON_COMPACT);
 	memset(&env, 0, sizeof env);
 	env.channel = "slack";
@@ -674,7 +655,7 @@ static void slack_ws_message(void *ud, struct host_ws *ws, const char *data, siz
 	const char *type = json_string_value(json_object_get(m, "type"));
 
 	(void)ws;
-	s->last_rx_ms = slack_now_ms();
+	s->last_rx_ms = clock_mono_ms();
 	if (!json_is_object(m) || !type) {
 		json_decref(m);
 		return;
@@ -717,7 +698,7 @@ static void slack_ws_open(void *ud, struct host_ws *ws)
 	struct slack *s = ud;
 
 	(void)ws;
-	s->last_rx_ms = slack_now_ms();
+	s->last_rx_ms = clock_mono_ms();
 }
 
 static void slack_ws_pong(void *ud, struct host_ws *ws)
@@ -725,7 +706,7 @@ static void slack_ws_pong(void *ud, struct host_ws *ws)
 	struct slack *s = ud;
 
 	(void)ws;
-	s->last_rx_ms = slack_now_ms();
+	s->last_rx_ms = clock_mono_ms();
 }
 
 static void slack_ws_closed(void *ud, struct host_ws *ws, int code, const char *why)
@@ -786,7 +767,7 @@ static void slack_open_done(struct slack *s, void *ud, int rc, const struct http
 		slack_sm_failed(s, why);
 		return;
 	}
-	s->ws_since_ms = s->last_rx_ms = slack_now_ms();
+	s->ws_since_ms = s->last_rx_ms = clock_mono_ms();
 }
 
 /* Opens the one connection, unless it is open or opening. */
@@ -811,7 +792,7 @@ static void slack_sm_connect(struct slack *s)
 static void slack_ping_fire(uv_timer_t *t)
 {
 	struct slack *s = t->data;
-	int64_t now = slack_now_ms();
+	int64_t now = clock_mono_ms();
 
 	if (!s || s->stopping || !s->ws || s->closing || !s->acct)
 		return;
@@ -913,7 +894,7 @@ static void slack_on_request(void *ud, struct host_http_req *r)
 		ts[0] = '\0';
 	if (slack_header(s, r, "x-slack-signature", sig, sizeof sig) < 0)
 		sig[0] = '\0';
-	if (slack_sig_verify(a->signing_secret, ts, sig, body, len, slack_now_ms() / 1000,
+	if (slack_sig_verify(a->signing_secret, ts, sig, body, len, clock_wall_ms() / 1000,
 	                     a->tolerance_ms / 1000, &why) != SB_OK) {
 		slack_log_reject(s, ops->peer(r), 401, why);
 		slack_respond(s, r, 401, "application/json", "{\"error\":\"invalid signature\"}");
@@ -1250,7 +1231,7 @@ out:
 
 static size_t slack_accounts(const void *config, const char **names, size_t max)
 {
-	const struct slack_config *cfg = slack_config_of(config);
+	const struct slack_config *cfg = config;
 	size_t n = 0;
 
 	for (size_t i = 0; cfg && i < cfg->n_accounts && n < max; i++)
@@ -1266,9 +1247,11 @@ static int slack_create(struct channel **out, const struct host *host, const cha
 
 	if (!s)
 		return SB_ERR_NOMEM;
-	s->base.host = host;
-	snprintf(s->base.account, sizeof s->base.account, "%s", account ? account : "default");
-	s->cfg = slack_config_of(config);
+	if (channel_init(&s->base, host, account) != SB_OK) {
+		free(s);
+		return SB_ERR_TOOBIG;
+	}
+	s->cfg = config;
 	s->acct = slack_config_find(s->cfg, s->base.account);
 	s->mode = s->acct ? s->acct->mode : SLACK_MODE_EVENTS;
 	*out = &s->base;
@@ -1279,7 +1262,7 @@ static int slack_reconfigure(struct channel *c, const void *config)
 {
 	struct slack *s = (struct slack *)c;
 
-	s->cfg = slack_config_of(config);
+	s->cfg = config;
 	s->acct = slack_config_find(s->cfg, s->base.account);
 	if (!s->acct && s->started) {
 		log_warn("slack", "the account was removed from the configuration; it stops",

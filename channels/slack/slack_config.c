@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "channels/adapter.h"
+
 const char *const slack_mode_names[] = {"events", "socket", NULL};
 const char *const slack_thread_names[] = {"auto", "always", "never", NULL};
 
@@ -82,7 +84,7 @@ static const struct cfg_key slack_account_keys[] = {
         .type = CFG_STRING,
         .offset = offsetof(struct slack_account_config, id),
         .min = 1,
-        .max = SLACK_ID_MAX,
+        .max = ENVELOPE_ACCOUNT_MAX,
         .flags = CFG_REQUIRED,
         .validate = slack_check_id,
         .doc = "The account's name: messages from this workspace come from the channel "
@@ -297,63 +299,45 @@ const struct cfg_section slack_account_section = {
     .doc = "One Slack workspace (app installation).",
 };
 
-int slack_config_check(const struct slack_config *s, struct cfg_error_ctx *ctx)
+static const char *slack_unique_id(const void *e, char *buf, size_t size)
 {
-	char pi[SLACK_PATH_MAX + 1], pj[SLACK_PATH_MAX + 1], key[64];
-	int added = 0;
-
-	for (size_t i = 0; s && i < s->n_accounts; i++) {
-		const struct slack_account_config *a = &s->accounts[i];
-
-		if (!a->id)
-			continue;
-		slack_events_path(a, pi, sizeof pi);
-		for (size_t j = 0; j < i; j++) {
-			const struct slack_account_config *b = &s->accounts[j];
-
-			if (!b->id)
-				continue;
-			if (strcmp(a->id, b->id) == 0) {
-				snprintf(key, sizeof key, "accounts[%zu].id", i);
-				cfg_error_add(ctx, key, "each workspace needs its own id",
-				              "account \"%s\" is defined twice (accounts[%zu] and "
-				              "accounts[%zu])",
-				              a->id, j, i);
-				added++;
-				break;
-			}
-			if (a->mode == SLACK_MODE_EVENTS && b->mode == SLACK_MODE_EVENTS && *pi &&
-			    strcmp(pi, slack_events_path(b, pj, sizeof pj)) == 0) {
-				snprintf(key, sizeof key, "accounts[%zu].events_path", i);
-				cfg_error_add(
-				    ctx, key, "give each account its own events_path",
-				    "events path %s is used by accounts \"%s\" and \"%s\"", pi,
-				    b->id, a->id);
-				added++;
-				break;
-			}
-			if (a->app_token && b->app_token && a->mode == SLACK_MODE_SOCKET &&
-			    b->mode == SLACK_MODE_SOCKET &&
-			    strcmp(a->app_token, b->app_token) == 0) {
-				snprintf(key, sizeof key, "accounts[%zu].app_token", i);
-				cfg_error_add(
-				    ctx, key,
-				    "one app, one Socket Mode connection: two accounts would "
-				    "each get half of the events",
-				    "accounts \"%s\" and \"%s\" use the same app_token", b->id,
-				    a->id);
-				added++;
-				break;
-			}
-		}
-	}
-	return added;
+	(void)buf;
+	(void)size;
+	return ((const struct slack_account_config *)e)->id;
 }
 
-const struct slack_config *slack_config_of(const void *section)
+static const char *slack_unique_path(const void *e, char *buf, size_t size)
 {
-	return section ? (const struct slack_config *)((const char *)section + SLACK_CONFIG_OFFSET)
-	               : NULL;
+	const struct slack_account_config *a = e;
+
+	return a->mode == SLACK_MODE_EVENTS ? slack_events_path(a, buf, size) : NULL;
+}
+
+static const char *slack_unique_app_token(const void *e, char *buf, size_t size)
+{
+	const struct slack_account_config *a = e;
+
+	(void)buf;
+	(void)size;
+	return a->mode == SLACK_MODE_SOCKET ? a->app_token : NULL;
+}
+
+static const struct channel_unique slack_unique[] = {
+    {"id", "id", true, "each workspace needs its own id", slack_unique_id},
+    {"events_path", "events path", true, "give each account its own events_path",
+     slack_unique_path},
+    {"app_token", "app_token", false,
+     "one app, one Socket Mode connection: two accounts would each get half of the events",
+     slack_unique_app_token},
+};
+
+int slack_config_check(const struct slack_config *s, struct cfg_error_ctx *ctx)
+{
+	if (!s)
+		return 0;
+	return channel_config_unique(ctx, "accounts", "account", s->accounts, s->n_accounts,
+	                             sizeof *s->accounts, slack_unique,
+	                             sizeof slack_unique / sizeof *slack_unique);
 }
 
 const struct slack_account_config *slack_config_find(const struct slack_config *s, const char *id)

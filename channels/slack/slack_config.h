@@ -2,13 +2,10 @@
  * slack_config.h - the configuration of the Slack channel:
  * `channels.slack.accounts`, one entry per workspace (app installation).
  *
- * The gateway owns the `channels.slack` section. Its struct (in
- * gateway/config/channels_config.h) begins with the access settings, which belong
- * to routing (bindings/) and which this folder may not see, reserved as
- * SLACK_CONFIG_OFFSET bytes; struct slack_config follows at exactly that
- * offset (asserted at compile time in gateway/config/channels_config.c). The
- * adapter is handed a pointer to the whole section and finds its part with
- * slack_config_of.
+ * The gateway composes the `channels.slack` section from the access
+ * settings (routing's, bindings/) and these keys (gateway/config/
+ * channels_config.c); the adapter is handed a pointer to its own part,
+ * struct slack_config.
  *
  * Strings belong to the configuration snapshot (cfg_release frees them).
  */
@@ -19,12 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "channels/channel.h"
 #include "gateway/core/cfg.h"
 
-/* Bytes kept for the access settings at the start of the section. */
-#define SLACK_CONFIG_OFFSET 256
-
-#define SLACK_ID_MAX 64
 #define SLACK_PATH_PREFIX "/slack/"
 #define SLACK_PATH_MAX 256
 #define SLACK_DEFAULT_API_BASE "https://slack.com/api/"
@@ -79,7 +73,7 @@ extern const char *const slack_thread_names[];
 		.offset = offsetof(stype, smember.accounts),                                       \
 		.count_offset = offsetof(stype, smember.n_accounts),                               \
 		.min = 0,                                                                          \
-		.max = 32,                                                                         \
+		.max = CHANNEL_ACCOUNTS_MAX,                                                       \
 		.section = &slack_account_section,                                                 \
 		.doc = "The Slack workspaces (one app installation each): tokens, how events "     \
 		       "arrive (Events API or Socket Mode) and how replies are posted "            \
@@ -90,9 +84,6 @@ extern const char *const slack_thread_names[];
 /* The rules across accounts (ids and paths unique), for the embedding
  * section's check. Returns the number of errors added. Any thread. */
 int slack_config_check(const struct slack_config *s, struct cfg_error_ctx *ctx);
-
-/* The adapter's part of the `channels.slack` section; NULL gives NULL. */
-const struct slack_config *slack_config_of(const void *section);
 
 /* The account called id, or NULL. Borrowed from s. Any thread. */
 const struct slack_account_config *slack_config_find(const struct slack_config *s, const char *id);

@@ -40,10 +40,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "channels/adapter.h"
 #include "channels/channel.h"
 #include "channels/telegram/telegram.h"
 #include "channels/telegram/telegram_config.h"
 #include "channels/telegram/telegram_proto.h"
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
@@ -56,8 +58,6 @@
 #define TG_TYPING_EVERY_MS 4000
 #define TG_PROGRESS_MAX 4096
 #define TG_BUCKETS_MAX 4096
-#define TG_LOG_BURST 20
-#define TG_LOG_WINDOW_MS 60000
 #define TG_SECRET_HEADER "x-telegram-bot-api-secret-token"
 #define TG_NS_PREFIX "telegram:"
 
@@ -148,7 +148,7 @@ struct tg {
 	bool removed;
 	char *token, *api;
 	int mode;
-	char ns[sizeof TG_NS_PREFIX + 64];
+	char ns[sizeof TG_NS_PREFIX + ENVELOPE_ACCOUNT_MAX];
 	int64_t bot_id;
 	char *bot_username;
 	bool started, stopping, closing, routed, got_me, set_webhook_done;
@@ -175,27 +175,12 @@ struct tg {
 	bool connected;
 	int64_t last_event_ms, last_error_ms;
 	char last_error[256];
-	int64_t log_window_ms;
-	int log_count;
+	struct channel_ratelog logs; /* at most CHANNEL_LOG_BURST lines a minute */
 };
-
-static int64_t tg_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static bool tg_log_allowed(struct tg *t)
 {
-	int64_t now = tg_now_ms();
-
-	if (now - t->log_window_ms >= TG_LOG_WINDOW_MS) {
-		t->log_window_ms = now;
-		t->log_count = 0;
-	}
-	return t->log_count++ < TG_LOG_BURST;
+	return channel_ratelog_take(&t->logs, NULL);
 }
 
 static void tg_error(struct tg *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -208,7 +193,7 @@ static void tg_error(struct tg *t, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(t->last_error, sizeof t->last_error, fmt, ap);
 	va_end(ap);
-	t->last_error_ms = tg_now_ms();
+	t->last_error_ms = clock_wall_ms();
 }
 
 /* ---- Bot API calls ---- */
@@ -624,7 +609,7 @@ static int tg_ingest_one(struct tg *t, const json_t *u, host_ingest_cb cb, void 
 	*update_id = n.update_id;
 	if (r < 0)
 		return SB_ERR_INVAL;
-	t->last_event_ms = tg_now_ms();
+	t->last_event_ms = clock_wall_ms();
 	if (r == 0) {
 		log_debug("telegram", "update skipped", LOG_S("account", t->base.account),
 		          LOG_I("update_id", n.update_id), LOG_S("why", n.skip));
@@ -633,7 +618,7 @@ static int tg_ingest_one(struct tg *t, const json_t *u, host_ingest_cb cb, void 
 	raw = json_dumps(u, JSON_COMPACT);
 	if (!raw)
 		return SB_ERR_NOMEM;
-	telegram_norm_envelope(&n, t->base.account, raw, tg_now_ms(), &env);
+	telegram_norm_envelope(&n, t->base.account, raw, clock_wall_ms(), &env);
 	rc = host->ingest(host->ctx, &env, cb, ud);
 	free(raw);
 	return rc ? rc : 1;
@@ -646,7 +631,7 @@ static void tg_poll_updates(struct tg *t, const json_t *result)
 	const json_t *u;
 
 	if (!n) {
-		tg_later(t, t->cfg->poll_interval_ms - (tg_now_ms() - t->poll_started_ms));
+		tg_later(t, t->cfg->poll_interval_ms - (clock_mono_ms() - t->poll_started_ms));
 		return;
 	}
 	b = calloc(1, sizeof *b);
@@ -767,9 +752,9 @@ static void tg_watchdog_fire(uv_timer_t *h)
 	tg_error(t,
 	         "getUpdates stalled (no answer %" PRId64 " ms after it was sent); polling "
 	         "again",
-	         tg_now_ms() - t->poll_started_ms);
+	         clock_mono_ms() - t->poll_started_ms);
 	log_warn("telegram", "getUpdates stalled; polling again", LOG_S("account", t->base.account),
-	         LOG_I("waited_ms", tg_now_ms() - t->poll_started_ms));
+	         LOG_I("waited_ms", clock_mono_ms() - t->poll_started_ms));
 	/* Its done callback runs now, with SB_ERR_ABORTED, and backs off. */
 	httpc_cancel(t->poll->http);
 }
@@ -787,7 +772,7 @@ static void tg_poll(struct tg *t)
 	    json_pack("{sIsI}", "offset", (json_int_t)t->offset, "timeout", (json_int_t)timeout_s);
 	if (body)
 		json_object_set_new(body, "allowed_updates", tg_allowed_updates(t->cfg));
-	t->poll_started_ms = tg_now_ms();
+	t->poll_started_ms = clock_mono_ms();
 	rc = body ? tg_api(t, "getUpdates", body, (long)(t->cfg->poll_timeout_ms + 2 * grace),
 	                   tg_poll_done, NULL, &t->poll)
 	          : SB_ERR_NOMEM;
@@ -958,7 +943,7 @@ static void tg_bucket_free(void *ud, const char *key, void *value)
 static int64_t tg_rate_wait(struct tg *t, const char *chat)
 {
 	const struct telegram_rate_config *r = &t->cfg->rate;
-	int64_t now = tg_now_ms(), wg, wc;
+	int64_t now = clock_mono_ms(), wg, wc;
 	struct tg_bucket *b = strmap_get(t->buckets, chat);
 
 	if (!b) {
@@ -1403,7 +1388,7 @@ static void tg_status(struct channel *c, json_t *obj)
 
 static size_t tg_accounts(const void *config, const char **names, size_t max)
 {
-	const struct telegram_config *tc = telegram_config_of(config);
+	const struct telegram_config *tc = config;
 	size_t n = 0;
 
 	for (size_t i = 0; tc && i < tc->n_accounts && n < max; i++)
@@ -1425,10 +1410,14 @@ static int tg_create(struct channel **out, const struct host *host, const char *
 		free(t);
 		return SB_ERR_NOMEM;
 	}
-	t->base.host = host;
-	snprintf(t->base.account, sizeof t->base.account, "%s", account ? account : "default");
+	if (channel_init(&t->base, host, account) != SB_OK) {
+		strmap_free(t->progress);
+		strmap_free(t->buckets);
+		free(t);
+		return SB_ERR_TOOBIG;
+	}
 	snprintf(t->ns, sizeof t->ns, "%s%s", TG_NS_PREFIX, t->base.account);
-	t->cfg = telegram_config_find(telegram_config_of(config), t->base.account);
+	t->cfg = telegram_config_find(config, t->base.account);
 	if (t->cfg)
 		t->pin = host->config(host->ctx);
 	t->offset = -1;
@@ -1463,8 +1452,7 @@ static void tg_stop(struct channel *c);
 static int tg_reconfigure(struct channel *c, const void *config)
 {
 	struct tg *t = (struct tg *)c;
-	const struct telegram_account_config *n =
-	    telegram_config_find(telegram_config_of(config), t->base.account);
+	const struct telegram_account_config *n = telegram_config_find(config, t->base.account);
 
 	/* Token, mode and webhook path take effect at a restart; the rest
 	 * (limits, formatting, timeouts) now. An account removed stops

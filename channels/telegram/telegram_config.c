@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "channels/adapter.h"
+
 const char *const telegram_mode_names[] = {"polling", "webhook", NULL};
 const char *const telegram_parse_mode_names[] = {"html", "plain", NULL};
 
@@ -228,7 +230,7 @@ static const struct cfg_key telegram_account_keys[] = {
         .type = CFG_STRING,
         .offset = offsetof(struct telegram_account_config, id),
         .min = 1,
-        .max = TELEGRAM_ID_MAX,
+        .max = ENVELOPE_ACCOUNT_MAX,
         .flags = CFG_REQUIRED | CFG_RESTART,
         .validate = telegram_check_id,
         .doc = "The account's name: its messages come from the channel account of that name "
@@ -431,61 +433,41 @@ const struct cfg_section telegram_account_section = {
     .doc = "One Telegram bot.",
 };
 
-int telegram_config_check(const struct telegram_config *t, struct cfg_error_ctx *ctx)
+static const char *tg_unique_id(const void *e, char *buf, size_t size)
 {
-	char pi[TELEGRAM_PATH_MAX + 1], pj[TELEGRAM_PATH_MAX + 1], key[64];
-	int added = 0;
-
-	for (size_t i = 0; t && i < t->n_accounts; i++) {
-		const struct telegram_account_config *a = &t->accounts[i];
-
-		if (!a->id)
-			continue;
-		for (size_t j = 0; j < i; j++) {
-			const struct telegram_account_config *b = &t->accounts[j];
-
-			if (!b->id)
-				continue;
-			if (strcmp(a->id, b->id) == 0) {
-				snprintf(key, sizeof key, "accounts[%zu].id", i);
-				cfg_error_add(ctx, key, "each bot needs its own id",
-				              "account \"%s\" is defined twice (accounts[%zu] and "
-				              "accounts[%zu])",
-				              a->id, j, i);
-				added++;
-				break;
-			}
-			if (a->token && b->token && strcmp(a->token, b->token) == 0) {
-				snprintf(key, sizeof key, "accounts[%zu].token", i);
-				cfg_error_add(
-				    ctx, key,
-				    "two pollers on one token fight (Telegram answers 409)",
-				    "accounts \"%s\" and \"%s\" use the same bot token", b->id,
-				    a->id);
-				added++;
-				break;
-			}
-			if (a->mode == TELEGRAM_MODE_WEBHOOK && b->mode == TELEGRAM_MODE_WEBHOOK &&
-			    strcmp(telegram_webhook_path(a, pi, sizeof pi),
-			           telegram_webhook_path(b, pj, sizeof pj)) == 0) {
-				snprintf(key, sizeof key, "accounts[%zu].webhook.path", i);
-				cfg_error_add(
-				    ctx, key, "give each bot its own path",
-				    "webhook path %s is used by accounts \"%s\" and \"%s\"", pi,
-				    b->id, a->id);
-				added++;
-				break;
-			}
-		}
-	}
-	return added;
+	(void)buf;
+	(void)size;
+	return ((const struct telegram_account_config *)e)->id;
 }
 
-const struct telegram_config *telegram_config_of(const void *section)
+static const char *tg_unique_token(const void *e, char *buf, size_t size)
 {
-	return section ? (const struct telegram_config *)((const char *)section +
-	                                                  TELEGRAM_CONFIG_OFFSET)
-	               : NULL;
+	(void)buf;
+	(void)size;
+	return ((const struct telegram_account_config *)e)->token;
+}
+
+static const char *tg_unique_path(const void *e, char *buf, size_t size)
+{
+	const struct telegram_account_config *a = e;
+
+	return a->mode == TELEGRAM_MODE_WEBHOOK ? telegram_webhook_path(a, buf, size) : NULL;
+}
+
+static const struct channel_unique tg_unique[] = {
+    {"id", "id", true, "each bot needs its own id", tg_unique_id},
+    {"token", "bot token", false, "two pollers on one token fight (Telegram answers 409)",
+     tg_unique_token},
+    {"webhook.path", "webhook path", true, "give each bot its own path", tg_unique_path},
+};
+
+int telegram_config_check(const struct telegram_config *t, struct cfg_error_ctx *ctx)
+{
+	if (!t)
+		return 0;
+	return channel_config_unique(ctx, "accounts", "account", t->accounts, t->n_accounts,
+	                             sizeof *t->accounts, tg_unique,
+	                             sizeof tg_unique / sizeof *tg_unique);
 }
 
 const struct telegram_account_config *telegram_config_find(const struct telegram_config *t,

@@ -2,11 +2,10 @@
  * telegram_config.h - the configuration of the Telegram channel:
  * `channels.telegram.accounts`, one entry per bot.
  *
- * Like the webhook channel (channels/webhook/webhook_config.h), the gateway owns the
- * `channels.telegram` section; its struct begins with the access settings,
- * reserved here as TELEGRAM_CONFIG_OFFSET bytes, and struct telegram_config
- * follows at exactly that offset (asserted in gateway/config/channels_config.c).
- * The adapter finds its part with telegram_config_of.
+ * The gateway composes the `channels.telegram` section from the access
+ * settings (routing's, bindings/) and these keys (gateway/config/
+ * channels_config.c); the adapter is handed a pointer to its own part,
+ * struct telegram_config.
  *
  * Strings belong to the configuration snapshot (cfg_release frees them).
  */
@@ -17,12 +16,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "channels/channel.h"
 #include "gateway/core/cfg.h"
 
-/* Bytes kept for the access settings at the start of the section. */
-#define TELEGRAM_CONFIG_OFFSET 256
-
-#define TELEGRAM_ID_MAX 63
 #define TELEGRAM_PATH_MAX 256
 #define TELEGRAM_CHUNK_MAX 4096 /* Telegram's limit for one message's text */
 #define TELEGRAM_DEFAULT_API "https://api.telegram.org"
@@ -91,7 +87,7 @@ extern const char *const telegram_parse_mode_names[];
 		.offset = offsetof(stype, smember.accounts),                                       \
 		.count_offset = offsetof(stype, smember.n_accounts),                               \
 		.min = 0,                                                                          \
-		.max = 16,                                                                         \
+		.max = CHANNEL_ACCOUNTS_MAX,                                                       \
 		.section = &telegram_account_section,                                              \
 		.doc = "The bots: one entry per bot token, each a channel account of its own "     \
 		       "(docs/channels/telegram.md).",                                             \
@@ -101,9 +97,6 @@ extern const char *const telegram_parse_mode_names[];
 /* The rules across accounts (ids, tokens and webhook paths unique). Returns
  * the number of errors added. Any thread. */
 int telegram_config_check(const struct telegram_config *t, struct cfg_error_ctx *ctx);
-
-/* The adapter's part of the `channels.telegram` section; NULL gives NULL. */
-const struct telegram_config *telegram_config_of(const void *section);
 
 /* The account called id, or NULL. Borrowed from t. */
 const struct telegram_account_config *telegram_config_find(const struct telegram_config *t,

@@ -40,10 +40,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "channels/adapter.h"
 #include "channels/channel.h"
 #include "channels/webhook/webhook_config.h"
 #include "channels/webhook/webhook_verify.h"
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
 
@@ -53,8 +56,6 @@
 #define WEBHOOK_SEEN_MAX 4096
 #define WEBHOOK_SEEN_BYTES_MAX ((size_t)16 << 20) /* reply texts held, in all */
 #define WEBHOOK_SEEN_TTL_MS (15LL * 60 * 1000)
-#define WEBHOOK_LOG_BURST 20
-#define WEBHOOK_LOG_WINDOW_MS 60000
 /* Failed verifications are counted per (address, hook) in a fixed table: a
  * flood from many addresses evicts old slots instead of growing memory. */
 #define WEBHOOK_FAIL_SLOTS 512
@@ -91,9 +92,7 @@ struct webhook {
 	struct webhook_seen *seen_head, *seen_tail;
 	size_t seen_bytes; /* text and status bytes held */
 	/* Rejections are logged, at most WEBHOOK_LOG_BURST a minute. */
-	int64_t log_window_ms;
-	int log_count;
-	int64_t log_suppressed;
+	struct channel_ratelog rejects;
 	struct webhook_fail_slot fails[WEBHOOK_FAIL_SLOTS];
 };
 
@@ -116,24 +115,6 @@ struct webhook_out {
 	void *ud;
 	char *msg_id;
 };
-
-/* A send outcome reported from a timer: cb must run later, never inside
- * send. */
-struct webhook_later {
-	uv_timer_t timer;
-	channel_send_cb cb;
-	void *ud;
-	struct channel_send_result res;
-	char *error;
-};
-
-static int64_t webhook_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- responses ---- */
 
@@ -180,21 +161,13 @@ static void webhook_respond_outcome(struct webhook_req *q, const char *text, con
 static void webhook_log_reject(struct webhook *w, const char *hook, const char *peer, int status,
                                const char *why)
 {
-	int64_t now = webhook_now_ms();
+	int64_t suppressed = 0;
 
-	if (now - w->log_window_ms >= WEBHOOK_LOG_WINDOW_MS) {
-		w->log_window_ms = now;
-		w->log_count = 0;
-	}
-	if (w->log_count >= WEBHOOK_LOG_BURST) {
-		w->log_suppressed++;
+	if (!channel_ratelog_take(&w->rejects, &suppressed))
 		return;
-	}
-	w->log_count++;
 	log_warn("webhook", "delivery refused", LOG_S("hook", hook ? hook : ""),
 	         LOG_S("peer", peer ? peer : ""), LOG_I("status", status), LOG_S("why", why),
-	         LOG_I("suppressed_before", w->log_suppressed));
-	w->log_suppressed = 0;
+	         LOG_I("suppressed_before", suppressed));
 }
 
 /* ---- failed verifications ---- */
@@ -230,7 +203,7 @@ static struct webhook_fail_slot *webhook_fail_slot(struct webhook *w, const char
 static int64_t webhook_fail_blocked(struct webhook *w, const struct webhook_hook_config *h,
                                     const char *peer)
 {
-	int64_t now = webhook_now_ms();
+	int64_t now = clock_mono_ms();
 	struct webhook_fail_slot *s;
 
 	if (h->max_auth_failures <= 0)
@@ -245,7 +218,7 @@ static void webhook_fail_count(struct webhook *w, const struct webhook_hook_conf
                                const char *peer)
 {
 	if (h->max_auth_failures > 0)
-		webhook_fail_slot(w, peer, h->name, webhook_now_ms())->count++;
+		webhook_fail_slot(w, peer, h->name, clock_mono_ms())->count++;
 }
 
 /* ---- the reply cache ---- */
@@ -293,7 +266,7 @@ static struct webhook_seen *webhook_seen_get(struct webhook *w, const char *hook
 {
 	char key[WEBHOOK_NAME_MAX + WEBHOOK_EVENT_ID_MAX + 4];
 	struct webhook_seen *s;
-	int64_t now = webhook_now_ms();
+	int64_t now = clock_mono_ms();
 
 	webhook_seen_key(key, sizeof key, hook, event_id);
 	s = strmap_get(w->seen, key);
@@ -345,7 +318,7 @@ static void webhook_seen_answer(struct webhook *w, const char *hook, const char 
 	w->seen_bytes += webhook_seen_size(s);
 	/* Over the byte budget: the oldest go (never s, the newest). */
 	if (w->seen_bytes > WEBHOOK_SEEN_BYTES_MAX && w->seen_head != s)
-		webhook_seen_trim(w, webhook_now_ms(), 0);
+		webhook_seen_trim(w, clock_mono_ms(), 0);
 }
 
 /* ---- requests waiting for the host ---- */
@@ -525,7 +498,7 @@ static int webhook_verify(const struct host *host, const struct webhook_hook_con
 	char a[WEBHOOK_HDR_MAX], b[64], c[WEBHOOK_HDR_MAX];
 	unsigned char key[WEBHOOK_KEY_MAX];
 	size_t key_len = 0;
-	int64_t now = webhook_now_ms() / 1000;
+	int64_t now = clock_wall_ms() / 1000;
 	int rc = SB_ERR_PERM;
 
 	switch (h->verify) {
@@ -626,7 +599,11 @@ static int webhook_accept(struct webhook *w, const struct webhook_hook_config *h
 		snprintf(idem, sizeof idem, "body:%s", hex);
 		eid = idem;
 	}
-	snprintf(event_id, sizeof event_id, "%s", eid);
+	/* A cut id would make two deliveries one (the second acknowledged as
+	 * a duplicate and lost). */
+	*why = "the event id is longer than 256 characters";
+	if (FMT(event_id, "%s", eid) != SB_OK)
+		goto out;
 
 	status = 500;
 	*why = "out of memory";
@@ -636,8 +613,8 @@ static int webhook_accept(struct webhook *w, const struct webhook_hook_config *h
 		goto out;
 	memcpy(raw, body ? body : "", len);
 	raw[len] = '\0';
-	snprintf(q->hook, sizeof q->hook, "%s", h->name);
-	snprintf(q->event_id, sizeof q->event_id, "%s", event_id);
+	memcpy(q->hook, h->name, strlen(h->name) + 1); /* both bounded by the schema */
+	memcpy(q->event_id, event_id, strlen(event_id) + 1);
 	q->http = r;
 	q->mode = h->mode;
 	q->sync_timeout_ms = h->sync_timeout_ms;
@@ -669,7 +646,7 @@ static int webhook_accept(struct webhook *w, const struct webhook_hook_config *h
 	 * from outside, whoever signed it. */
 	env.mentioned = true;
 	env.untrusted = true;
-	env.received_at = webhook_now_ms();
+	env.received_at = clock_wall_ms();
 	env.raw = raw;
 	rc = host->ingest(host->ctx, &env, webhook_ingested, q);
 	if (rc) {
@@ -752,45 +729,6 @@ static void webhook_on_request(void *ud, struct host_http_req *r)
 }
 
 /* ---- outbound ---- */
-
-static void webhook_later_closed(uv_handle_t *h)
-{
-	struct webhook_later *l = h->data;
-
-	free(l->error);
-	free(l);
-}
-
-static void webhook_later_fire(uv_timer_t *t)
-{
-	struct webhook_later *l = t->data;
-
-	l->res.error = l->error;
-	l->cb(l->ud, &l->res);
-	uv_close((uv_handle_t *)t, webhook_later_closed);
-}
-
-/* Reports res (its error copied) to cb from a timer. */
-static int webhook_report_later(struct webhook *w, const struct channel_send_result *res,
-                                channel_send_cb cb, void *ud)
-{
-	struct webhook_later *l = calloc(1, sizeof *l);
-
-	if (!l)
-		return SB_ERR_NOMEM;
-	l->cb = cb;
-	l->ud = ud;
-	l->res = *res;
-	l->res.channel_msg_id = NULL;
-	if (res->error && !(l->error = strdup(res->error))) {
-		free(l);
-		return SB_ERR_NOMEM;
-	}
-	uv_timer_init(w->base.host->loop, &l->timer);
-	l->timer.data = l;
-	uv_timer_start(&l->timer, webhook_later_fire, 0, 0);
-	return SB_OK;
-}
 
 static void webhook_out_unlink(struct webhook_out *o)
 {
@@ -893,7 +831,7 @@ static int webhook_send_callback(struct webhook *w, const struct webhook_hook_co
 	struct httpc_request req;
 	struct webhook_out *o = NULL;
 	char *body = NULL, *id = NULL;
-	int64_t now = webhook_now_ms() / 1000;
+	int64_t now = clock_wall_ms() / 1000;
 	int rc = SB_ERR_AGAIN;
 
 	if (!http)
@@ -961,7 +899,7 @@ static int webhook_send(struct channel *c, const struct channel_outbound *msg, c
 	if (!json_is_object(payload)) {
 		res.rc = SB_ERR_INVAL;
 		res.error = "the reply payload is not a JSON object";
-		rc = webhook_report_later(w, &res, cb, ud);
+		rc = channel_report_later(w->base.host, &res, cb, ud);
 		goto out;
 	}
 	if (!h) {
@@ -969,7 +907,7 @@ static int webhook_send(struct channel *c, const struct channel_outbound *msg, c
 		         msg->account ? msg->account : "");
 		res.rc = SB_ERR_NOTFOUND;
 		res.error = why;
-		rc = webhook_report_later(w, &res, cb, ud);
+		rc = channel_report_later(w->base.host, &res, cb, ud);
 		goto out;
 	}
 	if (h->mode == WEBHOOK_MODE_CALLBACK) {
@@ -983,7 +921,7 @@ static int webhook_send(struct channel *c, const struct channel_outbound *msg, c
 		                    json_string_value(json_object_get(payload, "reply_to")),
 		                    json_string_value(json_object_get(payload, "text")),
 		                    json_string_value(json_object_get(payload, "status")));
-	rc = webhook_report_later(w, &res, cb, ud);
+	rc = channel_report_later(w->base.host, &res, cb, ud);
 out:
 	json_decref(payload);
 	return rc;
@@ -1016,9 +954,12 @@ static int webhook_create(struct channel **out, const struct host *host, const c
 		free(w);
 		return SB_ERR_NOMEM;
 	}
-	w->base.host = host;
-	snprintf(w->base.account, sizeof w->base.account, "%s", account ? account : "default");
-	w->cfg = webhook_config_of(config);
+	if (channel_init(&w->base, host, account) != SB_OK) {
+		strmap_free(w->seen);
+		free(w);
+		return SB_ERR_TOOBIG;
+	}
+	w->cfg = config; /* channel.h: the adapter's own settings */
 	*out = &w->base;
 	return SB_OK;
 }
@@ -1046,7 +987,7 @@ static int webhook_reconfigure(struct channel *c, const void *config)
 {
 	struct webhook *w = (struct webhook *)c;
 
-	w->cfg = webhook_config_of(config);
+	w->cfg = config; /* channel.h: the adapter's own settings */
 	if (!w->started || w->stopping)
 		return SB_OK;
 	webhook_log_hooks(w);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "channels/adapter.h"
 #include "channels/webhook/webhook_verify.h"
 #include "gateway/core/err.h"
 
@@ -454,49 +455,30 @@ const struct cfg_section webhook_hook_section = {
     .doc = "One webhook endpoint.",
 };
 
-int webhook_config_check(const struct webhook_config *w, struct cfg_error_ctx *ctx)
+static const char *webhook_unique_name(const void *e, char *buf, size_t size)
 {
-	char pi[WEBHOOK_PATH_MAX + 1], pj[WEBHOOK_PATH_MAX + 1], key[64];
-	int added = 0;
-
-	for (size_t i = 0; w && i < w->n_hooks; i++) {
-		const struct webhook_hook_config *a = &w->hooks[i];
-
-		if (!a->name)
-			continue;
-		webhook_hook_path(a, pi, sizeof pi);
-		for (size_t j = 0; j < i; j++) {
-			const struct webhook_hook_config *b = &w->hooks[j];
-
-			if (!b->name)
-				continue;
-			if (strcmp(a->name, b->name) == 0) {
-				snprintf(key, sizeof key, "hooks[%zu].name", i);
-				cfg_error_add(
-				    ctx, key, "each hook needs its own name",
-				    "hook \"%s\" is defined twice (hooks[%zu] and hooks[%zu])",
-				    a->name, j, i);
-				added++;
-				break;
-			}
-			if (*pi && strcmp(pi, webhook_hook_path(b, pj, sizeof pj)) == 0) {
-				snprintf(key, sizeof key, "hooks[%zu].path", i);
-				cfg_error_add(ctx, key, "give each hook its own path",
-				              "path %s is used by hooks \"%s\" and \"%s\"", pi,
-				              b->name, a->name);
-				added++;
-				break;
-			}
-		}
-	}
-	return added;
+	(void)buf;
+	(void)size;
+	return ((const struct webhook_hook_config *)e)->name;
 }
 
-const struct webhook_config *webhook_config_of(const void *section)
+static const char *webhook_unique_path(const void *e, char *buf, size_t size)
 {
-	return section
-	           ? (const struct webhook_config *)((const char *)section + WEBHOOK_CONFIG_OFFSET)
-	           : NULL;
+	return webhook_hook_path(e, buf, size);
+}
+
+static const struct channel_unique webhook_unique[] = {
+    {"name", "name", true, "each hook needs its own name", webhook_unique_name},
+    {"path", "path", true, "give each hook its own path", webhook_unique_path},
+};
+
+int webhook_config_check(const struct webhook_config *w, struct cfg_error_ctx *ctx)
+{
+	if (!w)
+		return 0;
+	return channel_config_unique(ctx, "hooks", "hook", w->hooks, w->n_hooks, sizeof *w->hooks,
+	                             webhook_unique,
+	                             sizeof webhook_unique / sizeof *webhook_unique);
 }
 
 const char *webhook_hook_path(const struct webhook_hook_config *h, char *out, size_t size)

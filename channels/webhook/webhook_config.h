@@ -3,13 +3,10 @@
  * `channels.webhook.hooks`, one entry per endpoint, and the small JSON path
  * syntax the mapping keys use.
  *
- * The gateway owns the `channels.webhook` section. Its struct (in
- * gateway/config/channels_config.h) begins with the access settings, which belong
- * to routing (bindings/) and which this folder may not see, reserved as
- * WEBHOOK_CONFIG_OFFSET bytes; struct webhook_config follows at exactly
- * that offset (asserted at compile time in gateway/config/channels_config.c). The
- * adapter is handed a pointer to the whole section and finds its part with
- * webhook_config_of.
+ * The gateway composes the `channels.webhook` section from the access
+ * settings (routing's, bindings/) and these keys (gateway/config/
+ * channels_config.c); the adapter is handed a pointer to its own part,
+ * struct webhook_config.
  *
  * Strings belong to the configuration snapshot (cfg_release frees them).
  */
@@ -21,9 +18,6 @@
 #include <stdint.h>
 
 #include "gateway/core/cfg.h"
-
-/* Bytes kept for the access settings at the start of the section. */
-#define WEBHOOK_CONFIG_OFFSET 256
 
 #define WEBHOOK_NAME_MAX 64
 #define WEBHOOK_PATH_PREFIX "/hooks/"
@@ -111,10 +105,6 @@ extern const char *const webhook_peer_names[];
  * section's check; key paths are relative to that section. Returns the
  * number of errors added. Any thread. */
 int webhook_config_check(const struct webhook_config *w, struct cfg_error_ctx *ctx);
-
-/* The adapter's part of the `channels.webhook` section the daemon hands it
- * (see above); NULL gives NULL. Any thread. */
-const struct webhook_config *webhook_config_of(const void *section);
 
 /* The hook whose path is path, or NULL. Borrowed from w. Any thread. */
 const struct webhook_hook_config *webhook_config_find_path(const struct webhook_config *w,

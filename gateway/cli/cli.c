@@ -16,6 +16,7 @@
 
 #include "gateway/config/config.h"
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 #include "gateway/core/fsutil.h"
 #include "gateway/core/num.h"
 #include "gateway/daemon/daemon.h"
@@ -88,7 +89,8 @@ static int cli_write_token(const char *home, bool *created)
 	int rc;
 
 	*created = false;
-	snprintf(path, sizeof path, "%s/gateway.token", home);
+	if (FMT(path, "%s/gateway.token", home) != SB_OK)
+		return SB_ERR_TOOBIG;
 	if (access(path, F_OK) == 0)
 		return SB_OK;
 	randombytes_buf(raw, sizeof raw);

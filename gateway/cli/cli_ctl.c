@@ -30,6 +30,7 @@
 #include "gateway/config/config.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 #include "gateway/core/num.h"
 #include "gateway/core/resolve.h"
 
@@ -512,8 +513,8 @@ static int ctl_locate(struct ctl *c)
 	else if (env && *env)
 		c->token = strdup(env);
 	if (!c->token) {
-		snprintf(tpath, sizeof tpath, "%s/gateway.token", home);
-		c->token = ctl_read_secret(tpath);
+		if (FMT(tpath, "%s/gateway.token", home) == SB_OK)
+			c->token = ctl_read_secret(tpath);
 	}
 	if (!c->o.url || !c->token) {
 		if (cli_config_path(home, c->o.config, cfg_path, sizeof cfg_path) ||

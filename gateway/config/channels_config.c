@@ -1,6 +1,6 @@
 /*
  * channels_config.c - the schema of `channels.<name>` for every adapter:
- * the access keys, and the adapter's own keys where it has some (webhook).
+ * the access keys, and the adapter's own keys where it has some.
  */
 #include "gateway/config/channels_config.h"
 
@@ -9,27 +9,6 @@
 
 const char *const channels_config_names[CHANNELS_CONFIG_COUNT] = {"telegram", "slack", "webhook",
                                                                   "webchat"};
-
-/* Every channel struct starts with its access settings. */
-_Static_assert(offsetof(struct channel_telegram_config, access) == 0 &&
-                   offsetof(struct channel_slack_config, access) == 0 &&
-                   offsetof(struct channel_webhook_config, access) == 0 &&
-                   offsetof(struct channel_webchat_config, access) == 0,
-               "a channel's config struct begins with struct access_config");
-
-/* The webhook adapter finds its settings at WEBHOOK_CONFIG_OFFSET. */
-_Static_assert(sizeof(struct access_config) <= WEBHOOK_CONFIG_OFFSET &&
-                   offsetof(struct channel_webhook_config, webhook) == WEBHOOK_CONFIG_OFFSET,
-               "struct webhook_config must start at WEBHOOK_CONFIG_OFFSET");
-
-/* The Telegram adapter finds its settings at TELEGRAM_CONFIG_OFFSET. */
-_Static_assert(sizeof(struct access_config) <= TELEGRAM_CONFIG_OFFSET &&
-                   offsetof(struct channel_telegram_config, telegram) == TELEGRAM_CONFIG_OFFSET,
-               "struct telegram_config must start at TELEGRAM_CONFIG_OFFSET");
-/* The Slack adapter finds its settings at SLACK_CONFIG_OFFSET. */
-_Static_assert(sizeof(struct access_config) <= SLACK_CONFIG_OFFSET &&
-                   offsetof(struct channel_slack_config, slack) == SLACK_CONFIG_OFFSET,
-               "struct slack_config must start at SLACK_CONFIG_OFFSET");
 
 static int channels_access_check(void *obj, struct cfg_error_ctx *ctx)
 {
@@ -170,5 +149,18 @@ const struct access_config *channels_config_access(const struct channels_config 
 		return &c->webhook.access;
 	if (strcmp(name, "webchat") == 0)
 		return &c->webchat.access;
+	return NULL;
+}
+
+const void *channels_config_settings(const struct channels_config *c, const char *name)
+{
+	if (!c || !name)
+		return NULL;
+	if (strcmp(name, "telegram") == 0)
+		return &c->telegram.telegram;
+	if (strcmp(name, "slack") == 0)
+		return &c->slack.slack;
+	if (strcmp(name, "webhook") == 0)
+		return &c->webhook.webhook;
 	return NULL;
 }

@@ -1,8 +1,9 @@
 /*
  * channels_config.h - the `channels` section: one sub-section per channel
- * adapter. Each channel's struct begins with its access settings (DM and
- * group policy, see bindings/bindings_config.h); the adapters' own keys
- * (tokens, webhook paths, ...) join the same structs with their issues.
+ * adapter. Each channel's struct holds its access settings (DM and group
+ * policy, see bindings/bindings_config.h), which routing reads, and the
+ * adapter's own settings (tokens, webhook paths, ...), which the adapter is
+ * handed (channels_config_settings).
  */
 #ifndef SB_GATEWAY_CHANNELS_CONFIG_H
 #define SB_GATEWAY_CHANNELS_CONFIG_H
@@ -15,34 +16,18 @@
 #include "channels/webhook/webhook_config.h"
 #include "gateway/core/cfg.h"
 
-/* The Telegram adapter's settings sit at TELEGRAM_CONFIG_OFFSET, as the
- * webhook adapter's do (see channels/telegram/telegram_config.h). */
 struct channel_telegram_config {
-	union {
-		struct access_config access;
-		unsigned char access_reserved[TELEGRAM_CONFIG_OFFSET];
-	};
+	struct access_config access;
 	struct telegram_config telegram;
 };
 
-/* The Slack adapter's settings sit at SLACK_CONFIG_OFFSET, like the
- * webhook adapter's (see below). */
 struct channel_slack_config {
-	union {
-		struct access_config access;
-		unsigned char access_reserved[SLACK_CONFIG_OFFSET];
-	};
+	struct access_config access;
 	struct slack_config slack;
 };
 
-/* The webhook adapter may not see struct access_config (channels/ include
- * only gateway/core/), so its own settings sit at a fixed offset after the
- * access settings: see channels/webhook/webhook_config.h. */
 struct channel_webhook_config {
-	union {
-		struct access_config access;
-		unsigned char access_reserved[WEBHOOK_CONFIG_OFFSET];
-	};
+	struct access_config access;
 	struct webhook_config webhook;
 };
 
@@ -68,5 +53,11 @@ extern const char *const channels_config_names[CHANNELS_CONFIG_COUNT];
  * such channel. Borrowed from c. Any thread. */
 const struct access_config *channels_config_access(const struct channels_config *c,
                                                    const char *name);
+
+/* The adapter's own settings of the channel called name (a struct
+ * telegram_config, slack_config, webhook_config), for the adapter's create,
+ * reconfigure and accounts; NULL for a channel without settings of its own
+ * or an unknown name. Borrowed from c. Any thread. */
+const void *channels_config_settings(const struct channels_config *c, const char *name);
 
 #endif

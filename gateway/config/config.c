@@ -679,8 +679,11 @@ static int config_check_bindings(const struct config *c, struct cfg_error_ctx *c
 	if (!c->n_bindings)
 		return 0;
 	ids = calloc(c->n_agents ? c->n_agents : 1, sizeof *ids);
-	if (!ids)
-		return 0; /* the load fails for want of memory anyway */
+	if (!ids) {
+		/* Unchecked bindings must not load. */
+		cfg_error_add(ctx, "bindings", NULL, "out of memory while checking the bindings");
+		return 1;
+	}
 	for (size_t i = 0; i < c->n_agents; i++)
 		ids[i] = c->agents[i].id;
 	added = bindings_check(c->bindings, c->n_bindings, "bindings", ids, c->n_agents,

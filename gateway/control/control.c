@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 #include "gateway/core/secret.h"
 #include "gateway/core/log.h"
@@ -65,14 +66,6 @@ static const char *const control_event_names[] = {
 };
 
 /* ---- time ---- */
-
-int64_t control_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 uint64_t control_uptime_ms(const struct control *ctl)
 {
@@ -630,7 +623,7 @@ static bool control_device_verify(const struct control_conn *c, const struct con
 		*why = "device.nonce is not this connection's challenge";
 		return false;
 	}
-	if (llabs(json_integer_value(signed_at) - control_now_ms()) > CONTROL_SIGNED_AT_SKEW_MS) {
+	if (llabs(json_integer_value(signed_at) - clock_wall_ms()) > CONTROL_SIGNED_AT_SKEW_MS) {
 		*why = "device.signedAt is more than 10 minutes off";
 		return false;
 	}
@@ -1229,7 +1222,7 @@ static int control_on_open(void *ud, struct server_ws *ws, void **conn)
 	c->has_cookie = control_web_cookie_hash(ctl, server_ws_cookie(ws), c->web_hash);
 	randombytes_buf(raw, sizeof raw);
 	sodium_bin2hex(c->nonce, sizeof c->nonce, raw, sizeof raw);
-	c->challenge_ts = control_now_ms();
+	c->challenge_ts = clock_wall_ms();
 	c->handshake = calloc(1, sizeof *c->handshake);
 	if (c->handshake) {
 		uv_timer_init(ctl->ctx.loop, c->handshake);
@@ -1342,7 +1335,7 @@ static void control_agent_event(struct control *ctl, struct control_run *r, cons
 {
 	json_t *p = json_pack("{ss ss sI ss sI}", "runId", r->run_id, "sessionKey", r->session_key,
 	                      "seq", (json_int_t)++r->agent_seq, "stream", stream, "ts",
-	                      (json_int_t)control_now_ms());
+	                      (json_int_t)clock_wall_ms());
 
 	if (!p) {
 		json_decref(data);
@@ -1396,7 +1389,7 @@ static void control_on_event(void *ud, const struct event *e)
 			control_agent_event(ctl, r, "lifecycle",
 			                    json_pack("{ss ss sI}", "phase", "start", "agentId",
 			                              e->agent_id ? e->agent_id : "", "startedAt",
-			                              (json_int_t)control_now_ms()));
+			                              (json_int_t)clock_wall_ms()));
 		return;
 	case EVENT_DELTA:
 		if (!(r = control_run_get(ctl, e)) || !e->text)
@@ -1442,7 +1435,7 @@ static void control_on_event(void *ud, const struct event *e)
 			                    json_pack("{ss ss sI}", "phase",
 			                              strcmp(state, "error") == 0 ? "error" : "end",
 			                              "stopReason", e->status ? e->status : "",
-			                              "endedAt", (json_int_t)control_now_ms()));
+			                              "endedAt", (json_int_t)clock_wall_ms()));
 			strmap_del(ctl->runs, r->run_id);
 			control_run_free(r);
 		}
@@ -1450,13 +1443,13 @@ static void control_on_event(void *ud, const struct event *e)
 			control_broadcast(ctl, NULL, CONTROL_SCOPE_READ, "sessions.changed",
 			                  json_pack("{ss ss sI}", "sessionKey", e->session_key,
 			                            "reason", "run_end", "ts",
-			                            (json_int_t)control_now_ms()));
+			                            (json_int_t)clock_wall_ms()));
 		return;
 	case EVENT_SESSIONS_CHANGED:
 		control_broadcast(ctl, NULL, CONTROL_SCOPE_READ, "sessions.changed",
 		                  json_pack("{ss sI}", "sessionKey",
 		                            e->session_key ? e->session_key : "", "ts",
-		                            (json_int_t)control_now_ms()));
+		                            (json_int_t)clock_wall_ms()));
 		return;
 	case EVENT_SHUTDOWN:
 		control_broadcast(ctl, NULL, 0, "shutdown",
@@ -1482,7 +1475,7 @@ static void control_tick(uv_timer_t *t)
 	/* Web sessions end on time even when nobody signs in or out. */
 	control_web_expire(ctl);
 	control_broadcast(ctl, NULL, 0, "tick",
-	                  json_pack("{sI}", "ts", (json_int_t)control_now_ms()));
+	                  json_pack("{sI}", "ts", (json_int_t)clock_wall_ms()));
 }
 
 /* ---- the module ---- */

@@ -158,7 +158,6 @@ struct control_op {
 
 /* ---- control.c ---- */
 
-int64_t control_now_ms(void);
 uint64_t control_uptime_ms(const struct control *ctl);
 
 void control_conn_ref(struct control_conn *c);

@@ -22,6 +22,7 @@
 #include "agents/transcript.h"
 #include "bindings/bindings.h"
 #include "channels/channel.h"
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/pipeline/dispatcher.h"
@@ -155,7 +156,7 @@ static void control_health(struct control_conn *c, const json_t *id, json_t *par
 	control_reply_ok(c, id,
 	                 json_pack("{sb ss sI sI ss}", "ok", 1, "status",
 	                           c->ctl->draining ? "draining" : "ok", "ts",
-	                           (json_int_t)control_now_ms(), "uptimeMs",
+	                           (json_int_t)clock_wall_ms(), "uptimeMs",
 	                           (json_int_t)control_uptime_ms(c->ctl), "version", SB_VERSION));
 }
 
@@ -175,7 +176,7 @@ static void control_status(struct control_conn *c, const json_t *id, json_t *par
 	payload = json_pack(
 	    "{ss ss sI sI sI s{so ss?} s{sI sI} s{sI sI} s{sI} s{sI sI sI} s{ss} so}", "version",
 	    SB_VERSION, "state", c->ctl->draining ? "draining" : "ready", "ts",
-	    (json_int_t)control_now_ms(), "uptimeMs", (json_int_t)control_uptime_ms(c->ctl), "pid",
+	    (json_int_t)clock_wall_ms(), "uptimeMs", (json_int_t)control_uptime_ms(c->ctl), "pid",
 	    (json_int_t)getpid(), "agents", "ids", agents ? agents : json_array(), "defaultId",
 	    def ? def->id : NULL, "connections", "control", (json_int_t)c->ctl->n_conns,
 	    "websocket", (json_int_t)server_ws_count(c->ctl->ctx.server), "runs", "active",
@@ -238,7 +239,7 @@ static void control_channels_status(struct control_conn *c, const json_t *id, js
 		    map, name, json_pack("{sb sb s[]}", "available", 0, "running", 0, "accounts"));
 	}
 	control_reply_ok(c, id,
-	                 json_pack("{sI so so}", "ts", (json_int_t)control_now_ms(), "channelOrder",
+	                 json_pack("{sI so so}", "ts", (json_int_t)clock_wall_ms(), "channelOrder",
 	                           order ? order : json_array(), "channels",
 	                           map ? map : json_object()));
 }
@@ -369,7 +370,7 @@ static void control_sessions_listed(void *ud, int rc, const struct store_session
 	for (size_t i = 0; list && i < n; i++)
 		json_array_append_new(list, control_session_json(&v[i]));
 	control_reply_ok(op->base.conn, op->base.id,
-	                 json_pack("{sI sI so}", "ts", (json_int_t)control_now_ms(), "count",
+	                 json_pack("{sI sI so}", "ts", (json_int_t)clock_wall_ms(), "count",
 	                           (json_int_t)n, "sessions", list ? list : json_array()));
 out:
 	control_op_free(&op->base);
@@ -536,7 +537,7 @@ static void control_submit_replied(void *ud, const struct host_reply *reply)
 		                           "stopReason", reply->status ? reply->status : "",
 		                           "sessionKey", op->key, "text",
 		                           reply->text ? reply->text : "", "endedAt",
-		                           (json_int_t)control_now_ms(), "result", "payloads",
+		                           (json_int_t)clock_wall_ms(), "result", "payloads",
 		                           "text", reply->text ? reply->text : ""));
 	}
 out:
@@ -638,7 +639,7 @@ static void control_submit(struct control_conn *c, const json_t *id, json_t *par
 	}
 	op->two_stage = two_stage;
 	snprintf(op->run_id, sizeof op->run_id, "%s", idem);
-	op->accepted_at = control_now_ms();
+	op->accepted_at = clock_wall_ms();
 	cfg = control_config(c);
 	ac = config_agent(cfg, op->agent);
 	op->wait_ms = (ac ? ac->run_timeout_ms : 600000) + CONTROL_AGENT_WAIT_EXTRA_MS;
@@ -659,7 +660,7 @@ static void control_submit(struct control_conn *c, const json_t *id, json_t *par
 	env.sender_id = *c->device_id ? c->device_id : "operator";
 	env.sender_name = *c->client_id ? c->client_id : "operator";
 	env.text = message;
-	env.received_at = control_now_ms();
+	env.received_at = clock_wall_ms();
 	env.route_agent = op->agent;
 	env.route_session = op->key;
 	rc = c->ctl->ctx.host->ingest(c->ctl->ctx.host->ctx, &env, control_submit_ingested, op);

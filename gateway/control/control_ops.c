@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "agents/transcript.h"
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/http/origin.h"
@@ -704,7 +705,7 @@ static void ops_metrics_get(struct control_conn *c, const json_t *id, json_t *pa
 		ops_nomem(c, id);
 		return;
 	}
-	json_object_set_new(m, "ts", json_integer(control_now_ms()));
+	json_object_set_new(m, "ts", json_integer(clock_wall_ms()));
 	json_object_set_new(m, "uptimeMs", json_integer((json_int_t)control_uptime_ms(c->ctl)));
 	json_object_set_new(m, "version", json_string(SB_VERSION));
 	json_object_set_new(m, "rssBytes", json_integer(ops_rss()));

@@ -44,6 +44,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/http/origin.h"
@@ -77,7 +78,7 @@ static void web_random(char *out, size_t size, size_t bytes)
 
 void control_web_expire(struct control *ctl)
 {
-	int64_t now = control_now_ms();
+	int64_t now = clock_wall_ms();
 
 	for (size_t i = 0; i < ctl->n_codes;)
 		if (ctl->codes[i].expires_at <= now)
@@ -118,7 +119,7 @@ int control_web_code(struct control *ctl, unsigned scopes, char *code, size_t si
 	web_random(code, size, WEB_CODE_BYTES);
 	web_hash(code, slot->hash);
 	slot->scopes = scopes;
-	slot->expires_at = control_now_ms() + cfg->gateway.ui.code_ttl_ms;
+	slot->expires_at = clock_wall_ms() + cfg->gateway.ui.code_ttl_ms;
 	*expires_at = slot->expires_at;
 	config_unref(cfg);
 	return SB_OK;
@@ -368,7 +369,7 @@ static void web_login(void *ud, struct server_request *r)
 	web_hash(session, s->hash);
 	memcpy(s->key, key, sizeof key);
 	s->scopes = scopes;
-	s->created_at = control_now_ms();
+	s->created_at = clock_wall_ms();
 	s->expires_at = s->created_at + cfg->gateway.ui.session_ttl_ms;
 	control_web_cookie_name(ctl, name, sizeof name);
 	snprintf(cookie, sizeof cookie,

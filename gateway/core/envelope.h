@@ -13,6 +13,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* The longest channel account id: every channel's schema refuses a longer
+ * one, the routing table never matches one, and an instance holds it whole
+ * (struct channel). */
+#define ENVELOPE_ACCOUNT_MAX 63
+
 enum envelope_peer_kind {
 	ENVELOPE_PEER_DIRECT = 0,
 	ENVELOPE_PEER_GROUP,

@@ -280,23 +280,39 @@ void log_emit(enum log_level lvl, const char *module, const char *msg, ...)
 {
 	struct log_field fields[LOG_FIELDS_MAX];
 	size_t n = 0;
-	struct buf b;
 	va_list ap;
-	FILE *sink;
 
 	if (lvl < log_min)
 		return;
 	va_start(ap, msg);
+	n = log_collect(ap, fields, LOG_FIELDS_MAX);
+	va_end(ap);
+	log_emit_fields(lvl, module, msg, fields, n);
+}
+
+size_t log_collect(va_list ap, struct log_field *fields, size_t max)
+{
+	size_t n = 0;
+
 	for (;;) {
 		struct log_field f = va_arg(ap, struct log_field);
 
 		if (f.type == LOG_FIELD_END || !f.key)
 			break;
-		if (n < LOG_FIELDS_MAX)
+		if (n < max)
 			fields[n++] = f;
 	}
-	va_end(ap);
+	return n;
+}
 
+void log_emit_fields(enum log_level lvl, const char *module, const char *msg,
+                     const struct log_field *fields, size_t n)
+{
+	struct buf b;
+	FILE *sink;
+
+	if (lvl < log_min)
+		return;
 	buf_init(&b, LOG_LINE_MAX);
 	pthread_mutex_lock(&log_mu);
 	log_format_locked(&b, log_fmt, lvl, module, msg, fields, n);

@@ -15,6 +15,7 @@
 #ifndef SB_CORE_LOG_H
 #define SB_CORE_LOG_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -51,6 +52,13 @@ int log_format_parse(const char *s, enum log_format *out);
 /* Emits one event. The variadic part is struct log_field values ended by
  * LOG_END; use the macros below, which add LOG_END. */
 void log_emit(enum log_level lvl, const char *module, const char *msg, ...);
+
+/* The same with the fields as an array. */
+void log_emit_fields(enum log_level lvl, const char *module, const char *msg,
+                     const struct log_field *fields, size_t n);
+/* Reads struct log_field values from ap up to LOG_END into fields (at most
+ * max kept); returns how many were kept. For functions that take fields. */
+size_t log_collect(va_list ap, struct log_field *fields, size_t max);
 
 /* Formats one event into out (NUL-terminated, truncated to size) exactly as
  * it would be written, without the newline. For tests. */

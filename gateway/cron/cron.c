@@ -632,45 +632,59 @@ int cron_spec_from_json(const json_t *o, struct cron_spec *s, char *err, size_t 
 	return SB_OK;
 }
 
+/* Sets key to v (taken); a failure, v NULL included, clears *ok. */
+static void cron_put(json_t *o, const char *key, json_t *v, bool *ok)
+{
+	if (json_object_set_new(o, key, v) != 0)
+		*ok = false;
+}
+
 json_t *cron_spec_to_json(const struct cron_spec *s)
 {
 	json_t *o =
 	    json_pack("{ss ss ss sb}", "id", s->id, "session", cron_session_name(s->session),
 	              "payload", s->payload ? s->payload : "", "enabled", s->enabled);
 	json_t *del;
+	bool ok = true;
 	char t[40];
 
 	if (!o)
 		return NULL;
+	/* All or nothing: a definition missing a member would be stored as it
+	 * is and run differently after a restart. */
 	if (s->agent)
-		json_object_set_new(o, "agent", json_string(s->agent));
+		cron_put(o, "agent", json_string(s->agent), &ok);
 	if (s->tz)
-		json_object_set_new(o, "tz", json_string(s->tz));
+		cron_put(o, "tz", json_string(s->tz), &ok);
 	switch (s->kind) {
 	case CRON_KIND_AT:
 		cron_format_time(s->at_ms, t, sizeof t);
-		json_object_set_new(o, "at", json_string(t));
+		cron_put(o, "at", json_string(t), &ok);
 		break;
 	case CRON_KIND_EVERY:
-		json_object_set_new(o, "every", json_integer(s->every_ms));
+		cron_put(o, "every", json_integer(s->every_ms), &ok);
 		if (s->anchor_ms)
-			json_object_set_new(o, "anchor", json_integer(s->anchor_ms));
+			cron_put(o, "anchor", json_integer(s->anchor_ms), &ok);
 		break;
 	case CRON_KIND_CRON:
-		json_object_set_new(o, "cron", json_string(s->expr_text ? s->expr_text : ""));
+		cron_put(o, "cron", json_string(s->expr_text ? s->expr_text : ""), &ok);
 		break;
 	}
 	if (s->delete_after_run)
-		json_object_set_new(o, "delete_after_run", json_true());
+		cron_put(o, "delete_after_run", json_true(), &ok);
 	del = json_pack("{ss}", "mode", cron_delivery_name(s->delivery));
 	if (del) {
 		if (s->channel)
-			json_object_set_new(del, "channel", json_string(s->channel));
+			cron_put(del, "channel", json_string(s->channel), &ok);
 		if (s->to)
-			json_object_set_new(del, "to", json_string(s->to));
+			cron_put(del, "to", json_string(s->to), &ok);
 		if (s->account)
-			json_object_set_new(del, "account", json_string(s->account));
-		json_object_set_new(o, "delivery", del);
+			cron_put(del, "account", json_string(s->account), &ok);
+	}
+	cron_put(o, "delivery", del, &ok);
+	if (!ok) {
+		json_decref(o);
+		return NULL;
 	}
 	return o;
 }

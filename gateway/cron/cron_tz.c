@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 
 #define TZ_FILE_MAX (256u << 10)
 #define TZ_NAME_MAX 128
@@ -588,21 +589,24 @@ static int tz_load(const char *name, struct cron_tz **out)
 
 		if (tz && *tz == ':')
 			tz++;
-		if (tz && *tz && tz_name_ok(tz)) {
-			snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : TZ_DEFAULT_DIR,
-			         tz);
-		} else if (tz && *tz && tz[0] == '/') {
-			snprintf(path, sizeof path, "%s", tz);
-		} else {
-			snprintf(path, sizeof path, "/etc/localtime");
-		}
-		rc = tz_read_file(path, &data, &len);
+		/* A cut path would load another zone. */
+		if (tz && *tz && tz_name_ok(tz))
+			rc = FMT(path, "%s/%s", dir && *dir ? dir : TZ_DEFAULT_DIR, tz);
+		else if (tz && *tz && tz[0] == '/')
+			rc = FMT(path, "%s", tz);
+		else
+			rc = FMT(path, "/etc/localtime");
+		if (rc == SB_OK)
+			rc = tz_read_file(path, &data, &len);
+		else
+			rc = SB_ERR_NOTFOUND;
 		if (rc == SB_ERR_NOTFOUND)
 			return tz_load("UTC", out);
 	} else {
 		if (!tz_name_ok(name))
 			return SB_ERR_INVAL;
-		snprintf(path, sizeof path, "%s/%s", dir && *dir ? dir : TZ_DEFAULT_DIR, name);
+		if (FMT(path, "%s/%s", dir && *dir ? dir : TZ_DEFAULT_DIR, name) != SB_OK)
+			return SB_ERR_INVAL;
 		rc = tz_read_file(path, &data, &len);
 	}
 	if (rc == SB_OK)

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 #include "gateway/core/fsutil.h"
 #include "gateway/core/log.h"
 
@@ -146,7 +147,11 @@ static void boot_deliver(struct boot_item *it, const struct run_outcome *o)
 	json_t *p;
 	char *payload;
 
-	snprintf(session_key, sizeof session_key, "agent:%s:boot", it->agent_id);
+	if (FMT(session_key, "agent:%s:boot", it->agent_id) != SB_OK) {
+		log_error("boot", "the agent id is too long for a session key",
+		          LOG_S("agent", it->agent_id));
+		return;
+	}
 	p = json_pack("{s:s,s:s,s:s,s:s}", "text", o->result->text, "status",
 	              turn_end_name(o->result->end), "session_key", session_key, "agent",
 	              it->agent_id);
@@ -163,7 +168,14 @@ static void boot_deliver(struct boot_item *it, const struct run_outcome *o)
 		free(bd);
 		return;
 	}
-	snprintf(key, sizeof key, "boot:%s:%s", it->agent_id, o->session_id);
+	if (FMT(key, "boot:%s:%s", it->agent_id, o->session_id) != SB_OK) {
+		log_error("boot", "the reply's idempotency key is too long",
+		          LOG_S("agent", it->agent_id));
+		free(payload);
+		free(bd->agent_id);
+		free(bd);
+		return;
+	}
 	memset(&msg, 0, sizeof msg);
 	msg.idempotency_key = key;
 	msg.channel = it->channel;

@@ -28,7 +28,9 @@
 #include <uv.h>
 
 #include "gateway/pipeline/approvals_notify.h"
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 #include "gateway/core/log.h"
 #include "gateway/daemon/daemon_internal.h"
 
@@ -151,7 +153,7 @@ static void daemon_report_account_changes(struct daemon *d)
 
 		if (!ops->accounts)
 			continue;
-		n = ops->accounts(channels_config_access(&d->cfg->channels, ops->name), names,
+		n = ops->accounts(channels_config_settings(&d->cfg->channels, ops->name), names,
 		                  DAEMON_CHANNELS_MAX);
 		for (size_t k = 0; k < n; k++) {
 			bool have = false;
@@ -189,7 +191,8 @@ static void daemon_reconfigure_channels(struct daemon *d)
 		struct channel *c = d->channels[i];
 
 		if (c->ops->reconfigure &&
-		    c->ops->reconfigure(c, channels_config_access(&d->cfg->channels, c->ops->name)))
+		    c->ops->reconfigure(c,
+		                        channels_config_settings(&d->cfg->channels, c->ops->name)))
 			log_error("config", "a channel rejected the new configuration",
 			          LOG_S("channel", c->ops->name));
 	}
@@ -206,14 +209,6 @@ struct daemon_reload {
 	struct cfg_errors errs;
 	int rc;
 };
-
-static int64_t daemon_unix_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void daemon_reload_work(uv_work_t *w)
 {
@@ -236,7 +231,7 @@ static void daemon_reload_done(uv_work_t *w, int status)
 	d->reloading = false;
 	if (status != 0 || d->state >= DAEMON_STOPPING)
 		goto out;
-	d->metrics.config_last_reload_ms = daemon_unix_ms();
+	d->metrics.config_last_reload_ms = clock_wall_ms();
 	d->metrics.config_last_reload_ok = r->rc == SB_OK;
 	if (r->rc) {
 		d->metrics.config_reloads_failed++;
@@ -478,7 +473,10 @@ static int daemon_lock_home(struct daemon *d)
 	char path[PATH_MAX], pid[32];
 	int n;
 
-	snprintf(path, sizeof path, "%s/gateway.lock", d->opt->home);
+	if (FMT(path, "%s/gateway.lock", d->opt->home) != SB_OK) {
+		log_error("gateway", "the home's path is too long", LOG_S("home", d->opt->home));
+		return SB_ERR_TOOBIG;
+	}
 	d->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (d->lock_fd < 0) {
 		log_error("gateway", "cannot open the lock file", LOG_S("path", path),
@@ -651,7 +649,7 @@ static int daemon_start_parts(struct daemon *d)
 
 	for (size_t i = 0; channel_registry[i]; i++) {
 		const struct channel_ops *ops = channel_registry[i];
-		const void *section = channels_config_access(&d->cfg->channels, ops->name);
+		const void *section = channels_config_settings(&d->cfg->channels, ops->name);
 		const char *accounts[DAEMON_CHANNELS_MAX];
 		size_t n =
 		    ops->accounts ? ops->accounts(section, accounts, DAEMON_CHANNELS_MAX) : 0;
@@ -676,9 +674,8 @@ static int daemon_start_parts(struct daemon *d)
 				          LOG_S("error", sb_strerror(rc)));
 				return rc;
 			}
+			/* The adapter set host and account (channel_init). */
 			c->ops = ops;
-			c->host = &d->host;
-			snprintf(c->account, sizeof c->account, "%s", accounts[k]);
 			d->channels[d->n_channels++] = c;
 			if (ops->start && (rc = ops->start(c))) {
 				log_error("gateway", "a channel failed to start",
@@ -721,12 +718,7 @@ static void daemon_announce(struct daemon *d)
 	int port = d->opt->port > 0 ? d->opt->port : (int)d->cfg->gateway.port;
 	const char *bind = d->cfg->gateway.bind;
 	char url[300];
-	struct timespec ts;
-	double ms;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	ms = (double)((uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec - d->started_ns) /
-	     1e6;
+	double ms = (double)(clock_mono_ns() - d->started_ns) / 1e6;
 	snprintf(url, sizeof url, strchr(bind, ':') ? "http://[%s]:%d" : "http://%s:%d", bind,
 	         port);
 	log_info("gateway", "ready", LOG_S("listen", url), LOG_S("home", d->opt->home),
@@ -812,14 +804,12 @@ int daemon_run(const struct daemon_options *opt)
 {
 	struct daemon *d;
 	struct cfg_errors errs;
-	struct timespec ts;
 	int rc = 1;
 
 	d = calloc(1, sizeof *d);
 	if (!d)
 		return 1;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	d->started_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	d->started_ns = clock_mono_ns();
 	d->opt = opt;
 	d->lock_fd = -1;
 	metrics_init(&d->metrics);

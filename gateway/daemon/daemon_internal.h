@@ -29,7 +29,7 @@
 #include "gateway/http/server.h"
 #include "gateway/store/store.h"
 
-#define DAEMON_CHANNELS_MAX 16
+#define DAEMON_CHANNELS_MAX (CHANNEL_ACCOUNTS_MAX * CHANNEL_ADAPTERS_MAX)
 #define DAEMON_MODULES_MAX 16
 
 enum daemon_state {

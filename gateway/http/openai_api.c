@@ -36,9 +36,11 @@
 #include <time.h>
 
 #include "gateway/config/config.h"
+#include "gateway/core/clock.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/envelope.h"
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 #include "gateway/core/secret.h"
 #include "gateway/core/log.h"
 #include "gateway/obs/events.h"
@@ -148,14 +150,6 @@ static const struct oai_recent *oai_recall(const struct oai *o, int64_t inbox_id
 }
 
 /* ---- answers ---- */
-
-static int64_t oai_unix_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void oai_send_json(struct server_request *sr, int status, json_t *body,
                           const char *const *headers)
@@ -749,7 +743,7 @@ static void oai_chat(void *ud, struct server_request *sr)
 	o->refs++;
 	q->sr = sr;
 	buf_init(&q->streamed, OAI_STREAMED_MAX);
-	q->created = oai_unix_ms() / 1000;
+	q->created = clock_wall_ms() / 1000;
 	q->timeout_ms = cfg->openai_api.sync_timeout_ms;
 	q->keepalive_ms = cfg->openai_api.stream_keepalive_ms;
 	q->stream = json_is_true(stream);
@@ -792,7 +786,7 @@ static void oai_chat(void *ud, struct server_request *sr)
 	env.peer_id = q->session_key;
 	env.sender_id = json_is_string(user) ? json_string_value(user) : "api";
 	env.text = text;
-	env.received_at = oai_unix_ms();
+	env.received_at = clock_wall_ms();
 	env.route_agent = q->agent_id;
 	env.route_session = q->session_key;
 	/* Subscribed before the message exists, so that no delta is missed
@@ -899,7 +893,7 @@ static int oai_start(const struct gateway_ctx *ctx, void **state)
 	o->refs = 1;
 	o->host = ctx->host;
 	o->events = ctx->events;
-	o->started_s = oai_unix_ms() / 1000;
+	o->started_s = clock_wall_ms() / 1000;
 	rc = SB_ERR_CONFIG;
 	if (snprintf(o->chat_path, sizeof o->chat_path, "%s/chat/completions", prefix) >=
 	        (int)sizeof o->chat_path ||
@@ -909,8 +903,9 @@ static int oai_start(const struct gateway_ctx *ctx, void **state)
 	        (int)sizeof o->models_prefix)
 		goto out;
 	/* The home's token; gateway.auth_token, when set, wins per request. */
-	snprintf(path, sizeof path, "%s/gateway.token", ctx->home);
-	o->file_token = secret_read_file(path, OAI_TOKEN_MAX);
+	o->file_token =
+	    FMT(path, "%s/gateway.token", ctx->home) == SB_OK ? secret_read_file(path, OAI_TOKEN_MAX)
+	                                                      : NULL;
 	if (cfg->openai_api.enabled && !o->file_token &&
 	    !(cfg->gateway.auth_token && *cfg->gateway.auth_token))
 		log_warn("openai_api", "no token: every request will be refused",

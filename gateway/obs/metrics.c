@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 
 const double metrics_commit_bounds[METRICS_COMMIT_BUCKETS] = {
@@ -16,18 +17,10 @@ const double metrics_run_bounds[METRICS_RUN_BUCKETS] = {
     0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
 };
 
-static int64_t metrics_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void metrics_init(struct metrics *m)
 {
 	memset(m, 0, sizeof *m);
-	m->start_ms = metrics_now_ms();
+	m->start_ms = clock_mono_ms();
 }
 
 void metrics_http(struct metrics *m, const char *route, int status)
@@ -211,7 +204,7 @@ int metrics_render(const struct metrics *m, struct buf *out)
 	                 "# HELP switchboard_uptime_seconds Seconds since the gateway started.\n"
 	                 "# TYPE switchboard_uptime_seconds gauge\n"
 	                 "switchboard_uptime_seconds %.3f\n",
-	                 (double)(metrics_now_ms() - m->start_ms) / 1000.0);
+	                 (double)(clock_mono_ms() - m->start_ms) / 1000.0);
 	rc |= buf_puts(out, "# HELP switchboard_http_requests_total HTTP responses by route and "
 	                    "status class.\n# TYPE switchboard_http_requests_total counter\n");
 	for (size_t i = 0; i < m->n_routes; i++)

@@ -9,6 +9,7 @@
 
 #include "gateway/config/config.h"
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 #include "gateway/core/log.h"
 
 struct approvals_notify {
@@ -71,7 +72,8 @@ static void notify_message(struct approvals_notify *n, const struct approval_inf
 	json_decref(o);
 	if (!payload)
 		goto out;
-	snprintf(key, sizeof key, "approval:%s", a->id);
+	if (FMT(key, "approval:%s", a->id) != SB_OK)
+		goto out;
 	memset(&msg, 0, sizeof msg);
 	msg.idempotency_key = key;
 	msg.channel = sec->approval_channel;

@@ -18,6 +18,8 @@
 #include "agents/safety/permissions.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
+#include "gateway/core/invariant.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
 #include "gateway/cron/scheduler_rules.h"
@@ -556,6 +558,7 @@ static void run_done(void *ud, const struct run_outcome *o)
 	a->items = NULL;
 	buf_free(&text);
 	l->active = NULL;
+	SB_ASSERT(d->running > 0, LOG_S("session", l->key));
 	d->running--;
 	if (d->opt.metrics) {
 		d->opt.metrics->runs_active = (int64_t)d->running;
@@ -656,6 +659,8 @@ static void lane_start(struct lane *l)
 	                             .tool_end = active_on_tool_end};
 	uv_timer_init(d->opt.loop, &a->watchdog);
 	a->watchdog.data = a;
+	/* One run at a time per session: two would interleave one transcript. */
+	SB_ASSERT(!l->active, LOG_S("session", l->key), LOG_S("run", l->active->run_id));
 	l->active = a;
 	a->started = uv_now(d->opt.loop);
 	d->running++;
@@ -941,11 +946,18 @@ static void dispatch_explicit(struct dispatcher *d, struct pending *p)
 	dec.tier = BINDINGS_TIER_DEFAULT;
 	dec.binding = BINDINGS_NONE;
 	dec.verdict = BINDINGS_ALLOW;
-	if (p->env.route_session)
-		snprintf(dec.session_key, sizeof dec.session_key, "%s", p->env.route_session);
-	else
-		snprintf(dec.session_key, sizeof dec.session_key, "agent:%s:main",
-		         p->env.route_agent);
+	if ((p->env.route_session ? FMT(dec.session_key, "%s", p->env.route_session)
+	                          : FMT(dec.session_key, "agent:%s:main", p->env.route_agent)) !=
+	    SB_OK) {
+		/* Cut, it would name another session. */
+		log_warn("dispatch", "message names a session key that is too long",
+		         LOG_S("channel", p->env.channel), LOG_I("max", sizeof dec.session_key - 1));
+		dispatch_done_silent(d, p->inbox_id);
+		dispatch_notify(d, p->inbox_id, SB_ERR_TOOBIG, "", "denied");
+		d->held--;
+		pending_free(p);
+		return;
+	}
 	dec.reset_trigger =
 	    bindings_reset_trigger(d->opt.table(d->opt.ud), p->env.text ? p->env.text : "", NULL);
 	dispatch_accept(d, p, &dec);

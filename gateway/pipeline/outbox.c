@@ -8,7 +8,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
+#include "gateway/core/invariant.h"
 #include "gateway/core/log.h"
 
 /* A claimed entry stays invisible to other claims this long. A single
@@ -52,14 +54,6 @@ int64_t outbox_backoff_ms(const struct outbox_options *opt, int attempts, int64_
 	return d;
 }
 
-static int64_t outbox_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void outbox_claim(struct outbox *o);
 
 static void outbox_send_unlink(struct outbox_send *s)
@@ -75,6 +69,7 @@ static void outbox_send_unlink(struct outbox_send *s)
 	if (s->next)
 		s->next->prev = s->prev;
 	s->prev = s->next = NULL;
+	SB_ASSERT(o->in_flight > 0, LOG_I("outbox_id", s->id));
 	o->in_flight--;
 	s->o = NULL;
 }
@@ -123,7 +118,7 @@ static void outbox_sent(void *ud, const struct channel_send_result *res)
 		    store_outbox_done(o->opt.store, s->id, res->channel_msg_id, outbox_recorded, s);
 	} else {
 		bool again = res->retryable && s->attempts < max;
-		int64_t at = again ? outbox_now_ms() + outbox_backoff_ms(&o->opt, s->attempts,
+		int64_t at = again ? clock_wall_ms() + outbox_backoff_ms(&o->opt, s->attempts,
 		                                                         res->retry_after_ms)
 		                   : -1;
 

@@ -20,8 +20,10 @@
 #include "agents/safety/sandbox.h"
 #include "bindings/bindings.h"
 #include "agents/transcript.h"
+#include "gateway/core/clock.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 #include "gateway/core/fsutil.h"
 #include "gateway/core/log.h"
 #include "gateway/cron/cron_tz.h"
@@ -173,17 +175,17 @@ static void run_finish(struct run_job *j, int rc, const char *error)
 /* Whether the session's reset policy says it has run its course. */
 static bool run_expired(const struct run_job *j, const struct store_session *s)
 {
-	struct timespec ts;
+	int64_t now_ms;
 	struct tm tm;
 	time_t now;
 
 	if (j->reset.mode == SESSION_RESET_NONE || s->updated_at <= 0)
 		return false;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	now = ts.tv_sec;
+	/* The wall clock: updated_at is a stored time. */
+	now_ms = clock_wall_ms();
+	now = (time_t)(now_ms / 1000);
 	localtime_r(&now, &tm);
-	return bindings_session_should_reset(&j->reset, s->updated_at,
-	                                     (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000,
+	return bindings_session_should_reset(&j->reset, s->updated_at, now_ms,
 	                                     (int32_t)tm.tm_gmtoff);
 }
 
@@ -636,7 +638,12 @@ static void run_prepare_work(uv_work_t *w)
 	char dir[PATH_MAX];
 	int rc;
 
-	snprintf(dir, sizeof dir, "%s/agents/%s/sessions", j->cfg->home, j->agent_id);
+	if (FMT(dir, "%s/agents/%s/sessions", j->cfg->home, j->agent_id) != SB_OK) {
+		j->prep_rc = SB_ERR_TOOBIG;
+		snprintf(j->prep_err, sizeof j->prep_err,
+		         "the sessions directory's path is too long");
+		return;
+	}
 	if (fs_mkdirs(dir, 0700)) {
 		j->prep_rc = SB_ERR_IO;
 		snprintf(j->prep_err, sizeof j->prep_err, "cannot create %s", dir);
@@ -723,12 +730,14 @@ static void run_prepare_done(uv_work_t *w, int status)
 static void run_prepare(struct run_job *j)
 {
 	j->stage = RUN_PREPARE;
-	snprintf(j->path, sizeof j->path, "%s/agents/%s/sessions/%s.jsonl", j->cfg->home,
-	         j->agent_id, j->session_id);
-	snprintf(j->sessions_dir, sizeof j->sessions_dir, "%s/agents/%s/sessions", j->cfg->home,
-	         j->agent_id);
-	snprintf(j->results_dir, sizeof j->results_dir, "%s/agents/%s/tool-results/%s",
-	         j->cfg->home, j->agent_id, j->session_id);
+	if (FMT(j->path, "%s/agents/%s/sessions/%s.jsonl", j->cfg->home, j->agent_id,
+	        j->session_id) != SB_OK ||
+	    FMT(j->sessions_dir, "%s/agents/%s/sessions", j->cfg->home, j->agent_id) != SB_OK ||
+	    FMT(j->results_dir, "%s/agents/%s/tool-results/%s", j->cfg->home, j->agent_id,
+	        j->session_id) != SB_OK) {
+		run_finish(j, SB_ERR_TOOBIG, "the session's paths are too long");
+		return;
+	}
 	j->work.data = j;
 	if (uv_queue_work(j->r->opt.loop, &j->work, run_prepare_work, run_prepare_done) != 0)
 		run_finish(j, SB_ERR_IO, "cannot queue work");
@@ -769,7 +778,11 @@ static void run_session_found(void *ud, int rc, const struct store_session *s)
 		j->new_session = true;
 	}
 	if (rc == SB_OK && s && s->session_id && !j->new_session) {
-		snprintf(j->session_id, sizeof j->session_id, "%s", s->session_id);
+		/* Cut, it would name another transcript. */
+		if (FMT(j->session_id, "%s", s->session_id) != SB_OK) {
+			run_finish(j, SB_ERR_TOOBIG, "the stored session id is too long");
+			return;
+		}
 		run_prepare(j);
 		return;
 	}

@@ -17,7 +17,9 @@
 #include <sys/stat.h>
 
 #include "gateway/config/config.h"
+#include "gateway/core/clock.h"
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
 #include "gateway/core/log.h"
 #include "gateway/core/num.h"
 #include "gateway/cron/cron.h"
@@ -124,12 +126,10 @@ static void sched_clock_init(struct scheduler *s)
 {
 	const char *now = getenv("SWITCHBOARD_TEST_NOW"),
 	           *rate = getenv("SWITCHBOARD_TEST_CLOCK_RATE");
-	struct timespec ts;
 	int64_t v;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
 	s->clock_real_ms = uv_hrtime() / 1000000;
-	s->clock_base_ms = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	s->clock_base_ms = clock_wall_ms();
 	s->clock_rate = 1;
 	if (now && *now && cron_parse_time(now, NULL, &v) == SB_OK) {
 		s->clock_base_ms = v;
@@ -474,8 +474,12 @@ static void sched_hb_fire(struct scheduler *s, struct sched_hb *h)
 		h->inflight = false;
 		goto out;
 	}
-	snprintf(key, sizeof key, "agent:%s:main", h->agent_id);
-	snprintf(event_id, sizeof event_id, "hb:%s:%" PRId64, h->agent_id, scheduler_now_ms(s));
+	if (FMT(key, "agent:%s:main", h->agent_id) != SB_OK ||
+	    FMT(event_id, "hb:%s:%" PRId64, h->agent_id, scheduler_now_ms(s)) != SB_OK) {
+		h->inflight = false;
+		sched_hb_status(s, h, "error", "agent id too long for a session key");
+		goto out;
+	}
 	raw = json_pack("{sI}", "ack_max", (json_int_t)hc->ack_max_chars);
 	del = sched_deliver(h, hc->target, hc->to, hc->account);
 	if (raw && del)
@@ -543,7 +547,10 @@ static void sched_hb_tick(struct scheduler *s, struct sched_hb *h, int64_t now)
 			goto out;
 		}
 	}
-	snprintf(key, sizeof key, "agent:%s:main", h->agent_id);
+	if (FMT(key, "agent:%s:main", h->agent_id) != SB_OK) {
+		sched_hb_status(s, h, "error", "agent id too long for a session key");
+		goto out;
+	}
 	if (h->inflight || s->opt.session_busy(s->opt.ud, key)) {
 		/* Deferred, not stacked: one tick waits for the lane. */
 		h->next_due = now + SCHED_DEFER_MS;
@@ -768,16 +775,25 @@ static int sched_job_fire(struct scheduler *s, struct sched_job *j, int64_t sche
 	if (j->spec.session == CRON_SESSION_MAIN) {
 		size_t n = strlen(j->spec.payload) + strlen(j->spec.id) + 32;
 
-		snprintf(key, sizeof key, "agent:%s:main", agent);
+		rc = FMT(key, "agent:%s:main", agent);
 		/* A system event in the main session, marked as such. */
 		if ((marked = malloc(n)))
 			snprintf(marked, n, "[System event: cron job %s]\n%s", j->spec.id,
 			         j->spec.payload);
 		text = marked ? marked : text;
 	} else {
-		snprintf(key, sizeof key, "agent:%s:cron:%s", agent, j->spec.id);
+		rc = FMT(key, "agent:%s:cron:%s", agent, j->spec.id);
 	}
-	snprintf(event_id, sizeof event_id, "cron:%s:%" PRId64, j->spec.id, scheduled);
+	if (rc == SB_OK)
+		rc = FMT(event_id, "cron:%s:%" PRId64, j->spec.id, scheduled);
+	if (rc != SB_OK) {
+		free(marked);
+		j->inflight = true;
+		j->run_scheduled = scheduled;
+		j->run_started = scheduler_now_ms(s);
+		sched_job_finish(s, j, false, "the job's session key or event id is too long", NULL);
+		return rc;
+	}
 	raw = json_pack("{ss sI sb}", "job", j->spec.id, "scheduled_at", (json_int_t)scheduled,
 	                "fresh", j->spec.session == CRON_SESSION_ISOLATED);
 	switch (j->spec.delivery) {

@@ -1,6 +1,7 @@
 /*
- * store.c - what every backend shares: the backend by name, admission, the
- * operations' memory, and the table that replies to callers.
+ * store.c - what every backend shares: admission, the operations' memory,
+ * the table that replies to callers, closing. (Opening, which picks the
+ * backend, is in backends.c.)
  */
 #include "gateway/store/store.h"
 
@@ -8,11 +9,8 @@
 #include <string.h>
 
 #include "gateway/core/err.h"
+#include "gateway/core/invariant.h"
 #include "gateway/store/store_backend.h"
-
-static const struct store_backend *const store_backends[] = {
-    &store_sqlite_backend,
-};
 
 /* The table of operations: what store.c needs of each kind. The backends
  * have their own rows (how to run each kind). */
@@ -29,20 +27,6 @@ static const struct store_op_type store_op_types[STORE_OP__COUNT] = {STORE_OPS(S
 const char *store_op_name(enum store_op_kind kind)
 {
 	return (unsigned)kind < STORE_OP__COUNT ? store_op_types[kind].name : "?";
-}
-
-int store_open(struct store **out, uv_loop_t *loop, const struct store_options *opt)
-{
-	const char *name = opt && opt->backend ? opt->backend : "sqlite";
-
-	if (out)
-		*out = NULL;
-	if (!out || !opt)
-		return SB_ERR_INVAL;
-	for (size_t i = 0; i < sizeof store_backends / sizeof *store_backends; i++)
-		if (strcmp(store_backends[i]->name, name) == 0)
-			return store_backends[i]->open(out, loop, opt);
-	return SB_ERR_CONFIG;
 }
 
 void store_close(struct store *s)
@@ -76,6 +60,7 @@ int store_op_new(struct store *s, enum store_op_kind kind, void *ud, struct stor
 	struct store_op *op;
 
 	*out = NULL;
+	SB_ASSERT((unsigned)kind < STORE_OP__COUNT, LOG_I("kind", kind));
 	if (s->closing)
 		return SB_ERR_CLOSED;
 	if (!store_op_types[kind].finishes && s->outstanding >= s->queue_max)
@@ -105,6 +90,10 @@ void store_op_finish(struct store *s, struct store_op *op)
 {
 	struct store_commit commit = op->commit;
 
+	/* Every operation is handed back once: more would run a callback twice
+	 * and let the queue grow past queue_max. */
+	SB_ASSERT(s->outstanding > 0, LOG_S("op", store_op_name(op->kind)),
+	          LOG_S("backend", s->backend->name));
 	/* Before the callback, so that it may queue a follow-up at the bound. */
 	s->outstanding--;
 	store_op_types[op->kind].reply(op);

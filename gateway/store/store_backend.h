@@ -316,7 +316,8 @@ struct store_backend {
 	void (*close)(struct store *s);
 };
 
-/* The backends, for store_open. */
+/* The backends (listed for store_open in gateway/store/backends.c, the one
+ * file of the store that knows them). */
 extern const struct store_backend store_sqlite_backend;
 
 /* Sets up the common part of a backend's struct from the options. */

@@ -61,6 +61,8 @@ exec {tg_in}>&-
 rm -f "$tg_out"
 # The routing table: compile time, memory and decisions per second with 10, 1,000 and 10,000 bindings.
 "$build/bench_bindings"
+# The store: inbox_put throughput with group commit (256 outstanding) and one at a time (an fsync each).
+"$build/bench_store"
 # The agent runtime: time per turn without model time (scripted provider, 3 tool calls) and memory per loaded session history.
 "$build/bench_turn"
 # Webhooks end to end: signed webhook -> scripted agent (one tool call) -> signed callback, at 1, 8 and 64

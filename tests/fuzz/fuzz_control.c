@@ -31,7 +31,6 @@
 #define server_ws_set_max_message fuzz_ws_set_max_message
 #define server_ws_peer fuzz_ws_peer
 #define control_method_find fuzz_method_find
-#define control_now_ms fz_control_now_ms
 #define control_uptime_ms fz_control_uptime_ms
 #define control_scopes_json fz_control_scopes_json
 #define control_scopes_parse fz_control_scopes_parse
@@ -47,6 +46,10 @@
 #define control_subscribe fz_control_subscribe
 #define control_unsubscribe fz_control_unsubscribe
 #define control_drop_device fz_control_drop_device
+#define control_drop_web fz_control_drop_web
+#define control_locked fz_control_locked
+#define control_auth_failed fz_control_auth_failed
+#define control_gateway_token fz_control_gateway_token
 #define control_module fz_control_module
 #include "gateway/control/control.c"
 #include "gateway/store/store_backend.h"

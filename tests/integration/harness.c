@@ -29,6 +29,13 @@ static long harness_now_ms(void)
 	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
+int harness_in_ci(void)
+{
+	const char *ci = getenv("CI");
+
+	return ci && strcmp(ci, "true") == 0;
+}
+
 int harness_tmpdir(char *out, size_t size)
 {
 	const char *base = getenv("TMPDIR");

@@ -20,6 +20,21 @@ struct harness_daemon {
 	char log_path[600]; /* the daemon's stderr */
 };
 
+/* Whether the tests run under CI (CI=true), where everything the tests need
+ * is installed: a missing piece is then a failure, not a skip. */
+int harness_in_ci(void);
+
+/* Skips the current test because the machine lacks what it needs (why),
+ * saying so on stderr; under CI that is a failure instead. A macro: cmocka's
+ * skip() and fail_msg() jump out of the test. */
+#define HARNESS_SKIP(why)                                                                          \
+	do {                                                                                       \
+		if (harness_in_ci())                                                               \
+			fail_msg("CI=true, and %s", (why));                                        \
+		fprintf(stderr, "skipped: %s\n", (why));                                          \
+		skip();                                                                            \
+	} while (0)
+
 /* Creates a fresh temporary directory (to be used as SWITCHBOARD_HOME). */
 int harness_tmpdir(char *out, size_t size);
 

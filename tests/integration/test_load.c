@@ -135,7 +135,7 @@ static void raise_fd_limit(void)
 		assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
 	}
 	if (rl.rlim_cur < WS_CLIENTS + 200)
-		skip(); /* the machine does not allow the file descriptors */
+		HARNESS_SKIP("the machine does not allow enough file descriptors");
 }
 
 static void start(struct harness_daemon *d, char *home, size_t size, const char *cfg)

@@ -145,7 +145,7 @@ static void test_run_inside_the_sandbox(void **state)
 
 	(void)state;
 	if (!fx.works)
-		skip();
+		HARNESS_SKIP("bubblewrap is not installed (scripts/deps.sh installs it)");
 	buf_init(&out, 1 << 20);
 	assert_int_equal(harness_cli(fx.home, &out, look), 0);
 	assert_non_null(strstr(out.data, "looked"));

@@ -6,15 +6,20 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "gateway/core/buf.h"
 #include "gateway/core/envelope.h"
 #include "gateway/core/err.h"
+#include "gateway/core/fmt.h"
+#include "gateway/core/invariant.h"
 #include "gateway/core/log.h"
 #include "gateway/core/num.h"
 #include "gateway/core/resolve.h"
@@ -311,14 +316,20 @@ static void test_resolve(void **state)
 	uv_loop_t loop;
 	struct resolved a = {0}, b = {0};
 	char long_name[300];
+	int rc_a, rc_b;
 
 	(void)state;
+
 	assert_int_equal(uv_loop_init(&loop), 0);
-	assert_int_equal(resolve_host(&loop, "127.0.0.1", on_resolved, &a), SB_OK);
-	assert_int_equal(resolve_host(&loop, "localhost", on_resolved, &b), SB_OK);
+	rc_a = resolve_host(&loop, "127.0.0.1", on_resolved, &a);
+	rc_b = resolve_host(&loop, "localhost", on_resolved, &b);
 	/* nothing is called back from inside the call */
 	assert_int_equal(a.calls + b.calls, 0);
+	/* The loop runs the look-ups started to their end before any check
+	 * can leave this function (its stack holds the loop). */
 	assert_int_equal(uv_run(&loop, UV_RUN_DEFAULT), 0);
+	assert_int_equal(rc_a, SB_OK);
+	assert_int_equal(rc_b, SB_OK);
 	assert_int_equal(a.calls, 1);
 	assert_int_equal(a.rc, SB_OK);
 	assert_string_equal(a.addr, "127.0.0.1");
@@ -363,6 +374,61 @@ static void test_secrets(void **state)
 	harness_rmrf(dir);
 }
 
+/* A cut result is an error, and leaves nothing that could be used as if it
+ * were whole. */
+static void test_fmt(void **state)
+{
+	char out[8];
+
+	(void)state;
+	assert_int_equal(FMT(out, "%s:%d", "ab", 12), SB_OK);
+	assert_string_equal(out, "ab:12");
+	assert_int_equal(FMT(out, "%s", "1234567"), SB_OK); /* 7 characters fit in 8 */
+	assert_string_equal(out, "1234567");
+	assert_int_equal(FMT(out, "%s", "12345678"), SB_ERR_TOOBIG);
+	assert_string_equal(out, "");
+	assert_int_equal(fmt(out, 0, "x"), SB_ERR_INVAL);
+	assert_int_equal(fmt(NULL, 8, "x"), SB_ERR_INVAL);
+}
+
+/* A broken invariant aborts with a report: the condition, where, the state
+ * named at the call, and a backtrace (stderr), the structured line also in
+ * the log. */
+static void test_invariant_report(void **state)
+{
+	char path[] = "/tmp/sb-assert-XXXXXX";
+	int fd = mkstemp(path), status = 0;
+	struct buf out;
+	pid_t pid;
+
+	(void)state;
+	assert_true(fd >= 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		int queued = 3;
+
+		dup2(fd, STDERR_FILENO);
+		log_configure(LOG_INFO, LOG_FORMAT_LOGFMT, NULL);
+		SB_ASSERT(queued == 2, LOG_I("queued", queued), LOG_S("op", "inbox_put"));
+		_exit(0); /* not reached */
+	}
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFSIGNALED(status));
+	assert_int_equal(WTERMSIG(status), SIGABRT);
+	buf_init(&out, 1 << 20);
+	assert_int_equal(harness_read_file(path, &out), 0);
+	assert_non_null(strstr(out.data, "invariant broken: queued == 2 at "));
+	assert_non_null(strstr(out.data, "module=crash msg=\"invariant broken\""));
+	assert_non_null(strstr(out.data, "queued=3"));
+	assert_non_null(strstr(out.data, "op=inbox_put"));
+	assert_non_null(strstr(out.data, "function=test_invariant_report"));
+	assert_non_null(strstr(out.data, "backtrace:"));
+	buf_free(&out);
+	close(fd);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -377,6 +443,8 @@ int main(void)
 	    cmocka_unit_test(test_metrics_render),
 	    cmocka_unit_test(test_resolve),
 	    cmocka_unit_test(test_secrets),
+	    cmocka_unit_test(test_invariant_report),
+	    cmocka_unit_test(test_fmt),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -272,6 +272,7 @@ static void test_spec(void **state)
 	assert_int_equal(cron_spec_next(&s, T("2025-06-06T08:00:00Z") * 1000, 0, &next), SB_OK);
 	assert_true(next == T("2025-06-09T07:00:00Z") * 1000);
 	j = cron_spec_to_json(&s);
+	assert_non_null(j);
 	assert_string_equal(json_string_value(json_object_get(j, "cron")), "0 9 * * 1-5");
 	assert_string_equal(
 	    json_string_value(json_object_get(json_object_get(j, "delivery"), "to")), "reports");

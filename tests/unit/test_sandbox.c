@@ -32,6 +32,7 @@
 #include "agents/safety/spawn.h"
 #include "agents/tool.h"
 #include "gateway/core/err.h"
+#include "tests/integration/harness.h"
 
 struct fixture {
 	char root[64];
@@ -118,7 +119,7 @@ static int teardown(void **state)
 static void need_bwrap(void)
 {
 	if (!fx.have_bwrap)
-		skip();
+		HARNESS_SKIP("bubblewrap is not installed (scripts/deps.sh installs it)");
 }
 
 static void policy_init(struct sandbox_policy *p, enum sandbox_mode mode)

@@ -436,7 +436,7 @@ static void test_config(void **state)
 	                                  "        chunk_limit: 2000\n",
 	                                  "t.yaml", "/tmp", &c, &e),
 	                 SB_OK);
-	sc = slack_config_of(channels_config_access(&c->channels, "slack"));
+	sc = &c->channels.slack.slack;
 	assert_int_equal(sc->n_accounts, 2);
 	assert_string_equal(sc->accounts[0].api_base, "https://slack.com/api/");
 	assert_int_equal(sc->accounts[0].chunk_limit, 4000);

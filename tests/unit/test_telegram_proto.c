@@ -455,7 +455,7 @@ static void test_config_ok(void **state)
 	assert_int_equal(
 	    apply("telegram:\n  accounts:\n    - id: main\n      token: \"1:abc\"\n", &c, &e),
 	    SB_OK);
-	a = telegram_config_find(telegram_config_of(&c.telegram), "main");
+	a = telegram_config_find(&c.telegram.telegram, "main");
 	assert_non_null(a);
 	assert_int_equal(a->mode, TELEGRAM_MODE_POLLING);
 	assert_string_equal(a->api_base, "https://api.telegram.org");

@@ -38,6 +38,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "gateway/core/clock.h"
 #include "gateway/store/store_backend.h"
 
 /* The async handle lives in its own allocation: uv_close completes on a later
@@ -85,8 +86,6 @@ STORE_OPS(SQ_RUN_)
 
 /* ---- sq_db.c: statements (writer thread, or the loop thread while opening) ---- */
 
-/* Unix milliseconds, the clock of every stored time. */
-int64_t sq_now_ms(void);
 /* Maps an SQLite result to the error enum, logging real failures. */
 int sq_rc(struct sq_store *s, int src, const char *what);
 /* The prepared statement of sql, which must be a string of static duration:

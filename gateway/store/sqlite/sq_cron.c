@@ -26,7 +26,7 @@ int sq_run_cron_job_put(struct sq_store *s, struct store_op *op)
 {
 	const struct store_cron_job *j = &op->a.cron_job_put.j;
 	sqlite3_stmt *st = NULL;
-	int64_t now = sq_now_ms();
+	int64_t now = clock_wall_ms();
 	int rc = sq_stmt(s, SQ_CRON_PUT, &st);
 
 	if (rc != SB_OK)

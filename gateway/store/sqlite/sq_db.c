@@ -11,14 +11,6 @@
 #include "gateway/core/log.h"
 #include "gateway/store/sqlite/sq.h"
 
-int64_t sq_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 int sq_rc(struct sq_store *s, int src, const char *what)
 {
 	switch (src & 0xff) {

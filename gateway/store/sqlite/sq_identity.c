@@ -182,7 +182,7 @@ int sq_run_pairing_request(struct sq_store *s, struct store_op *op)
 	struct store_args_pairing_request *a = &op->a.pairing_request;
 	struct store_pairing *p = &a->p;
 	sqlite3_stmt *st = NULL;
-	int64_t now = sq_now_ms(), pending;
+	int64_t now = clock_wall_ms(), pending;
 	bool allowed = false;
 	int src, changes = 0;
 	int rc = sq_exec_int(s, SQ_PAIR_EXPIRE, now, "pairing_expire");
@@ -278,7 +278,7 @@ int sq_run_pairing_list(struct sq_store *s, struct store_op *op)
 	if (rc != SB_OK)
 		goto out;
 	sq_bind_text(st, 1, a->channel);
-	sqlite3_bind_int64(st, 2, sq_now_ms());
+	sqlite3_bind_int64(st, 2, clock_wall_ms());
 	sqlite3_bind_int64(st, 3, STORE_LIST_MAX);
 	rc = sq_rows(s, op, st, "pairing_list", sizeof *a->v, sq_pairing_row, &v, &a->n);
 	a->v = v;
@@ -301,7 +301,7 @@ static int sq_pairing_find_code(struct sq_store *s, struct store_op *op, struct 
 	if (rc != SB_OK)
 		goto out;
 	sq_bind_text(st, 1, p->channel);
-	sqlite3_bind_int64(st, 2, sq_now_ms());
+	sqlite3_bind_int64(st, 2, clock_wall_ms());
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
 		const unsigned char *code = sqlite3_column_text(st, 2);
 		bool same = code && given == STORE_PAIRING_CODE_LEN &&
@@ -339,7 +339,7 @@ static int sq_pairing_decide(struct sq_store *s, struct store_op *op, struct sto
 		if ((rc = sq_stmt(s, SQ_ALLOW_INSERT, &st)) != SB_OK)
 			goto out;
 		sq_bind_sender(st, p->channel, p->account, p->sender_id);
-		sqlite3_bind_int64(st, 4, sq_now_ms());
+		sqlite3_bind_int64(st, 4, clock_wall_ms());
 		if ((rc = sq_step_update(s, st, "allow_insert", NULL)) != SB_OK)
 			goto out;
 		sq_finish(st);
@@ -444,7 +444,7 @@ int sq_run_device_request(struct sq_store *s, struct store_op *op)
 	struct store_args_device_request *a = &op->a.device_request;
 	const struct store_device in = a->d;
 	sqlite3_stmt *st = NULL;
-	int64_t now = sq_now_ms(), pending = 0;
+	int64_t now = clock_wall_ms(), pending = 0;
 	int rc = sq_exec_int(s, SQ_DEV_EXPIRE, now - STORE_DEVICE_PENDING_TTL_MS, "device_expire");
 
 	if (rc != SB_OK)
@@ -522,7 +522,7 @@ int sq_run_device_approve(struct sq_store *s, struct store_op *op)
 {
 	struct store_args_device_approve *a = &op->a.device_approve;
 	int changes = 0;
-	int rc = sq_device_update(s, SQ_DEV_APPROVE, a->device_id, sq_now_ms(), NULL,
+	int rc = sq_device_update(s, SQ_DEV_APPROVE, a->device_id, clock_wall_ms(), NULL,
 	                          "device_approve", &changes);
 
 	if (rc != SB_OK)
@@ -537,7 +537,7 @@ int sq_run_device_set_token(struct sq_store *s, struct store_op *op)
 {
 	const struct store_args_device_set_token *a = &op->a.device_set_token;
 	int changes = 0;
-	int rc = sq_device_update(s, SQ_DEV_SET_TOKEN, a->device_id, sq_now_ms(), a->token_hash,
+	int rc = sq_device_update(s, SQ_DEV_SET_TOKEN, a->device_id, clock_wall_ms(), a->token_hash,
 	                          "device_set_token", &changes);
 
 	if (rc == SB_OK && changes == 0)

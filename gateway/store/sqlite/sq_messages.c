@@ -91,7 +91,7 @@ int sq_run_inbox_put(struct sq_store *s, struct store_op *op)
 	sq_bind_text(st, 2, a->m.account);
 	sq_bind_text(st, 3, a->m.dedupe_key);
 	sq_bind_text(st, 4, a->m.payload);
-	sqlite3_bind_int64(st, 5, sq_now_ms());
+	sqlite3_bind_int64(st, 5, clock_wall_ms());
 	rc = sq_step_update(s, st, "inbox_put", &changes);
 	if (rc != SB_OK)
 		goto out;
@@ -126,7 +126,7 @@ int sq_run_inbox_claim(struct sq_store *s, struct store_op *op)
 {
 	struct store_args_inbox_claim *a = &op->a.inbox_claim;
 	sqlite3_stmt *st = NULL;
-	int64_t now = sq_now_ms();
+	int64_t now = clock_wall_ms();
 	void *items = NULL;
 	int src;
 	int rc = store_op_calloc(op, a->max, sizeof *a->items, &items);
@@ -173,7 +173,7 @@ static int sq_outbox_insert(struct sq_store *s, const struct store_outbox_new *m
                             int64_t default_inbox_id, int64_t *id, bool *duplicate)
 {
 	sqlite3_stmt *st = NULL;
-	int64_t now = sq_now_ms();
+	int64_t now = clock_wall_ms();
 	int changes = 0;
 	int rc = sq_stmt(s, SQ_OUTBOX_INSERT, &st);
 
@@ -217,7 +217,7 @@ int sq_run_inbox_done(struct sq_store *s, struct store_op *op)
 	if (rc != SB_OK)
 		goto out;
 	sqlite3_bind_int64(st, 1, a->inbox_id);
-	sqlite3_bind_int64(st, 2, sq_now_ms());
+	sqlite3_bind_int64(st, 2, clock_wall_ms());
 	rc = sq_update_one(s, st, "inbox_done");
 	sq_finish(st);
 	st = NULL;
@@ -272,7 +272,7 @@ int sq_run_outbox_claim_due(struct sq_store *s, struct store_op *op)
 {
 	struct store_args_outbox_claim_due *a = &op->a.outbox_claim_due;
 	sqlite3_stmt *st = NULL;
-	int64_t now = sq_now_ms();
+	int64_t now = clock_wall_ms();
 	void *items = NULL;
 	int src;
 	int rc = store_op_calloc(op, a->max, sizeof *a->items, &items);
@@ -324,7 +324,7 @@ int sq_run_outbox_done(struct sq_store *s, struct store_op *op)
 		goto out;
 	sqlite3_bind_int64(st, 1, a->id);
 	sq_bind_text(st, 2, a->channel_msg_id);
-	sqlite3_bind_int64(st, 3, sq_now_ms());
+	sqlite3_bind_int64(st, 3, clock_wall_ms());
 	rc = sq_update_one(s, st, "outbox_done");
 out:
 	sq_finish(st);
@@ -395,7 +395,7 @@ int sq_run_recover(struct sq_store *s, struct store_op *op)
 		return rc;
 	if ((rc = sq_stmt(s, SQ_RECOVER_OUTBOX, &st)) != SB_OK)
 		return rc;
-	sqlite3_bind_int64(st, 1, sq_now_ms());
+	sqlite3_bind_int64(st, 1, clock_wall_ms());
 	src = sqlite3_step(st);
 	rc = sq_rc(s, src, "recover outbox");
 	a->outbox = sqlite3_changes(s->db);

@@ -61,7 +61,7 @@ int sq_run_kv_put(struct sq_store *s, struct store_op *op)
 	sq_bind_text(st, 2, a->key);
 	if (a->value) {
 		sq_bind_text(st, 3, a->value);
-		sqlite3_bind_int64(st, 4, sq_now_ms());
+		sqlite3_bind_int64(st, 4, clock_wall_ms());
 	}
 	rc = sq_step_update(s, st, "kv_put", NULL);
 out:
@@ -112,7 +112,7 @@ int sq_run_session_put(struct sq_store *s, struct store_op *op)
 	sq_bind_text(st, 2, sess->agent_id);
 	sq_bind_text(st, 3, sess->session_id);
 	sq_bind_text(st, 4, sess->meta);
-	sqlite3_bind_int64(st, 5, sess->updated_at > 0 ? sess->updated_at : sq_now_ms());
+	sqlite3_bind_int64(st, 5, sess->updated_at > 0 ? sess->updated_at : clock_wall_ms());
 	rc = sq_step_update(s, st, "session_put", NULL);
 out:
 	sq_finish(st);

@@ -7,9 +7,9 @@
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "gateway/core/err.h"
+#include "gateway/core/invariant.h"
 #include "gateway/core/log.h"
 #include "gateway/store/sqlite/sq.h"
 
@@ -30,14 +30,6 @@ static int (*const sq_runs[STORE_OP__COUNT])(struct sq_store *,
                                              struct store_op *) = {STORE_OPS(SQ_RUN_ROW_)};
 #undef SQ_RUN_ROW_
 
-static double sq_mono_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 size_t sq_queued(struct sq_store *s)
 {
 	size_t n;
@@ -53,7 +45,7 @@ size_t sq_queued(struct sq_store *s)
 /* Runs one batch in one transaction and records the commit on its last op. */
 static void sq_run_batch(struct sq_store *s, struct store_op *head, size_t n)
 {
-	double t0 = sq_mono_seconds();
+	double t0 = clock_mono_s();
 	bool lost = false; /* the transaction is gone: nothing of it is stored */
 	struct store_op *op, *last = NULL;
 	int rc = sq_exec(s, SQ_BEGIN);
@@ -98,7 +90,7 @@ report:
 		last->commit.end = true;
 		last->commit.rc = lost ? SB_ERR_STORE : SB_OK;
 		last->commit.ops = n;
-		last->commit.seconds = sq_mono_seconds() - t0;
+		last->commit.seconds = clock_mono_s() - t0;
 	}
 }
 
@@ -128,6 +120,7 @@ static void *sq_writer_main(void *arg)
 		if (!s->queue_head)
 			s->queue_tail = NULL;
 		tail->next = NULL;
+		SB_ASSERT(s->queued >= n, LOG_I("queued", s->queued), LOG_I("batch", n));
 		s->queued -= n;
 		pthread_mutex_unlock(&s->mu);
 
