@@ -76,13 +76,20 @@ int harness_free_port(void)
 	return port;
 }
 
+const char *harness_binary(void)
+{
+	const char *bin = getenv("SWITCHBOARD_TEST_BINARY");
+
+	return bin && *bin ? bin : SB_BINARY;
+}
+
 static pid_t harness_spawn(const char *home, const char *const *args, int out_fd)
 {
 	const char *argv[HARNESS_ARGS_MAX + 2];
 	size_t n = 0;
 	pid_t pid;
 
-	argv[n++] = SB_BINARY;
+	argv[n++] = harness_binary();
 	for (; args && *args && n < HARNESS_ARGS_MAX; args++)
 		argv[n++] = *args;
 	argv[n] = NULL;
@@ -95,7 +102,7 @@ static pid_t harness_spawn(const char *home, const char *const *args, int out_fd
 		dup2(out_fd, STDERR_FILENO);
 		close(out_fd);
 	}
-	execv(SB_BINARY, (char *const *)argv);
+	execv(argv[0], (char *const *)argv);
 	_exit(127);
 }
 

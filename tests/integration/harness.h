@@ -35,6 +35,11 @@ int harness_in_ci(void);
 		skip();                                                                            \
 	} while (0)
 
+/* The gateway binary the tests run: SWITCHBOARD_TEST_BINARY when set (to
+ * point a test at another build, e.g. of an older commit, to see it fail),
+ * else the one this tree built. */
+const char *harness_binary(void);
+
 /* Creates a fresh temporary directory (to be used as SWITCHBOARD_HOME). */
 int harness_tmpdir(char *out, size_t size);
 
