@@ -434,6 +434,38 @@ out:
 	return rc;
 }
 
+/* Writes the header to path.new, syncs it, renames it to path and syncs
+ * the directory. */
+static int transcript_create(const char *path, const char *dir, const struct transcript_info *info)
+{
+	char tmp[PATH_MAX];
+	int fd, rc, dfd;
+
+	if (snprintf(tmp, sizeof tmp, "%s.new", path) >= (int)sizeof tmp)
+		return SB_ERR_TOOBIG;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0600);
+	if (fd < 0)
+		return SB_ERR_IO;
+	rc = transcript_write_header(fd, info);
+	if (rc == SB_OK && fsync(fd) != 0)
+		rc = SB_ERR_IO;
+	if (close(fd) != 0 && rc == SB_OK)
+		rc = SB_ERR_IO;
+	if (rc == SB_OK && rename(tmp, path) != 0)
+		rc = SB_ERR_IO;
+	if (rc != SB_OK) {
+		unlink(tmp);
+		return rc;
+	}
+	dfd = open(dir ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		if (fsync(dfd) != 0)
+			rc = SB_ERR_IO;
+		close(dfd);
+	}
+	return rc;
+}
+
 int transcript_open(struct transcript **out, uv_loop_t *loop, const char *path,
                     const struct transcript_info *info)
 {
@@ -461,6 +493,14 @@ int transcript_open(struct transcript **out, uv_loop_t *loop, const char *path,
 	rc = SB_ERR_IO;
 	if (dir && fs_mkdirs(dir, 0700) != SB_OK)
 		goto out;
+	if (stat(path, &st) != 0 ? errno == ENOENT : st.st_size == 0) {
+		/* A new transcript appears whole or not at all: its header is
+		 * written to a temporary file that is renamed into place. */
+		rc = transcript_create(path, dir, info);
+		if (rc != SB_OK)
+			goto out;
+	}
+	rc = SB_ERR_IO;
 	t->fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
 	if (t->fd < 0 || fstat(t->fd, &st) != 0)
 		goto out;
@@ -701,6 +741,91 @@ static int transcript_mark_torn(struct transcript_line *lines, size_t n, size_t 
 	return SB_OK;
 }
 
+/* Whether content holds a tool_result for id. */
+static bool transcript_has_result(const json_t *content, const char *id)
+{
+	const json_t *b;
+	size_t i;
+
+	json_array_foreach(content, i, b)
+	{
+		const char *type = json_string_value(json_object_get(b, "type"));
+		const char *for_id = json_string_value(json_object_get(b, "tool_use_id"));
+
+		if (type && strcmp(type, "tool_result") == 0 && for_id && strcmp(for_id, id) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* A process killed while a tool ran leaves a tool_use without its result;
+ * every provider refuses such a history. Each missing result is added as an
+ * error result, in the user message after the tool_use (made when there is
+ * none), so the session goes on. */
+static int transcript_repair_pairing(json_t *messages, size_t *repaired)
+{
+	*repaired = 0;
+	for (size_t i = 0; i < json_array_size(messages); i++) {
+		json_t *m = json_array_get(messages, i), *next, *results = NULL, *b;
+		const char *role = json_string_value(json_object_get(m, "role"));
+		const char *next_role;
+		size_t k;
+
+		if (!role || strcmp(role, "assistant") != 0)
+			continue;
+		next = json_array_get(messages, i + 1);
+		next_role = json_string_value(json_object_get(next, "role"));
+		if (next && (!next_role || strcmp(next_role, "user") != 0))
+			next = NULL; /* another assistant message: the results go between */
+		json_array_foreach(json_object_get(m, "content"), k, b)
+		{
+			const char *type = json_string_value(json_object_get(b, "type"));
+			const char *id = json_string_value(json_object_get(b, "id"));
+
+			if (!type || strcmp(type, "tool_use") != 0 || !id ||
+			    (next && transcript_has_result(json_object_get(next, "content"), id)))
+				continue;
+			if (!results && !(results = json_array()))
+				return SB_ERR_NOMEM;
+			if (json_array_append_new(
+			        results,
+			        json_pack("{sssssssb}", "type", "tool_result", "tool_use_id", id,
+			                  "content",
+			                  "interrupted by a restart of the gateway: this tool "
+			                  "call may or may not have taken effect; check before "
+			                  "doing it again",
+			                  "is_error", 1)) != 0) {
+				json_decref(results);
+				return SB_ERR_NOMEM;
+			}
+		}
+		if (!results)
+			continue;
+		*repaired += json_array_size(results);
+		if (next) {
+			/* Results first, as the turn writes them; on a copy. */
+			json_t *copy = json_deep_copy(next);
+
+			if (!copy ||
+			    json_array_extend(results, json_object_get(next, "content")) != 0 ||
+			    json_object_set(copy, "content", results) != 0 ||
+			    json_array_set_new(messages, i + 1, copy) != 0) {
+				json_decref(results);
+				return SB_ERR_NOMEM;
+			}
+			json_decref(results);
+		} else if (json_array_insert_new(
+		               messages, i + 1,
+		               json_pack("{sssO}", "role", "user", "content", results)) != 0) {
+			json_decref(results);
+			return SB_ERR_NOMEM;
+		} else {
+			json_decref(results);
+		}
+	}
+	return SB_OK;
+}
+
 int transcript_load(const char *path, struct transcript_loaded *out)
 {
 	struct transcript_line *lines = NULL;
@@ -731,9 +856,14 @@ int transcript_load(const char *path, struct transcript_loaded *out)
 		n++;
 		start = end + 1;
 	}
+	/* Empty, or a header torn at creation (no whole line): nothing was
+	 * ever recorded, the session is new (transcript_open starts it). */
+	rc = SB_ERR_NOTFOUND;
+	if (n == 0 || (n == 1 && !lines[0].nl))
+		goto out;
 	/* Line 1: the header. */
 	rc = SB_ERR_INVAL;
-	if (n == 0 || !transcript_is_entry(lines[0].j) ||
+	if (!transcript_is_entry(lines[0].j) ||
 	    strcmp(json_string_value(json_object_get(lines[0].j, "type")), "session") != 0)
 		goto out;
 	version = json_integer_value(json_object_get(lines[0].j, "version"));
@@ -808,7 +938,7 @@ int transcript_load(const char *path, struct transcript_loaded *out)
 			goto out;
 		snprintf(out->last_id, sizeof out->last_id, "%s", id);
 	}
-	rc = SB_OK;
+	rc = transcript_repair_pairing(out->messages, &out->repaired);
 out:
 	for (i = 0; i < n; i++)
 		json_decref(lines[i].j);

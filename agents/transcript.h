@@ -87,6 +87,8 @@ struct transcript_loaded {
 	json_t *entries;  /* every entry, in order */
 	char last_id[40]; /* id of the last entry ("" when none) */
 	size_t torn;      /* ignored torn lines: the last one, and isolated ones */
+	size_t repaired;  /* tool_use blocks without a result (a kill while a tool
+	                   * ran): given an error result in messages */
 	/* Context bookkeeping (compact.h, docs/context.md): tokens the session
 	 * has spent (the "usage" of every message entry and compaction entry,
 	 * also of messages a compaction removed since), consecutive failed
@@ -107,7 +109,9 @@ struct transcript_loaded {
  * (an object with a string "type" and "id"; "message" entries with a
  * "message" object), except torn lines: the last line when it lacks "\n" or
  * is not valid, and lines isolated by "follows_torn" (see above). SB_OK,
- * SB_ERR_NOTFOUND, SB_ERR_IO, SB_ERR_TOOBIG (over 512 MiB), SB_ERR_NOMEM, or
+ * SB_ERR_NOTFOUND (also for a file without one whole line: empty, or its
+ * header torn at creation, which transcript_open starts again), SB_ERR_IO,
+ * SB_ERR_TOOBIG (over 512 MiB), SB_ERR_NOMEM, or
  * SB_ERR_INVAL for anything else that is not valid; out is zeroed on
  * failure. Release with transcript_loaded_free (twice is harmless). */
 int transcript_load(const char *path, struct transcript_loaded *out);

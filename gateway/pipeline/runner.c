@@ -380,29 +380,92 @@ static int run_chain(struct run_job *j)
 	return SB_OK;
 }
 
-/* A redelivered message whose first run was cut short is the last message
- * of the history already, unanswered: it must not be added twice. */
+/* Whether a user message holds text (not only tool results). */
+static bool run_has_text(const json_t *m)
+{
+	const json_t *b;
+	size_t i;
+
+	json_array_foreach(json_object_get(m, "content"), i, b)
+	{
+		const char *type = json_string_value(json_object_get(b, "type"));
+
+		if (type && strcmp(type, "text") == 0)
+			return true;
+	}
+	return false;
+}
+
+/* A redelivered message whose first run was cut short is in the history
+ * already: the last user message with text (what follows it is that run's
+ * work: tool calls, their results, maybe the whole reply). It must not be
+ * added twice. Returns the index of that message, or -1. */
+static long run_resumes_at(const struct run_job *j)
+{
+	size_t n = json_array_size(j->history), i;
+
+	if (!j->redelivered)
+		return -1;
+	for (i = n; i-- > 0;) {
+		const json_t *m = json_array_get(j->history, i);
+		const char *role = json_string_value(json_object_get(m, "role"));
+		const json_t *b;
+		const char *first;
+		char *text;
+		bool same;
+
+		if (!role || strcmp(role, "user") != 0 || !run_has_text(m))
+			continue;
+		/* The message's first text block is what was sent (notes, such
+		 * as the date, follow it). */
+		text = msg_text(m);
+		same = text && strcmp(text, j->text) == 0;
+		free(text);
+		b = json_array_get(json_object_get(m, "content"), 0);
+		first = json_string_value(json_object_get(b, "text"));
+		same = same || (first && strcmp(first, j->text) == 0);
+		return same ? (long)i : -1;
+	}
+	return -1;
+}
+
 static bool run_resumes(const struct run_job *j)
 {
-	const json_t *last = json_array_get(j->history, json_array_size(j->history) - 1);
+	return run_resumes_at(j) >= 0;
+}
+
+/* The first run of a redelivered message wrote its whole reply (the last
+ * message, an assistant one without tool calls) but was killed before the
+ * gateway committed it: the reply is the texts after the message, and no
+ * model is asked again. Returns the reply (caller frees) or NULL. */
+static char *run_recorded_reply(const struct run_job *j)
+{
+	long at = run_resumes_at(j);
+	size_t n = json_array_size(j->history);
+	const json_t *last = json_array_get(j->history, n - 1);
 	const char *role = json_string_value(json_object_get(last, "role"));
-	char *text;
-	bool same;
+	struct buf b;
 
-	if (!j->redelivered || !role || strcmp(role, "user") != 0)
-		return false;
-	/* The message's first text block is what was sent (notes, such as
-	 * the date, follow it). */
-	text = msg_text(last);
-	same = text && strcmp(text, j->text) == 0;
-	free(text);
-	if (!same) {
-		const json_t *b = json_array_get(json_object_get(last, "content"), 0);
-		const char *first = json_string_value(json_object_get(b, "text"));
+	if (at < 0 || (size_t)at + 1 >= n || !role || strcmp(role, "assistant") != 0 ||
+	    msg_tool_use_count(last) > 0)
+		return NULL;
+	buf_init(&b, (size_t)64 << 20);
+	for (size_t i = (size_t)at + 1; i < n; i++) {
+		const json_t *m = json_array_get(j->history, i);
+		char *t;
 
-		same = first && strcmp(first, j->text) == 0;
+		if (strcmp(json_string_value(json_object_get(m, "role")), "assistant") != 0)
+			continue;
+		t = msg_text(m);
+		if (t && *t) {
+			if (b.len)
+				buf_puts(&b, "\n\n");
+			buf_puts(&b, t);
+		}
+		free(t);
 	}
-	return same;
+	buf_puts(&b, "");
+	return buf_steal(&b);
 }
 
 /* The date the model is told, at day granularity, in the agent's time
@@ -505,6 +568,18 @@ static void run_start_turn(struct run_job *j)
 		transcript_close(j->transcript);
 		j->transcript = NULL;
 		run_finish(j, SB_ERR_ABORTED, j->abort_why);
+		return;
+	}
+	if (!j->handed_off && (j->result_text = run_recorded_reply(j)) != NULL) {
+		log_info("agent", "the reply was recorded before a restart; delivering it",
+		         LOG_S("session", j->session_key));
+		memset(&j->result, 0, sizeof j->result);
+		j->result.end = TURN_END_TURN;
+		j->result.text = j->result_text;
+		j->result.detail = "";
+		j->stage = RUN_FLUSH;
+		if (transcript_flush(j->transcript, run_flushed, j) != SB_OK)
+			run_flushed(j, SB_ERR_IO);
 		return;
 	}
 	run_stamp_workspace(j);
@@ -667,6 +742,10 @@ static void run_prepare_work(uv_work_t *w)
 		if (tl.torn)
 			log_warn("agent", "ignored a torn last line in the transcript",
 			         LOG_S("path", j->path));
+		if (tl.repaired)
+			log_warn("agent",
+			         "tool calls cut by a restart got an error result in the history",
+			         LOG_S("path", j->path), LOG_I("tool_calls", (int64_t)tl.repaired));
 	} else if (rc == SB_ERR_NOTFOUND) {
 		j->history = json_array();
 	} else {

@@ -246,8 +246,23 @@ static void test_append_order_and_chain(void **state)
 	assert_string_equal(json_string_value(json_object_get(e, "event")), "tool_end");
 	assert_string_equal(json_string_value(json_object_get(e, "parent_id")), id2);
 
-	/* The history is exactly the messages, in order. */
-	assert_int_equal(json_array_size(l.messages), 2);
+	/* The history is the messages, in order, and the tool_use left
+	 * without a result (as a kill while the tool ran leaves it) has an
+	 * error result after it, so that a provider takes the history. */
+	assert_int_equal(json_array_size(l.messages), 3);
+	assert_int_equal(l.repaired, 1);
+	{
+		const json_t *res =
+		    json_array_get(json_object_get(json_array_get(l.messages, 2), "content"), 0);
+		char why[256];
+
+		assert_string_equal(json_string_value(json_object_get(res, "tool_use_id")),
+		                    "call_1");
+		assert_true(json_is_true(json_object_get(res, "is_error")));
+		assert_non_null(strstr(json_string_value(json_object_get(res, "content")),
+		                       "interrupted by a restart"));
+		assert_int_equal(msg_check_pairing(l.messages, why, sizeof why), SB_OK);
+	}
 	{
 		json_t *first = msg_user_text_new("first");
 
@@ -497,8 +512,9 @@ static void test_invalid_lines(void **state)
 	assert_int_equal(transcript_load(path, &l), SB_ERR_INVAL);
 	write_file(path, "{\"type\":\"session\",\"version\":\"1\",\"id\":\"s\"}\n");
 	assert_int_equal(transcript_load(path, &l), SB_ERR_INVAL);
+	/* Empty: a session whose file was made but never written (new). */
 	write_file(path, "");
-	assert_int_equal(transcript_load(path, &l), SB_ERR_INVAL);
+	assert_int_equal(transcript_load(path, &l), SB_ERR_NOTFOUND);
 	/* A second header later on. */
 	snprintf(text, sizeof text, "%s%s%s", hdr, e1, hdr);
 	write_file(path, text);
@@ -531,7 +547,7 @@ static void test_torn_header_restarts(void **state)
 	snprintf(dir, sizeof dir, "%s/agents/main/sessions", fx->dir);
 	assert_int_equal(fs_mkdirs(dir, 0700), SB_OK);
 	write_file(fx->path, "{\"type\":\"sess");
-	assert_int_equal(transcript_load(fx->path, &l), SB_ERR_INVAL);
+	assert_int_equal(transcript_load(fx->path, &l), SB_ERR_NOTFOUND);
 	open_t(fx, &t);
 	append_text(t, "one", NULL);
 	close_t(fx, t);
