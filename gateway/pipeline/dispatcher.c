@@ -900,7 +900,7 @@ static void pairing_requested(void *ud, int rc, const struct store_pairing *sp, 
 	         "Ask the operator to approve it:\n  switchboard pairing approve %s %s",
 	         sp->code, e->channel, sp->code);
 	snprintf(c->text, sizeof c->text, "%s", text);
-	o = json_pack("{sssssss}", "text", text, "status", "pairing", "reply_to",
+	o = json_pack("{ssssss}", "text", text, "status", "pairing", "reply_to",
 	              e->event_id ? e->event_id : "");
 	if (o) {
 		if (e->thread_id)
