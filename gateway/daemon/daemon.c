@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -532,6 +533,8 @@ static int daemon_start_server(struct daemon *d)
 	so.max_connections = (int)d->cfg->gateway.max_connections;
 	so.metrics = &d->metrics;
 	rc = server_start(&d->server, &d->loop, &so);
+	if (rc == SB_ERR_CONFIG)
+		d->not_listening = true;
 	if (rc)
 		return rc;
 	rc = server_route(d->server, "/healthz", "/healthz", SERVER_DURING_DRAIN,
@@ -839,6 +842,8 @@ int daemon_run(const struct daemon_options *opt)
 		daemon_shutdown(d);
 		daemon_close_all(d);
 		uv_run(&d->loop, UV_RUN_DEFAULT);
+		if (d->not_listening)
+			rc = EX_CONFIG; /* the port or address is the operator's to fix */
 		goto out_loop;
 	}
 	daemon_watch_config(d);

@@ -62,6 +62,7 @@ struct daemon {
 	struct store *store;
 	struct httpc *httpc;
 	struct server *server;
+	bool not_listening; /* the server holds no listening socket: exit EX_CONFIG */
 	struct events *events;
 	struct runner *runner;
 	struct approvals *approvals; /* gate 3 (gateway/pipeline/approvals_notify.h) */

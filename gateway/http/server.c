@@ -13,10 +13,18 @@
 #include "gateway/http/server_ws_internal.h"
 #include "gateway/http/server_wsc.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
 #include <libwebsockets.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
@@ -456,8 +464,186 @@ static bool server_is_ipv6(const char *bind)
 	return strchr(bind, ':') != NULL;
 }
 
+/* Whether this process holds a listening TCP socket on port (any port when
+ * 0): libwebsockets logs a failed bind but still returns a context, so the
+ * listener is looked for where it must be, among our own descriptors. */
+static bool server_listening(int port)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *de;
+	bool found = false;
+
+	if (!dir)
+		return true; /* no /proc: cannot tell, trust the context */
+	while (!found && (de = readdir(dir)) != NULL) {
+		struct sockaddr_storage ss;
+		socklen_t len = sizeof ss;
+		int fd = atoi(de->d_name), yes = 0;
+		socklen_t ylen = sizeof yes;
+		struct stat st;
+		int got;
+
+		if (de->d_name[0] < '0' || de->d_name[0] > '9' || fd == dirfd(dir) ||
+		    fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode))
+			continue;
+		if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &yes, &ylen) != 0 || !yes ||
+		    getsockname(fd, (struct sockaddr *)&ss, &len) != 0)
+			continue;
+		if (ss.ss_family == AF_INET)
+			got = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+		else if (ss.ss_family == AF_INET6)
+			got = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+		else
+			continue;
+		found = port == 0 || got == port;
+	}
+	closedir(dir);
+	return found;
+}
+
+/* The socket inode listening on port, from /proc/net/tcp or tcp6; 0 when
+ * none is found. */
+static unsigned long server_port_inode(const char *table, int port)
+{
+	FILE *f = fopen(table, "r");
+	char line[512];
+	unsigned long inode = 0;
+
+	if (!f)
+		return 0;
+	while (!inode && fgets(line, sizeof line, f)) {
+		char local[128], remote[128];
+		unsigned int st, lport;
+		unsigned long ino;
+		const char *colon;
+
+		if (sscanf(line, " %*d: %127s %127s %x %*s %*s %*s %*s %*s %lu", local, remote, &st,
+		           &ino) != 4)
+			continue;
+		colon = strrchr(local, ':');
+		if (!colon || sscanf(colon + 1, "%x", &lport) != 1)
+			continue;
+		if (st == 0x0A && (int)lport == port) /* TCP_LISTEN */
+			inode = ino;
+	}
+	fclose(f);
+	return inode;
+}
+
+/* Names what holds port ("pid 123 (nginx)", or "another process" when
+ * /proc does not say), for the error message. */
+static void server_port_holder(int port, char *out, size_t size)
+{
+	unsigned long inode = server_port_inode("/proc/net/tcp", port);
+	char want[64];
+	DIR *procs;
+	struct dirent *p;
+
+	snprintf(out, size, "another process (not one this user can see)");
+	if (!inode)
+		inode = server_port_inode("/proc/net/tcp6", port);
+	if (!inode) {
+		snprintf(out, size,
+		         "nothing listens there: the address may not exist on this host");
+		return;
+	}
+	snprintf(want, sizeof want, "socket:[%lu]", inode);
+	procs = opendir("/proc");
+	while (procs && (p = readdir(procs)) != NULL) {
+		char path[600], link[64];
+		DIR *fds;
+		struct dirent *fd;
+		bool hit = false;
+
+		if (p->d_name[0] < '1' || p->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof path, "/proc/%s/fd", p->d_name);
+		fds = opendir(path);
+		while (fds && !hit && (fd = readdir(fds)) != NULL) {
+			ssize_t n;
+
+			snprintf(path, sizeof path, "/proc/%s/fd/%s", p->d_name, fd->d_name);
+			n = readlink(path, link, sizeof link - 1);
+			if (n > 0) {
+				link[n] = '\0';
+				hit = strcmp(link, want) == 0;
+			}
+		}
+		if (fds)
+			closedir(fds);
+		if (hit) {
+			char comm[64] = "";
+			FILE *f;
+
+			snprintf(path, sizeof path, "/proc/%s/comm", p->d_name);
+			f = fopen(path, "r");
+			if (f) {
+				if (fgets(comm, sizeof comm, f))
+					comm[strcspn(comm, "\n")] = '\0';
+				fclose(f);
+			}
+			snprintf(out, size, "pid %s (%s)", p->d_name, comm[0] ? comm : "?");
+			break;
+		}
+	}
+	if (procs)
+		closedir(procs);
+}
+
+/* Whether bind:port can be bound now, as libwebsockets will bind it
+ * (SO_REUSEADDR); errno-style reason in why when not. Checked before the
+ * context exists: a context whose vhost failed cannot be torn down safely
+ * on a foreign loop. */
+static bool server_can_bind(const char *bind_addr, int port, char *why, size_t size)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int fd, yes = 1;
+	bool ok;
+
+	memset(&ss, 0, sizeof ss);
+	if (strchr(bind_addr, ':')) {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+
+		a->sin6_family = AF_INET6;
+		a->sin6_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET6, bind_addr, &a->sin6_addr) != 1)
+			return true; /* not a literal: libwebsockets resolves it */
+		len = sizeof *a;
+	} else {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+
+		a->sin_family = AF_INET;
+		a->sin_port = htons((uint16_t)port);
+		if (inet_pton(AF_INET, bind_addr, &a->sin_addr) != 1)
+			return true;
+		len = sizeof *a;
+	}
+	fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return true;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+	ok = bind(fd, (struct sockaddr *)&ss, len) == 0;
+	if (!ok)
+		snprintf(why, size, "%s", strerror(errno));
+	close(fd);
+	return ok;
+}
+
+static void server_not_listening(const char *bind_addr, int port, const char *why)
+{
+	char holder[200];
+
+	server_port_holder(port, holder, sizeof holder);
+	log_error("server", "not listening: the port cannot be bound", LOG_S("bind", bind_addr),
+	          LOG_I("port", port), LOG_S("error", why), LOG_S("held_by", holder),
+	          LOG_S("hint", "stop what holds the port, or change gateway.port / gateway.bind, "
+	                        "or pass --port"));
+}
+
 int server_start(struct server **out, uv_loop_t *loop, const struct server_options *opt)
 {
+	char why[128] = "";
 	struct lws_context_creation_info info;
 	void *loops[1] = {loop};
 	struct server *s;
@@ -493,6 +679,11 @@ int server_start(struct server **out, uv_loop_t *loop, const struct server_optio
 	info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_VALIDATE_UTF8;
 	if (!server_is_ipv6(s->bind))
 		info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
+	if (opt->port > 0 && !server_can_bind(s->bind, opt->port, why, sizeof why)) {
+		server_not_listening(s->bind, opt->port, why);
+		rc = SB_ERR_CONFIG;
+		goto out;
+	}
 	s->ctx = lws_create_context(&info);
 	if (!s->ctx) {
 		log_error("server", "cannot listen", LOG_S("bind", s->bind),
@@ -500,6 +691,15 @@ int server_start(struct server **out, uv_loop_t *loop, const struct server_optio
 		          LOG_S("hint", "is another process using the port? change gateway.port "
 		                        "or pass --port"));
 		rc = SB_ERR_IO;
+		goto out;
+	}
+	if (!server_listening(opt->port)) {
+		/* Taken between the check and the bind. The context is left as
+		 * it is (tearing down a failed vhost on a foreign loop crashes
+		 * libwebsockets 4.1); the process exits. */
+		server_not_listening(s->bind, opt->port, "the bind failed (see the lws line)");
+		s = NULL;
+		rc = SB_ERR_CONFIG;
 		goto out;
 	}
 	*out = s;

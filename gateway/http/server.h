@@ -50,8 +50,10 @@ struct server_options {
 	struct metrics *metrics; /* counts responses by route and status */
 };
 
-/* Creates the lws context on loop and starts listening. SB_ERR_IO when the
- * address cannot be bound (logged with the reason). */
+/* Creates the lws context on loop and starts listening. SB_ERR_IO when no
+ * context could be made; SB_ERR_CONFIG when the context exists but holds no
+ * listening socket on the port (taken, or bind names an address the host
+ * lacks): logged with the port and what holds it; the caller exits. */
 int server_start(struct server **out, uv_loop_t *loop, const struct server_options *opt);
 
 /* Adds a route. flags: enum server_route_flags; methods: a mask of
