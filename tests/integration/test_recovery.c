@@ -1,0 +1,454 @@
+/*
+ * test_recovery.c - the seams a crash or a bad start used to break, each
+ * asserted from the side of who receives the answer:
+ *
+ *  1. a kill -9 while a tool runs leaves a tool_use without its result; the
+ *     session must still answer (the model server refuses a history with an
+ *     unanswered tool call, as providers do);
+ *  2. a transcript left empty (made, header never written) is a new session,
+ *     not a session broken for good;
+ * 10. a Telegram user who is not paired receives the pairing code, read from
+ *     the Telegram emulator;
+ * 11. a gateway whose port is taken exits 78 (EX_CONFIG), naming the port and
+ *     what holds it, and never says it is ready.
+ *
+ * SWITCHBOARD_TEST_BINARY=<path> runs them against another build (an older
+ * commit, to see them fail).
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "agents/message.h"
+#include "agents/transcript.h"
+#include "harness.h"
+#include "harness_oai.h"
+
+#define TOKEN "123456:TEST-token"
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void write_home(const char *home, const char *name, const char *text)
+{
+	char path[1024];
+
+	snprintf(path, sizeof path, "%s/%s", home, name);
+	assert_int_equal(harness_write_file(path, text), 0);
+}
+
+static void dump_log(const struct harness_daemon *d)
+{
+	struct buf log;
+
+	buf_init(&log, 64 << 20);
+	harness_daemon_log(d, &log);
+	fprintf(stderr, "gateway log:\n%s\n", log.data ? log.data : "");
+	buf_free(&log);
+}
+
+/* ---- the OpenAI endpoint over the scripted model server ---- */
+
+struct oai_fx {
+	char home[512];
+	char token[256];
+	struct harness_peer llm;
+	struct harness_daemon d;
+};
+
+static void oai_setup(struct oai_fx *f)
+{
+	const char *init[] = {"init", NULL};
+	char cfg[2048];
+
+	memset(f, 0, sizeof *f);
+	assert_int_equal(harness_tmpdir(f->home, sizeof f->home), 0);
+	assert_int_equal(harness_peer_start(&f->llm, "fake_llm.js", NULL), 0);
+	snprintf(cfg, sizeof cfg,
+	         "providers:\n"
+	         "  - {id: oa, api: openai-chat, base_url: \"http://127.0.0.1:%d/v1\", "
+	         "api_key: k1, max_retries: 0, timeout: 20s}\n"
+	         "agents:\n"
+	         "  - {id: main, default: true, model: oa/gpt-test, sandbox: full, "
+	         "timezone: UTC}\n"
+	         "openai_api: {enabled: true, sync_timeout: 60s}\n",
+	         f->llm.port);
+	write_home(f->home, "switchboard.yaml", cfg);
+	assert_int_equal(harness_cli(f->home, NULL, init), 0);
+	assert_int_equal(harness_oai_token(f->home, f->token, sizeof f->token), 0);
+}
+
+static void oai_start(struct oai_fx *f)
+{
+	if (harness_daemon_start(&f->d, f->home, NULL) != 0 || harness_wait_ready(&f->d, 20000)) {
+		dump_log(&f->d);
+		fail_msg("the gateway did not start");
+	}
+}
+
+static void oai_teardown(struct oai_fx *f)
+{
+	int code = harness_daemon_stop(&f->d, SIGTERM, 20000);
+
+	if (code != 0)
+		dump_log(&f->d);
+	harness_peer_stop(&f->llm);
+	harness_rmrf(f->home);
+	assert_int_equal(code, 0);
+}
+
+static void llm_script(struct oai_fx *f, const char *json)
+{
+	assert_int_equal(harness_http(f->llm.port, "POST", "/__reset", NULL, "{}", NULL), 200);
+	assert_int_equal(harness_http(f->llm.port, "POST", "/__script", NULL, json, NULL), 200);
+}
+
+/* One chat completion for user as the SDK would send it; the reply's text
+ * (caller frees), or NULL with the status in *status. */
+static char *oai_ask(struct oai_fx *f, const char *user, const char *text, long *status)
+{
+	char auth[400], *body;
+	const char *h[] = {auth, "Content-Type: application/json", NULL};
+	struct buf resp;
+	json_t *req, *res;
+	char *out = NULL;
+
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", f->token);
+	req = json_pack("{sssss[{ssss}]}", "model", "switchboard/main", "user", user, "messages",
+	                "role", "user", "content", text);
+	body = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	buf_init(&resp, 16 << 20);
+	*status = harness_http(f->d.port, "POST", "/v1/chat/completions", h, body, &resp);
+	free(body);
+	res = resp.data ? json_loads(resp.data, 0, NULL) : NULL;
+	if (*status == 200) {
+		const char *c = json_string_value(json_object_get(
+		    json_object_get(json_array_get(json_object_get(res, "choices"), 0), "message"),
+		    "content"));
+
+		out = c ? strdup(c) : NULL;
+	}
+	json_decref(res);
+	buf_free(&resp);
+	return out;
+}
+
+/* The path of the only transcript of agent main (NULL when none). */
+static int main_transcript(const struct oai_fx *f, char *out, size_t size)
+{
+	char dir[700];
+	struct dirent *de;
+	DIR *d;
+	int n = 0;
+
+	snprintf(dir, sizeof dir, "%s/agents/main/sessions", f->home);
+	d = opendir(dir);
+	if (!d)
+		return 0;
+	while ((de = readdir(d)))
+		if (strstr(de->d_name, ".jsonl") && !strstr(de->d_name, ".archive-") &&
+		    !strstr(de->d_name, ".new")) {
+			snprintf(out, size, "%s/%s", dir, de->d_name);
+			n++;
+		}
+	closedir(d);
+	return n;
+}
+
+struct asker {
+	pid_t pid;
+};
+
+/* Sends the request from a child process (it dies with the gateway). */
+static void ask_in_background(struct oai_fx *f, struct asker *a, const char *user, const char *text)
+{
+	a->pid = fork();
+	assert_true(a->pid >= 0);
+	if (a->pid == 0) {
+		long st;
+
+		free(oai_ask(f, user, text, &st));
+		_exit(0);
+	}
+}
+
+/* 1: killed while a tool runs; the session answers afterwards. */
+static void test_kill_during_tool(void **state)
+{
+	struct oai_fx f;
+	struct asker a;
+	char path[1200], *reply;
+	struct buf data;
+	int64_t deadline;
+	long st = 0;
+
+	(void)state;
+	oai_setup(&f);
+	llm_script(&f, "[{\"match\": \"slow tool\", \"tool_calls\": [{\"name\": \"bash\", "
+	               "\"input\": {\"command\": \"sleep 30\"}}]},"
+	               " {\"match\": \"slow tool\", \"text\": \"the tool was cut\"},"
+	               " {\"match\": \"and now\", \"text\": \"still here\"}]");
+	oai_start(&f);
+	ask_in_background(&f, &a, "u1", "run the slow tool");
+	/* The tool call is in the transcript: the tool runs. */
+	deadline = now_ms() + 30000;
+	buf_init(&data, 64 << 20);
+	for (;;) {
+		buf_reset(&data);
+		if (main_transcript(&f, path, sizeof path) == 1 &&
+		    harness_read_file(path, &data) == 0 && data.data &&
+		    strstr(data.data, "\"tool_use\"") && strstr(data.data, "tool_start"))
+			break;
+		if (now_ms() > deadline) {
+			dump_log(&f.d);
+			fail_msg("the tool call never started");
+		}
+		usleep(50000);
+	}
+	buf_free(&data);
+	assert_int_equal(harness_daemon_stop(&f.d, SIGKILL, 10000), 128 + SIGKILL);
+	harness_wait(a.pid, 10000);
+	oai_start(&f);
+	/* A further message is answered by the model, not refused. */
+	deadline = now_ms() + 60000;
+	reply = oai_ask(&f, "u1", "and now?", &st);
+	if (!reply || strcmp(reply, "still here") != 0) {
+		dump_log(&f.d);
+		fail_msg("after the kill: status %ld, reply \"%s\"", st, reply ? reply : "(none)");
+	}
+	free(reply);
+	/* The transcript loads with every tool_use paired. */
+	{
+		struct transcript_loaded tl;
+		char why[512];
+
+		assert_int_equal(main_transcript(&f, path, sizeof path), 1);
+		assert_int_equal(transcript_load(path, &tl), 0);
+		assert_true(tl.repaired >= 1);
+		if (msg_check_pairing(tl.messages, why, sizeof why) != 0)
+			fail_msg("pairing broken: %s", why);
+		transcript_loaded_free(&tl);
+	}
+	oai_teardown(&f);
+}
+
+/* 2: a transcript of 0 bytes (created, header never written) is a new
+ * session. */
+static void test_empty_transcript(void **state)
+{
+	struct oai_fx f;
+	char path[1200], *reply;
+	long st = 0;
+
+	(void)state;
+	oai_setup(&f);
+	llm_script(&f, "[{\"match\": \"first\", \"text\": \"one\"},"
+	               " {\"match\": \"second\", \"text\": \"two\"}]");
+	oai_start(&f);
+	reply = oai_ask(&f, "u2", "first", &st);
+	assert_non_null(reply);
+	assert_string_equal(reply, "one");
+	free(reply);
+	assert_int_equal(harness_daemon_stop(&f.d, SIGKILL, 10000), 128 + SIGKILL);
+	assert_int_equal(main_transcript(&f, path, sizeof path), 1);
+	assert_int_equal(harness_write_file(path, ""), 0);
+	oai_start(&f);
+	reply = oai_ask(&f, "u2", "second", &st);
+	if (!reply || strcmp(reply, "two") != 0) {
+		dump_log(&f.d);
+		fail_msg("after emptying the transcript: status %ld, reply \"%s\"", st,
+		         reply ? reply : "(none)");
+	}
+	free(reply);
+	oai_teardown(&f);
+}
+
+/* ---- 10: the pairing code reaches the Telegram user ---- */
+
+static json_t *emu_post(int port, const char *path, json_t *body_take)
+{
+	static const char *const h[] = {"Content-Type: application/json", NULL};
+	char *text = json_dumps(body_take, JSON_COMPACT);
+	struct buf resp;
+	json_t *out = NULL;
+
+	json_decref(body_take);
+	buf_init(&resp, 16 << 20);
+	if (harness_http(port, "POST", path, h, text, &resp) == 200 && resp.data)
+		out = json_loads(resp.data, 0, NULL);
+	free(text);
+	buf_free(&resp);
+	return out;
+}
+
+static void test_pairing_code_reaches_telegram(void **state)
+{
+	const char *init[] = {"init", NULL};
+	struct harness_peer emu;
+	struct harness_daemon d;
+	char home[512], cfg[2048];
+	json_t *r, *m, *msg = NULL;
+	int64_t deadline;
+	size_t i;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_peer_start(&emu, "telegram_emulator.js", NULL), 0);
+	write_home(home, "script.yaml", "steps:\n  - text: \"echo {{user_text}}\"\n");
+	snprintf(cfg, sizeof cfg,
+	         "providers:\n"
+	         "  - {id: s, api: scripted, script: script.yaml}\n"
+	         "agents:\n"
+	         "  - {id: main, default: true, model: s/echo}\n"
+	         "channels:\n"
+	         "  telegram:\n"
+	         "    dm_policy: pairing\n"
+	         "    accounts:\n"
+	         "      - id: emu\n"
+	         "        token: \"%s\"\n"
+	         "        api_base: http://127.0.0.1:%d\n"
+	         "        poll_timeout: 0s\n"
+	         "        poll_interval: 200ms\n"
+	         "        typing: false\n",
+	         TOKEN, emu.port);
+	write_home(home, "switchboard.yaml", cfg);
+	assert_int_equal(harness_cli(home, NULL, init), 0);
+	if (harness_daemon_start(&d, home, NULL) != 0 || harness_wait_ready(&d, 20000)) {
+		dump_log(&d);
+		fail_msg("the gateway did not start");
+	}
+	r = emu_post(emu.port, "/sendMessage",
+	             json_pack("{sss{sisbssss}s{siss}sIss}", "botToken", TOKEN, "from", "id", 77,
+	                       "is_bot", 0, "first_name", "Mallory", "username", "mallory", "chat",
+	                       "id", 77, "type", "private", "date", (json_int_t)time(NULL), "text",
+	                       "let me in"));
+	assert_non_null(r);
+	json_decref(r);
+	deadline = now_ms() + 30000;
+	while (!msg && now_ms() < deadline) {
+		r = emu_post(emu.port, "/getUpdates",
+		             json_pack("{sssi}", "token", TOKEN, "chatId", 77));
+		json_array_foreach(json_object_get(r, "result"), i, m)
+		{
+			json_t *bm = json_object_get(m, "message");
+
+			if (!msg && json_is_string(json_object_get(bm, "text")))
+				msg = json_deep_copy(bm);
+		}
+		json_decref(r);
+		if (!msg)
+			usleep(100000);
+	}
+	if (!msg) {
+		dump_log(&d);
+		fail_msg("no pairing reply reached the Telegram user");
+	}
+	{
+		const char *text = json_string_value(json_object_get(msg, "text"));
+		const char *code = strstr(text, "pairing code is ");
+
+		assert_non_null(code);
+		assert_non_null(strstr(text, "switchboard pairing approve telegram "));
+		/* the agent never saw the stranger's text */
+		assert_null(strstr(text, "echo"));
+	}
+	json_decref(msg);
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
+	harness_peer_stop(&emu);
+	harness_rmrf(home);
+}
+
+/* ---- 11: a taken port is an exit, not a silent gateway ---- */
+
+static void test_port_taken(void **state)
+{
+	const char *init[] = {"init", NULL};
+	struct sockaddr_in sa;
+	socklen_t len = sizeof sa;
+	char home[512], out[700], portarg[16];
+	struct buf log;
+	pid_t pid;
+	int fd, yes = 1, port, code;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	write_home(home, "script.yaml", "steps:\n  - text: \"hi\"\n");
+	write_home(home, "switchboard.yaml",
+	           "providers:\n  - {id: s, api: scripted, script: script.yaml}\nagents:\n"
+	           "  - {id: main, default: true, model: s/echo}\n");
+	assert_int_equal(harness_cli(home, NULL, init), 0);
+	/* Another program listens on the port (as servers do, SO_REUSEADDR). */
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(fd >= 0);
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+	memset(&sa, 0, sizeof sa);
+	sa.sin_family = AF_INET;
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+	assert_int_equal(listen(fd, 4), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &len), 0);
+	port = ntohs(sa.sin_port);
+	snprintf(portarg, sizeof portarg, "%d", port);
+	snprintf(out, sizeof out, "%s/gateway.out", home);
+	{
+		const char *args[] = {"gateway", "--port", portarg, NULL};
+
+		pid = harness_cli_start(home, out, args);
+	}
+	assert_true(pid > 0);
+	code = harness_wait(pid, 15000);
+	buf_init(&log, 16 << 20);
+	harness_read_file(out, &log);
+	if (code != 78)
+		fail_msg("exit %d (want 78, EX_CONFIG); output:\n%s", code,
+		         log.data ? log.data : "");
+	/* It names the port and what holds it (this test's process). */
+	{
+		char want[64];
+
+		snprintf(want, sizeof want, "port=%d", port);
+		assert_non_null(strstr(log.data, want));
+		snprintf(want, sizeof want, "held_by=\"pid %ld ", (long)getpid());
+		assert_non_null(strstr(log.data, want));
+	}
+	/* and never claimed to be ready or listening */
+	assert_null(strstr(log.data, "msg=ready"));
+	assert_null(strstr(log.data, "is listening on"));
+	buf_free(&log);
+	close(fd);
+	harness_rmrf(home);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_port_taken),
+	    cmocka_unit_test(test_pairing_code_reaches_telegram),
+	    cmocka_unit_test(test_empty_transcript),
+	    cmocka_unit_test(test_kill_during_tool),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
