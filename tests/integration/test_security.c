@@ -10,7 +10,9 @@
  *   - bootstrap files swapped for symlinks by a command (SOUL.md ->
  *     gateway.token, USER.md -> switchboard.yaml, AGENTS.md -> a file
  *     outside, TOOLS.md -> a directory symlink): none of the targets'
- *     bytes reach the next prompt, which says each file was refused.
+ *     bytes reach the next prompt, which says each file was refused;
+ *   - the descriptors a command holds, listed from inside it: only its
+ *     stdio, never the gateway's sockets or pipes.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -186,10 +188,63 @@ static void test_bootstrap_symlinks(void **state)
 	free(sys);
 }
 
+/* The descriptors a command's process holds, listed from inside bash as the
+ * model receives the listing: only stdin, stdout and stderr (and the
+ * directory fd ls itself opens). The model connection the gateway keeps to
+ * the provider must not be among them: with it, a "no network" command can
+ * talk to the provider over the gateway's own socket. */
+static void test_child_fds(void **state)
+{
+	char *text, *tool = NULL, *p;
+	struct buf out;
+	json_t *reqs, *msgs;
+	int listed = 0;
+
+	(void)state;
+	/* ls -l /proc/$$/fd: the shell's own descriptors (not ls's), each
+	 * line "... N -> target" */
+	script("[{\"tool_calls\":[{\"name\":\"bash\",\"input\":{\"command\":"
+	       "\"ls -l /proc/$$/fd\"}}]},"
+	       " {\"text\":\"listed\"}]");
+	buf_init(&out, 1 << 20);
+	assert_int_equal(agent_run("list your fds", &out), 0);
+	if (!strstr(out.data, "listed") || !strstr(out.data, "done in"))
+		fail_msg("the listing did not run: %s", out.data);
+	buf_free(&out);
+	text = llm_requests_text();
+	reqs = json_loads(text, 0, NULL);
+	free(text);
+	msgs = json_object_get(
+	    json_object_get(json_array_get(reqs, json_array_size(reqs) - 1), "body"), "messages");
+	for (size_t i = 0; i < json_array_size(msgs); i++) {
+		json_t *m = json_array_get(msgs, i);
+
+		if (strcmp(json_string_value(json_object_get(m, "role")), "tool") == 0)
+			tool = (char *)json_string_value(json_object_get(m, "content"));
+	}
+	assert_non_null(tool);
+	for (p = strstr(tool, " -> "); p; p = strstr(p + 4, " -> ")) {
+		const char *q = p;
+		long fd;
+
+		while (q > tool && q[-1] >= '0' && q[-1] <= '9')
+			q--;
+		fd = strtol(q, NULL, 10);
+		listed++;
+		if (fd > 2)
+			fail_msg("the command inherited fd %ld:\n%s", fd, tool);
+	}
+	/* 0, 1 and 2 at least: the listing itself worked */
+	if (listed < 3)
+		fail_msg("no listing: %s", tool);
+	json_decref(reqs);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_bootstrap_symlinks),
+	    cmocka_unit_test(test_child_fds),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
