@@ -12,7 +12,8 @@
  *     outside, TOOLS.md -> a directory symlink): none of the targets'
  *     bytes reach the next prompt, which says each file was refused;
  *   - the descriptors a command holds, listed from inside it: only its
- *     stdio, never the gateway's sockets or pipes.
+ *     stdio, never the gateway's sockets or pipes;
+ *   - state.db and its -wal/-shm are 0600 whatever the umask.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -240,9 +242,36 @@ static void test_child_fds(void **state)
 	json_decref(reqs);
 }
 
+/* The store's files are the operator's alone, whatever the umask (022
+ * here, as on most hosts): state.db, its -wal and its -shm. */
+static void test_state_files_private(void **state)
+{
+	static const char *const names[] = {"state.db", "state.db-wal", "state.db-shm"};
+	mode_t old = umask(022);
+	struct buf out;
+
+	(void)state;
+	script("[{\"text\":\"stored\"}]");
+	buf_init(&out, 1 << 20);
+	assert_int_equal(agent_run("store something", &out), 0);
+	buf_free(&out);
+	umask(old);
+	for (size_t i = 0; i < 3; i++) {
+		char path[1024];
+		struct stat st;
+
+		snprintf(path, sizeof path, "%s/%s", fx.home, names[i]);
+		if (stat(path, &st) != 0)
+			continue; /* -wal/-shm are gone after a clean close */
+		if (st.st_mode & 077)
+			fail_msg("%s is mode %03o", names[i], (unsigned)(st.st_mode & 0777));
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_state_files_private),
 	    cmocka_unit_test(test_bootstrap_symlinks),
 	    cmocka_unit_test(test_child_fds),
 	};
