@@ -478,7 +478,7 @@ static bool server_listening(int port)
 	while (!found && (de = readdir(dir)) != NULL) {
 		struct sockaddr_storage ss;
 		socklen_t len = sizeof ss;
-		int fd = atoi(de->d_name), yes = 0;
+		int fd = (int)strtol(de->d_name, NULL, 10), yes = 0;
 		socklen_t ylen = sizeof yes;
 		struct stat st;
 		int got;
