@@ -239,17 +239,30 @@ static void test_kill_during_tool(void **state)
 		fail_msg("after the kill: status %ld, reply \"%s\"", st, reply ? reply : "(none)");
 	}
 	free(reply);
-	/* The transcript loads with every tool_use paired. */
+	/* Every transcript loads with every tool_use paired. */
 	{
-		struct transcript_loaded tl;
-		char why[512];
+		char dir[700], why[512];
+		struct dirent *de;
+		size_t repaired = 0;
+		DIR *dd;
 
-		assert_int_equal(main_transcript(&f, path, sizeof path), 1);
-		assert_int_equal(transcript_load(path, &tl), 0);
-		assert_true(tl.repaired >= 1);
-		if (msg_check_pairing(tl.messages, why, sizeof why) != 0)
-			fail_msg("pairing broken: %s", why);
-		transcript_loaded_free(&tl);
+		snprintf(dir, sizeof dir, "%s/agents/main/sessions", f.home);
+		dd = opendir(dir);
+		assert_non_null(dd);
+		while ((de = readdir(dd))) {
+			struct transcript_loaded tl;
+
+			if (!strstr(de->d_name, ".jsonl") || strstr(de->d_name, ".archive-"))
+				continue;
+			snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+			assert_int_equal(transcript_load(path, &tl), 0);
+			repaired += tl.repaired;
+			if (msg_check_pairing(tl.messages, why, sizeof why) != 0)
+				fail_msg("pairing broken in %s: %s", path, why);
+			transcript_loaded_free(&tl);
+		}
+		closedir(dd);
+		assert_true(repaired >= 1);
 	}
 	oai_teardown(&f);
 }
