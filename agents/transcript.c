@@ -920,8 +920,15 @@ int transcript_load(const char *path, struct transcript_loaded *out)
 			} else if (ev && strcmp(ev, "note") == 0 &&
 			           json_is_object(json_object_get(j, "edit"))) {
 				json_t *edits = json_pack("[O]", json_object_get(j, "edit"));
+				size_t fixed = 0;
 
-				rc = edits ? compact_apply(out->messages, edits) : SB_ERR_NOMEM;
+				/* The note may edit a result the repair below makes
+				 * (written by the run after a restart): repair first. */
+				rc = transcript_repair_pairing(out->messages, &fixed);
+				out->repaired += fixed;
+				if (rc == SB_OK)
+					rc = edits ? compact_apply(out->messages, edits)
+					           : SB_ERR_NOMEM;
 				json_decref(edits);
 				if (rc != SB_OK)
 					goto out;
@@ -938,7 +945,12 @@ int transcript_load(const char *path, struct transcript_loaded *out)
 			goto out;
 		snprintf(out->last_id, sizeof out->last_id, "%s", id);
 	}
-	rc = transcript_repair_pairing(out->messages, &out->repaired);
+	{
+		size_t fixed = 0;
+
+		rc = transcript_repair_pairing(out->messages, &fixed);
+		out->repaired += fixed;
+	}
 out:
 	for (i = 0; i < n; i++)
 		json_decref(lines[i].j);
