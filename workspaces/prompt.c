@@ -10,9 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "gateway/core/beneath.h"
 #include "gateway/core/err.h"
-#include "gateway/core/fsutil.h"
 
 /* Below this many bytes of total budget, the remaining files are skipped. */
 #define PROMPT_MIN_REMAINING 64
@@ -106,6 +107,7 @@ const char *const prompt_file_names[PROMPT_FILES_MAX] = {
 
 /* The default source: reads the file, hashes it. */
 struct prompt_read_source {
+	int root; /* the workspace directory (beneath.h) */
 	char *text;
 	unsigned char hash[PROMPT_HASH_BYTES];
 };
@@ -117,12 +119,12 @@ static int prompt_read_get(void *ud, size_t index, const char *name, const char 
 	int frc;
 
 	(void)index;
-	(void)name;
+	(void)path;
 	free(rs->text);
 	rs->text = NULL;
 	*len = 0;
-	frc = fs_read_all(path, PROMPT_FILE_READ_MAX, &rs->text, len);
-	if (frc == SB_ERR_NOTFOUND)
+	frc = beneath_read_all(rs->root, name, PROMPT_FILE_READ_MAX, &rs->text, len);
+	if (frc == SB_ERR_NOTFOUND || frc == SB_ERR_PERM)
 		return frc;
 	if (frc)
 		return frc == SB_ERR_TOOBIG ? SB_ERR_TOOBIG : SB_ERR_IO;
@@ -136,11 +138,15 @@ static int prompt_read_get(void *ud, size_t index, const char *name, const char 
 int workspace_prompt_build(const char *dir, const struct prompt_options *opt, struct buf *out,
                            struct prompt_info *info)
 {
-	struct prompt_read_source rs = {0};
+	struct prompt_read_source rs = {.root = -1};
 	struct prompt_source src = {.get = prompt_read_get, .ud = &rs};
-	int rc = workspace_prompt_build_from(dir, opt, &src, out, info);
+	int rc = beneath_root(dir, &rs.root);
 
+	if (rc)
+		return rc == SB_ERR_NOMEM ? rc : SB_ERR_NOTFOUND;
+	rc = workspace_prompt_build_from(dir, opt, &src, out, info);
 	free(rs.text);
+	close(rs.root);
 	return rc;
 }
 
@@ -188,6 +194,16 @@ int workspace_prompt_build_from(const char *dir, const struct prompt_options *op
 			if (!prompt_order[i].only_new && !prompt_order[i].only_main)
 				rc = buf_printf(out, "\n## %s\n\n[MISSING] Expected at: %s\n",
 				                pf->name, path);
+			continue;
+		}
+		if (frc == SB_ERR_PERM) {
+			/* A symlink (or a FIFO, a socket) where a bootstrap file
+			 * belongs: its target never reaches the prompt. */
+			pf->refused = true;
+			rc = buf_printf(out,
+			                "\n## %s\n\n[not included: %s is not a regular file in the "
+			                "workspace; symbolic links are never followed]\n",
+			                pf->name, pf->name);
 			continue;
 		}
 		if (frc)

@@ -5,8 +5,9 @@
  * this order: AGENTS.md, SOUL.md, TOOLS.md, IDENTITY.md, USER.md,
  * HEARTBEAT.md, BOOTSTRAP.md (only while the workspace is new), MEMORY.md
  * (only in the agent's private main session). A missing file gets one short
- * line; a blank one is skipped. Each file is capped (file_max_chars); an
- * over-long one keeps its first 70% and last 20% around a marker naming the
+ * line; a blank one is skipped; one that is not a regular file (a
+ * symlink, whatever its target) gets a line saying it was refused. Each file is capped
+ * (file_max_chars); an over-long one keeps its first 70% and last 20% around a marker naming the
  * file to read for the rest. The total is capped too: once it is spent, the
  * remaining files are listed, not included.
  *
@@ -44,6 +45,7 @@ struct prompt_file {
 	bool included; /* some of it is in the prompt */
 	bool truncated;
 	bool blank;                            /* present, but only white space: skipped */
+	bool refused; /* not a regular file (a symlink, a FIFO): never read */
 	size_t bytes;                          /* the file's size */
 	unsigned char hash[PROMPT_HASH_BYTES]; /* BLAKE2b-256 of the bytes (present only) */
 };
@@ -61,9 +63,11 @@ int workspace_prompt_build(const char *dir, const struct prompt_options *opt, st
 
 /* Where the bytes of the bootstrap files come from. get gives the file
  * name (path is dir/name) as text/len with its BLAKE2b-256 hash, lent until
- * the build returns; SB_OK, SB_ERR_NOTFOUND (absent), or another error that
- * ends the build. The default source reads each file; workspace_snapshot
- * (workspace.h) gives cached bytes checked with stat. */
+ * the build returns; SB_OK, SB_ERR_NOTFOUND (absent), SB_ERR_PERM (not a
+ * regular file: a symlink is never followed; the prompt says it was
+ * refused), or another error that ends the build. Both sources read the
+ * files beneath the workspace's directory fd (gateway/core/beneath.h). The default source reads
+ * each file; workspace_snapshot (workspace.h) gives cached bytes checked with stat. */
 struct prompt_source {
 	int (*get)(void *ud, size_t index, const char *name, const char *path, const char **text,
 	           size_t *len, const unsigned char **hash);

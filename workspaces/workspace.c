@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "gateway/core/beneath.h"
 #include "gateway/core/err.h"
 #include "workspaces/scaffold.h"
 
@@ -56,6 +57,7 @@ bool workspace_git_ready(void)
 struct ws_file {
 	bool known; /* looked at before */
 	bool present;
+	bool refused; /* a symlink or another non-regular file: never read */
 	bool racy; /* read again next time whatever stat says */
 	dev_t dev;
 	ino_t ino;
@@ -218,8 +220,9 @@ static int ws_read_fd(int fd, size_t hint, char **out, size_t *len)
 	return SB_OK;
 }
 
-/* Brings f up to date with the file at path. */
-static int ws_file_refresh(struct workspace_cache *c, struct ws_file *f, const char *path)
+/* Brings f up to date with the file name beneath the workspace's fd root:
+ * never through a symlink, a regular file only (beneath.h). */
+static int ws_file_refresh(struct workspace_cache *c, struct ws_file *f, int root, const char *name)
 {
 	struct stat st;
 	struct timespec now;
@@ -227,23 +230,28 @@ static int ws_file_refresh(struct workspace_cache *c, struct ws_file *f, const c
 	size_t len = 0;
 	int fd, rc;
 
-	if (stat(path, &st) != 0) {
-		if (errno != ENOENT && errno != ENOTDIR)
-			return SB_ERR_IO;
+	rc = beneath_stat(root, name, &st);
+	if (rc == SB_ERR_NOTFOUND)
 		goto absent;
-	}
-	if (!S_ISREG(st.st_mode))
+	if (rc == SB_ERR_PERM)
+		goto refused;
+	if (rc)
+		return rc == SB_ERR_NOMEM ? rc : SB_ERR_IO;
+	if (S_ISDIR(st.st_mode))
 		goto absent; /* a directory of that name is no bootstrap file */
+	if (!S_ISREG(st.st_mode))
+		goto refused;
 	if (f->known && f->present && !f->racy && ws_same_identity(f, &st)) {
 		ws_count(c, &c->stats.file_reuses);
 		return SB_OK;
 	}
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
-	if (fd < 0) {
-		if (errno == ENOENT)
-			goto absent;
-		return SB_ERR_IO;
-	}
+	rc = beneath_open(root, name, O_RDONLY, 0, BENEATH_REGULAR, &fd);
+	if (rc == SB_ERR_NOTFOUND)
+		goto absent;
+	if (rc == SB_ERR_PERM)
+		goto refused; /* swapped for a symlink since the stat */
+	if (rc)
+		return rc == SB_ERR_NOMEM ? rc : SB_ERR_IO;
 	/* The identity of what is actually read (it may have changed since). */
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
@@ -276,6 +284,11 @@ absent:
 	memset(f, 0, sizeof *f);
 	f->known = true;
 	return SB_OK;
+refused:
+	free(f->text);
+	memset(f, 0, sizeof *f);
+	f->known = f->refused = true;
+	return SB_OK;
 }
 
 /* The prompt source over the entry's files (refreshed before the build). */
@@ -287,6 +300,8 @@ static int ws_source_get(void *ud, size_t index, const char *name, const char *p
 
 	(void)name;
 	(void)path;
+	if (f->refused)
+		return SB_ERR_PERM;
 	if (!f->present)
 		return SB_ERR_NOTFOUND;
 	*text = f->text;
@@ -418,35 +433,30 @@ int workspace_snapshot(struct workspace_cache *c, const char *dir, const struct 
 	struct workspace_cache *own = NULL;
 	struct ws_entry *e;
 	struct prompt_source src;
-	struct stat st;
+	int root = -1;
 	int rc;
 
 	memset(ver, 0, sizeof *ver);
-	if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
-		return SB_ERR_NOTFOUND;
+	if ((rc = beneath_root(dir, &root)))
+		return rc == SB_ERR_NOMEM ? rc : SB_ERR_NOTFOUND;
 	workspace_git(); /* git_odb_hash needs the library initialised */
 	if (!c) {
-		if ((rc = workspace_cache_new(&own)))
+		if ((rc = workspace_cache_new(&own))) {
+			close(root);
 			return rc;
+		}
 		c = own;
 	}
 	e = ws_entry_get(c, dir);
 	if (!e) {
 		workspace_cache_free(own);
+		close(root);
 		return SB_ERR_NOMEM;
 	}
 	pthread_mutex_lock(&e->mu);
-	for (size_t i = 0; i < PROMPT_FILES_MAX; i++) {
-		char path[PATH_MAX];
-
-		if (snprintf(path, sizeof path, "%s/%s", dir, prompt_file_names[i]) >=
-		    (int)sizeof path) {
-			rc = SB_ERR_TOOBIG;
+	for (size_t i = 0; i < PROMPT_FILES_MAX; i++)
+		if ((rc = ws_file_refresh(c, &e->files[i], root, prompt_file_names[i])))
 			goto out;
-		}
-		if ((rc = ws_file_refresh(c, &e->files[i], path)))
-			goto out;
-	}
 	src.get = ws_source_get;
 	src.ud = e;
 	rc = workspace_prompt_build_from(dir, opt, &src, out, &ver->info);
@@ -455,6 +465,7 @@ int workspace_snapshot(struct workspace_cache *c, const char *dir, const struct 
 out:
 	pthread_mutex_unlock(&e->mu);
 	workspace_cache_free(own);
+	close(root);
 	return rc;
 }
 

@@ -901,21 +901,106 @@ static void perm_cmd_key(const char *name, const char *cmd, char *out, size_t si
 		snprintf(out, size, "%.120s", name);
 }
 
+/* Whether any word of cmd after the program starts with one of prefixes. */
+static bool perm_cmd_has_prefix(const char *cmd, const char *const *prefixes)
+{
+	char w[256];
+
+	for (size_t i = 1; perm_cmd_word(cmd, i, w, sizeof w); i++)
+		for (size_t k = 0; prefixes[k]; k++)
+			if (strncmp(w, prefixes[k], strlen(prefixes[k])) == 0)
+				return true;
+	return false;
+}
+
+/* Whether a cluster of short options ("-uo", "-o") holds the letter c. */
+static bool perm_cmd_has_short(const char *cmd, char c)
+{
+	char w[256];
+
+	for (size_t i = 1; perm_cmd_word(cmd, i, w, sizeof w); i++)
+		if (w[0] == '-' && w[1] != '-' && strchr(w + 1, c))
+			return true;
+	return false;
+}
+
+/* How many words after the program do not start with '-'. */
+static size_t perm_cmd_operands(const char *cmd)
+{
+	char w[256];
+	size_t n = 0;
+
+	for (size_t i = 1; perm_cmd_word(cmd, i, w, sizeof w); i++)
+		if (w[0] != '-')
+			n++;
+	return n;
+}
+
+/* sed takes a program text: its e command and s///e flag run commands, w
+ * and s///w write files. Read only in the plain forms: the options that
+ * change neither (-n, -E, -r, -s, -u, -z), then one script that is an
+ * address with p, d, q or = ("1p", "1,5d", "$p"), or s/x/y/ whose flags are
+ * only g, p, I or a number, and the files. Anything else: exec; -i: write. */
+static enum perm_class perm_classify_sed(const char *cmd)
+{
+	static const char *const plain_opts[] = {
+	    "-n", "--quiet", "--silent", "-E", "-r", "--regexp-extended", "-s", "-u", "-z", NULL};
+	char w[256];
+	bool script = false;
+
+	for (size_t i = 1; perm_cmd_word(cmd, i, w, sizeof w); i++) {
+		if (strncmp(w, "-i", 2) == 0 || strncmp(w, "--in-place", 10) == 0)
+			return PERM_CLASS_WRITE;
+		if (w[0] == '-') {
+			if (!perm_word_in(w, plain_opts))
+				return PERM_CLASS_EXEC; /* -e, -f, --expression, anything unknown */
+			continue;
+		}
+		if (script)
+			continue; /* a file */
+		script = true;
+		if (w[0] == 's' && w[1] == '/') {
+			const char *p = w + 2;
+			int slashes = 0;
+
+			for (; *p && slashes < 2; p++) {
+				if (*p == '\\' && p[1])
+					p++;
+				else if (*p == '/')
+					slashes++;
+			}
+			if (slashes < 2)
+				return PERM_CLASS_EXEC;
+			for (; *p; p++)
+				if (!strchr("gpI0123456789", *p))
+					return PERM_CLASS_EXEC;
+			continue;
+		}
+		{
+			size_t n = strspn(w, "0123456789,$");
+
+			if (n == 0 || (w[n] && (!strchr("pdq=", w[n]) || w[n + 1])))
+				return PERM_CLASS_EXEC;
+		}
+	}
+	return PERM_CLASS_READ;
+}
+
 static enum perm_class perm_classify(const char *name, const char *cmd)
 {
 	static const char *const read[] = {
-	    "ls",       "cat",       "head",    "tail",    "less",     "more",     "grep",
-	    "egrep",    "fgrep",     "rg",      "find",    "wc",       "stat",     "file",
-	    "echo",     "printf",    "pwd",     "true",    "false",    "test",     "[",
-	    "[[",       "sort",      "uniq",    "cut",     "tr",       "diff",     "cmp",
-	    "basename", "dirname",   "date",    "whoami",  "id",       "which",    "type",
-	    "printenv", "du",        "df",      "tree",    "realpath", "readlink", "md5sum",
-	    "sha1sum",  "sha256sum", "jq",      "awk",     "sed",      "nl",       "od",
-	    "hexdump",  "xxd",       "column",  "comm",    "join",     "paste",    "fold",
-	    "fmt",      "expr",      "seq",     "sleep",   "tac",      "rev",      "strings",
-	    "uname",    "hostname",  "cd",      "export",  "set",      "unset",    "read",
-	    "local",    "return",    "exit",    "shift",   "wait",     ":",        "env",
-	    "time",     "nice",      "timeout", "command", "nohup",    "stdbuf",   NULL};
+	    "ls",    "cat",    "head",     "tail",     "grep",     "egrep",    "fgrep",
+	    "rg",    "find",   "wc",       "stat",     "file",     "echo",     "printf",
+	    "pwd",   "true",   "false",    "test",     "[",        "[[",       "sort",
+	    "uniq",  "cut",    "tr",       "diff",     "cmp",      "basename", "dirname",
+	    "date",  "whoami", "id",       "which",    "type",     "printenv", "du",
+	    "df",    "tree",   "realpath", "readlink", "md5sum",   "sha1sum",  "sha256sum",
+	    "jq",    "nl",     "od",       "hexdump",  "xxd",      "column",   "comm",
+	    "join",  "paste",  "fold",     "fmt",      "expr",     "seq",      "sleep",
+	    "tac",   "rev",    "strings",  "uname",    "hostname", "cd",       "export",
+	    "set",   "unset",  "read",     "local",    "return",   "exit",     "shift",
+	    "wait",  ":",      "env",      "time",     "nice",     "timeout",  "command",
+	    "nohup", "stdbuf", NULL};
 	static const char *const network[] = {
 	    "curl",   "wget",   "ssh", "scp",  "sftp", "rsync",    "nc",   "ncat",
 	    "netcat", "telnet", "ftp", "ping", "dig",  "nslookup", "host", NULL};
@@ -929,8 +1014,20 @@ static enum perm_class perm_classify(const char *name, const char *cmd)
 	char sub[128];
 
 	if (strcmp(name, "git") == 0) {
-		if (!perm_cmd_word(cmd, 1, sub, sizeof sub) || perm_word_in(sub, git_read))
+		if (!perm_cmd_word(cmd, 1, sub, sizeof sub))
 			return PERM_CLASS_READ;
+		if (perm_word_in(sub, git_read)) {
+			/* git grep -O runs a pager on the matches; --output writes
+			 * a file; --ext-diff and --textconv run configured
+			 * programs. */
+			if (perm_cmd_has_prefix(
+			        cmd, (const char *const[]){"-O", "--open-files-in-pager",
+			                                   "--ext-diff", "--textconv", NULL}))
+				return PERM_CLASS_EXEC;
+			if (perm_cmd_has_prefix(cmd, (const char *const[]){"--output", NULL}))
+				return PERM_CLASS_WRITE;
+			return PERM_CLASS_READ;
+		}
 		return perm_word_in(sub, git_net) ? PERM_CLASS_NETWORK : PERM_CLASS_WRITE;
 	}
 	if (perm_word_in(name, pkg) && perm_cmd_word(cmd, 1, sub, sizeof sub) &&
@@ -939,19 +1036,42 @@ static enum perm_class perm_classify(const char *name, const char *cmd)
 		return PERM_CLASS_NETWORK;
 	if (perm_word_in(name, network))
 		return PERM_CLASS_NETWORK;
-	if (strcmp(name, "sed") == 0 || strcmp(name, "awk") == 0) {
-		char w[256];
-
-		for (size_t i = 1; perm_cmd_word(cmd, i, w, sizeof w); i++)
-			if (strncmp(w, "-i", 2) == 0 || strcmp(w, "--in-place") == 0 ||
-			    strcmp(w, "inplace") == 0)
-				return PERM_CLASS_WRITE;
-		return PERM_CLASS_READ;
-	}
+	/* Programs that take a program text are exec, whatever the text. */
+	if (perm_word_in(name, (const char *const[]){"awk", "gawk", "mawk", "nawk", "busybox",
+	                                             "less", "more", "most", "pg", "vi", "vim",
+	                                             "ed", "ex", NULL}))
+		return PERM_CLASS_EXEC;
+	if (strcmp(name, "sed") == 0)
+		return perm_classify_sed(cmd);
+	/* find runs (-exec, -execdir, -ok, -okdir), deletes, or writes files
+	 * (-fprint, -fprint0, -fprintf, -fls). */
 	if (strcmp(name, "find") == 0 &&
-	    (perm_cmd_has_word(cmd, "-delete") || perm_cmd_has_word(cmd, "-exec") ||
-	     perm_cmd_has_word(cmd, "-execdir") || perm_cmd_has_word(cmd, "-ok") ||
-	     perm_cmd_has_word(cmd, "-fprint")))
+	    (perm_cmd_has_word(cmd, "-delete") ||
+	     perm_cmd_has_prefix(cmd,
+	                         (const char *const[]){"-exec", "-ok", "-fprint", "-fls", NULL})))
+		return PERM_CLASS_EXEC;
+	/* sort -o FILE writes it; --compress-program runs one. */
+	if (strcmp(name, "sort") == 0) {
+		if (perm_cmd_has_prefix(cmd, (const char *const[]){"--compress-program", NULL}))
+			return PERM_CLASS_EXEC;
+		if (perm_cmd_has_short(cmd, 'o') ||
+		    perm_cmd_has_prefix(cmd, (const char *const[]){"--output", NULL}))
+			return PERM_CLASS_WRITE;
+	}
+	/* xxd -r turns a dump back into bytes; "xxd IN OUT" and "uniq IN OUT"
+	 * write OUT; tree -o and file -C write files. */
+	if (strcmp(name, "xxd") == 0 &&
+	    (perm_cmd_has_prefix(cmd, (const char *const[]){"-r", NULL}) ||
+	     perm_cmd_operands(cmd) > 1))
+		return PERM_CLASS_WRITE;
+	if (strcmp(name, "uniq") == 0 && perm_cmd_operands(cmd) > 1)
+		return PERM_CLASS_WRITE;
+	if ((strcmp(name, "tree") == 0 && perm_cmd_has_short(cmd, 'o')) ||
+	    (strcmp(name, "file") == 0 && perm_cmd_has_short(cmd, 'C')))
+		return PERM_CLASS_WRITE;
+	/* rg --pre runs a program on every file it searches. */
+	if (strcmp(name, "rg") == 0 &&
+	    perm_cmd_has_prefix(cmd, (const char *const[]){"--pre", NULL}))
 		return PERM_CLASS_EXEC;
 	if (perm_word_in(name, read))
 		return PERM_CLASS_READ;

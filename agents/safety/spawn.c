@@ -9,7 +9,10 @@
  */
 #include "agents/safety/spawn.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/close_range.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -86,6 +89,35 @@ static void spawn_deliver(struct tool_spawn *sp)
 	rc = sp->cancelled ? SB_ERR_ABORTED : sp->timed_out ? SB_ERR_TIMEOUT : SB_OK;
 	sp->cb(sp->ud, rc, &res);
 	free(tail);
+}
+
+/* Marks every descriptor above stderr close-on-exec, in this process,
+ * just before a fork: whatever opened it (libcurl's sockets to the model
+ * provider, a library's pipe, a descriptor this process inherited), no fd
+ * but the child's stdio pipe crosses into a command. The process keeps
+ * them open. CLOSE_RANGE_CLOEXEC (Linux 5.11), else /proc/self/fd one by
+ * one. What another thread opens without O_CLOEXEC between this and the
+ * fork could still cross; every fd the gateway opens itself is O_CLOEXEC
+ * (and libcurl's sockets SOCK_CLOEXEC, gateway/core/httpc.c). */
+static void spawn_cloexec_all(void)
+{
+	DIR *d;
+	struct dirent *de;
+
+	if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) == 0)
+		return;
+	d = opendir("/proc/self/fd");
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char *end;
+		long fd = strtol(de->d_name, &end, 10);
+
+		if (*end || end == de->d_name || fd < 3 || fd == dirfd(d))
+			continue;
+		(void)fcntl((int)fd, F_SETFD, fcntl((int)fd, F_GETFD) | FD_CLOEXEC);
+	}
+	closedir(d);
 }
 
 static void spawn_closed(uv_handle_t *h)
@@ -289,6 +321,7 @@ int tool_spawn(uv_loop_t *loop, const struct tool_spawn_options *opt, tool_spawn
 	po.flags = UV_PROCESS_DETACHED;
 	po.stdio_count = 3;
 	po.stdio = stdio;
+	spawn_cloexec_all();
 	err = uv_spawn(loop, &sp->proc, &po);
 	sp->proc_init = true; /* even a failed uv_spawn leaves it to close */
 	sp->open_handles = 3;

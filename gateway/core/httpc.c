@@ -667,6 +667,15 @@ static int httpc_set_method(struct httpc_call *call, const struct httpc_request 
 	return curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method) ? SB_ERR_NOMEM : SB_OK;
 }
 
+/* libcurl's sockets, opened close-on-exec: a command the gateway runs
+ * must never hold the gateway's connection to a model provider. */
+static curl_socket_t httpc_open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	(void)ud;
+	(void)purpose;
+	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
 static int httpc_set_headers(struct httpc_call *call, const char *const *headers)
 {
 	struct curl_slist *l;
@@ -736,7 +745,8 @@ int httpc_request(struct httpc *c, const struct httpc_request *req, httpc_done_c
 	    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, httpc_on_write) ||
 	    curl_easy_setopt(e, CURLOPT_WRITEDATA, call) ||
 	    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, httpc_on_header) ||
-	    curl_easy_setopt(e, CURLOPT_HEADERDATA, call))
+	    curl_easy_setopt(e, CURLOPT_HEADERDATA, call) ||
+	    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, httpc_open_socket))
 		goto out;
 	if (c->ca_file && curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file))
 		goto out;

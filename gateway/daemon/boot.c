@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/core/beneath.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fmt.h"
 #include "gateway/core/fsutil.h"
@@ -106,13 +107,11 @@ static void boot_read_work(uv_work_t *w)
 
 	for (size_t i = 0; i < b->n; i++) {
 		struct boot_item *it = &b->items[i];
-		char path[PATH_MAX];
 		size_t len = 0;
 
-		if (snprintf(path, sizeof path, "%s/%s", it->workspace, BOOT_FILE) >=
-		    (int)sizeof path)
-			continue;
-		if (fs_read_all(path, BOOT_FILE_MAX, &it->text, &len) != SB_OK) {
+		/* Beneath the workspace, no symlinks, a regular file only. */
+		if (beneath_read_in(it->workspace, BOOT_FILE, BOOT_FILE_MAX, &it->text, &len) !=
+		    SB_OK) {
 			free(it->text);
 			it->text = NULL;
 		}

@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "gateway/config/config.h"
+#include "gateway/core/beneath.h"
 #include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fmt.h"
@@ -437,19 +438,15 @@ struct sched_hb_work {
 static void sched_hb_read(uv_work_t *w)
 {
 	struct sched_hb_work *hw = w->data;
-	FILE *f = fopen(hw->path, "rb");
-	char *buf;
-	size_t n;
+	char *buf = NULL;
+	size_t n = 0;
 
-	if (!f)
-		return; /* missing: the heartbeat runs (the model decides) */
-	buf = malloc(SCHED_HB_FILE_MAX);
-	if (buf) {
-		n = fread(buf, 1, SCHED_HB_FILE_MAX, f);
-		hw->empty = n < SCHED_HB_FILE_MAX && heartbeat_file_empty(buf, n);
-		free(buf);
-	}
-	fclose(f);
+	/* Beneath the workspace, never through a symlink, a regular file only:
+	 * anything else counts as missing (the heartbeat runs, the model
+	 * decides). */
+	if (beneath_read_in(hw->path, "HEARTBEAT.md", SCHED_HB_FILE_MAX, &buf, &n) == SB_OK)
+		hw->empty = heartbeat_file_empty(buf, n);
+	free(buf);
 }
 
 static void sched_hb_status(struct scheduler *s, struct sched_hb *h, const char *status,
@@ -558,14 +555,12 @@ static void sched_hb_tick(struct scheduler *s, struct sched_hb *h, int64_t now)
 		goto out;
 	}
 	hw = calloc(1, sizeof *hw);
-	if (!hw || !(hw->agent_id = strdup(h->agent_id)) ||
-	    !(hw->path = malloc(strlen(a->workspace) + 16))) {
+	if (!hw || !(hw->agent_id = strdup(h->agent_id)) || !(hw->path = strdup(a->workspace))) {
 		if (hw)
 			free(hw->agent_id);
 		free(hw);
 		goto out;
 	}
-	snprintf(hw->path, strlen(a->workspace) + 16, "%s/HEARTBEAT.md", a->workspace);
 	hw->s = s;
 	hw->req.data = hw;
 	if (uv_queue_work(s->opt.loop, &hw->req, sched_hb_read, sched_hb_read_done) != 0) {

@@ -396,6 +396,161 @@ static void test_web_fetch_gate(void **state)
 	assert_int_equal(decide(&p, "web_fetch", page, NULL, 0, NULL, 0), PERM_ALLOW);
 }
 
+/* The programs that execute or write through their options, each as a
+ * non-owner runs it: never allowed without approval. */
+static const char *const hostile_commands[] = {
+    "awk 'BEGIN{system(\"id\")}'",
+    "awk '{print > \"AGENTS.md\"}' a.txt",
+    "gawk 'BEGIN{while ((\"id\" | getline l) > 0) print l}'",
+    "sed e a.txt",
+    "sed '1e id' a.txt",
+    "sed 's/a/id/e' a.txt",
+    "sed 'w AGENTS.md' a.txt",
+    "sed -n 's/a/b/w AGENTS.md' a.txt",
+    "sed -e 1p -e 'w out' a.txt",
+    "sed -f script.sed a.txt",
+    "sed --expression=e a.txt",
+    "sed -i s/a/b/ a.txt",
+    "sed -ni 1p a.txt",
+    "sort -o AGENTS.md a.txt",
+    "sort -uo AGENTS.md a.txt",
+    "sort --output=AGENTS.md a.txt",
+    "sort --compress-program=sh a.txt",
+    "find . -fprintf AGENTS.md %p",
+    "find . -fprint out",
+    "find . -fls out",
+    "find . -exec id ;",
+    "find . -execdir id ;",
+    "find . -okdir id ;",
+    "find . -delete",
+    "xxd -r dump AGENTS.md",
+    "xxd -r -p dump",
+    "xxd a.txt AGENTS.md",
+    "rg --pre ./run x",
+    "rg --pre=./run x",
+    "git grep -Oid x",
+    "git grep --open-files-in-pager=id x",
+    "git log --output=AGENTS.md",
+    "git diff --ext-diff",
+    "less a.txt",
+    "more a.txt",
+    "uniq a.txt AGENTS.md",
+    "tree -o AGENTS.md",
+    "file -C -m x",
+    NULL};
+
+/* Benign decorations a command may come with: the classification must not
+ * be talked out of its verdict by what surrounds it. */
+static const char *const decorations[][2] = {
+    {"", ""},           {"cat a.txt | ", ""}, {"ls && ", ""},
+    {"", " | wc -l"},   {"", " 2>/dev/null"}, {"true; ", " || true"},
+    {"(", ")"},         {"echo $(", ")"},     {"env LC_ALL=C ", ""},
+    {"nice -n 5 ", ""}, {"timeout 5 ", ""},   {"sh -c '", "'"},
+};
+
+/* A small deterministic generator (xorshift): the same cases every run. */
+static uint32_t fuzz_next(uint32_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 17;
+	*x ^= *x << 5;
+	return *x;
+}
+
+/* Property: anything that can write or exec is never classed read. Every
+ * hostile command, with every decoration, and then 20,000 random argument
+ * lists for the "read" programs drawn from a pool that mixes harmless
+ * words with the options that write or execute: whenever a drawn list
+ * holds one of those (the oracle below), a non-owner must not be allowed. */
+static void test_classifier_property(void **state)
+{
+	static const struct {
+		const char *prog;
+		const char *danger[8]; /* words that make it write or exec */
+	} progs[] = {
+	    {"sed", {"e", "1e", "s/a/b/e", "w", "s/a/b/w", "-i", "-f", NULL}},
+	    {"sort", {"-o", "-uo", "--output=x", "--compress-program=sh", NULL}},
+	    {"find", {"-exec", "-execdir", "-ok", "-fprintf", "-fprint0", "-fls", "-delete", NULL}},
+	    {"xxd", {"-r", "-revert", NULL}},
+	    {"rg", {"--pre", "--pre=x", NULL}},
+	    {"tree", {"-o", NULL}},
+	    {"awk", {"{print}", "BEGIN{}", NULL}},
+	    {"less", {"a.txt", NULL}},
+	};
+	static const char *const harmless[] = {"-n",    "a.txt", "1p",    "-E", "x",  "-s", "-u",
+	                                       "-name", "*.c",   "-type", "f",  "-l", "-p", NULL};
+	struct permissions p;
+	uint32_t seed = 0x9e3779b9u;
+	size_t tried = 0, hostile = 0;
+
+	(void)state;
+	load("agents:\n  - id: main\n");
+	perms_for(&p, false, false, "telegram", "9");
+	for (size_t i = 0; hostile_commands[i]; i++)
+		for (size_t d = 0; d < sizeof decorations / sizeof decorations[0]; d++) {
+			char cmd[512];
+
+			/* inside sh -c '...' the command's own quotes would end it */
+			if (decorations[d][0][0] == 's' && strchr(hostile_commands[i], '\''))
+				continue;
+			snprintf(cmd, sizeof cmd, "%s%s%s", decorations[d][0], hostile_commands[i],
+			         decorations[d][1]);
+			if (bash(&p, cmd, NULL, 0) == PERM_ALLOW)
+				fail_msg("allowed without approval: %s", cmd);
+			tried++;
+		}
+	for (int n = 0; n < 20000; n++) {
+		size_t k = fuzz_next(&seed) % (sizeof progs / sizeof progs[0]);
+		size_t words = 1 + fuzz_next(&seed) % 4;
+		bool danger =
+		    strcmp(progs[k].prog, "awk") == 0 || strcmp(progs[k].prog, "less") == 0;
+		char cmd[512];
+		size_t len = (size_t)snprintf(cmd, sizeof cmd, "%s", progs[k].prog);
+
+		bool operand_seen = false;
+
+		for (size_t w = 0; w < words; w++) {
+			const char *word;
+			size_t nd = 0;
+
+			while (progs[k].danger[nd])
+				nd++;
+			if (fuzz_next(&seed) % 3 == 0) {
+				word = progs[k].danger[fuzz_next(&seed) % nd];
+				/* sed's script is its first operand; a later one
+				 * named "e" is a file. An option counts anywhere. */
+				if (word[0] == '-' || strcmp(progs[k].prog, "sed") != 0 ||
+				    !operand_seen)
+					danger = true;
+			} else {
+				size_t nh = sizeof harmless / sizeof harmless[0] - 1;
+
+				word = harmless[fuzz_next(&seed) % nh];
+			}
+			if (word[0] != '-')
+				operand_seen = true;
+			len += (size_t)snprintf(cmd + len, sizeof cmd - len, " %s", word);
+		}
+		if (danger) {
+			hostile++;
+			if (bash(&p, cmd, NULL, 0) == PERM_ALLOW)
+				fail_msg("allowed without approval: %s", cmd);
+		}
+	}
+	/* the generator did draw hostile lists, and the plain forms stay read */
+	assert_true(hostile > 5000);
+	assert_true(tried > 300);
+	assert_int_equal(bash(&p, "sed -n 1p a.txt", NULL, 0), PERM_ALLOW);
+	assert_int_equal(bash(&p, "sed s/a/b/g a.txt", NULL, 0), PERM_ALLOW);
+	assert_int_equal(bash(&p, "sort -u a.txt", NULL, 0), PERM_ALLOW);
+	assert_int_equal(bash(&p, "find . -name '*.c'", NULL, 0), PERM_ALLOW);
+	assert_int_equal(bash(&p, "git grep -n x", NULL, 0), PERM_ALLOW);
+	assert_int_equal(bash(&p, "xxd a.txt", NULL, 0), PERM_ALLOW);
+	print_message("classifier property: %zu decorated hostile commands, %zu hostile random "
+	              "argument lists, none allowed\n",
+	              tried, hostile);
+}
+
 static void test_command_rules(void **state)
 {
 	struct permissions p;
@@ -904,6 +1059,7 @@ int main(void)
 	    cmocka_unit_test(test_profiles_and_tools),
 	    cmocka_unit_test(test_web_fetch_gate),
 	    cmocka_unit_test(test_command_rules),
+	    cmocka_unit_test(test_classifier_property),
 	    cmocka_unit_test(test_paths),
 	    cmocka_unit_test(test_executor_gates),
 	    cmocka_unit_test(test_executor_approvals),

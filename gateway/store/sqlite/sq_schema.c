@@ -3,8 +3,11 @@
  * settings (WAL, synchronous=FULL, foreign keys) and the migrations.
  * Loop thread, while the store opens; sq_db_close runs on the writer.
  */
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
@@ -240,12 +243,35 @@ out:
 	return rc;
 }
 
+/* state.db and its -wal and -shm files are the operator's alone (0600),
+ * whatever the umask: the file is made (or tightened) before SQLite opens
+ * it, and SQLite gives the -wal and -shm files it creates the database
+ * file's mode. Ones left by an older version are tightened too. */
+static void sq_schema_private(const char *path)
+{
+	static const char *const suffix[] = {"-wal", "-shm"};
+	char side[4096];
+	int fd;
+
+	if (!path[0] || path[0] == ':' || strncmp(path, "file:", 5) == 0)
+		return;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+	if (fd >= 0) {
+		(void)fchmod(fd, 0600);
+		close(fd);
+	}
+	for (size_t i = 0; i < 2; i++)
+		if (snprintf(side, sizeof side, "%s%s", path, suffix[i]) < (int)sizeof side)
+			(void)chmod(side, 0600);
+}
+
 int sq_schema_open(struct sq_store *s, int64_t busy_timeout_ms)
 {
 	char mode[16];
 	int64_t version = 0;
 	int src, rc = SB_ERR_STORE;
 
+	sq_schema_private(s->path);
 	/* NOMUTEX: one thread at a time uses the connection (the loop thread
 	 * during open, then the writer until it closes it). */
 	src =

@@ -1,0 +1,280 @@
+/*
+ * test_security.c - the confinement against a hostile model and hostile
+ * senders (docs/security.md), end to end: `switchboard agent run` and the
+ * daemon against the scripted model server (tests/fakes/fake_llm.js),
+ * which plays the attacker by returning whatever tool calls the script
+ * says. Each case asserts on what the attacker gets back: the next
+ * request's system prompt and tool results as the model server received
+ * them, the files outside the workspace.
+ *
+ *   - bootstrap files swapped for symlinks by a command (SOUL.md ->
+ *     gateway.token, USER.md -> switchboard.yaml, AGENTS.md -> a file
+ *     outside, TOOLS.md -> a directory symlink): none of the targets'
+ *     bytes reach the next prompt, which says each file was refused;
+ *   - the descriptors a command holds, listed from inside it: only its
+ *     stdio, never the gateway's sockets or pipes;
+ *   - state.db and its -wal/-shm are 0600 whatever the umask.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "agents/safety/sandbox.h"
+#include "harness.h"
+#include "harness_oai.h"
+
+#define OUTSIDE_SECRET "outside-secret-5f2b9c"
+#define PROVIDER_KEY "test-key-provider-93ad"
+
+struct fixture {
+	struct harness_peer llm;
+	char home[512];
+	char ws[700];
+	char token[256];
+	const char *sandbox; /* the agent's sandbox mode */
+};
+
+static struct fixture fx;
+
+static void home_put(const char *rel, const char *text)
+{
+	char path[1024];
+
+	snprintf(path, sizeof path, "%s/%s", fx.home, rel);
+	assert_int_equal(harness_write_file(path, text), 0);
+}
+
+static int setup(void **state)
+{
+	char cfg[2048], why[512];
+	const char *init[] = {"init", NULL};
+
+	(void)state;
+	memset(&fx, 0, sizeof fx);
+	/* The commands run in the sandbox where bwrap works: the attack is a
+	 * sandboxed command's. Without bwrap (not under CI) unsandboxed, which
+	 * the gateway's own reads must survive just the same. */
+	fx.sandbox = sandbox_probe(NULL, why, sizeof why) == 0 ? "workspace-write" : "full";
+	if (harness_peer_start(&fx.llm, "fake_llm.js", NULL) != 0)
+		return -1;
+	if (harness_tmpdir(fx.home, sizeof fx.home) != 0)
+		return -1;
+	snprintf(fx.ws, sizeof fx.ws, "%s/workspaces/main", fx.home);
+	snprintf(cfg, sizeof cfg,
+	         "providers:\n"
+	         "  - {id: oa, api: openai-chat, base_url: \"http://127.0.0.1:%d/v1\", "
+	         "api_key: " PROVIDER_KEY ", max_retries: 1, timeout: 10s}\n"
+	         "agents:\n"
+	         "  - {id: main, default: true, model: oa/gpt-test, sandbox: %s, "
+	         "tool_timeout: 20s}\n",
+	         fx.llm.port, fx.sandbox);
+	home_put("switchboard.yaml", cfg);
+	if (harness_cli(fx.home, NULL, init) != 0)
+		return -1;
+	home_put("outside.txt", OUTSIDE_SECRET "\n");
+	return harness_oai_token(fx.home, fx.token, sizeof fx.token);
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	harness_peer_stop(&fx.llm);
+	harness_rmrf(fx.home);
+	return 0;
+}
+
+static void script(const char *json)
+{
+	assert_int_equal(harness_http(fx.llm.port, "POST", "/__reset", NULL, "{}", NULL), 200);
+	assert_int_equal(harness_http(fx.llm.port, "POST", "/__script", NULL, json, NULL), 200);
+}
+
+/* Every request body the model server received, as one JSON text. */
+static char *llm_requests_text(void)
+{
+	struct buf body;
+	char *out;
+
+	buf_init(&body, 64 << 20);
+	assert_int_equal(harness_http(fx.llm.port, "GET", "/__requests", NULL, NULL, &body), 200);
+	out = strdup(body.data ? body.data : "");
+	buf_free(&body);
+	return out;
+}
+
+/* The system prompt of the last request the model server got. */
+static char *last_system_prompt(void)
+{
+	char *text = llm_requests_text(), *out = NULL;
+	json_t *reqs = json_loads(text, 0, NULL), *msgs;
+
+	free(text);
+	assert_true(json_array_size(reqs) > 0);
+	msgs = json_object_get(
+	    json_object_get(json_array_get(reqs, json_array_size(reqs) - 1), "body"), "messages");
+	for (size_t i = 0; i < json_array_size(msgs); i++) {
+		json_t *m = json_array_get(msgs, i);
+
+		if (strcmp(json_string_value(json_object_get(m, "role")), "system") == 0) {
+			out = harness_oai_message_text(m);
+			break;
+		}
+	}
+	json_decref(reqs);
+	assert_non_null(out);
+	return out;
+}
+
+static int agent_run(const char *text, struct buf *out)
+{
+	const char *args[] = {"agent", "run", "--agent", "main", "-v", text, NULL};
+
+	return harness_cli(fx.home, out, args);
+}
+
+/* A command replaces the bootstrap files with symlinks to the gateway's
+ * secrets; the next turn's system prompt, as the model receives it, holds
+ * none of their bytes. */
+static void test_bootstrap_symlinks(void **state)
+{
+	struct buf out;
+	char *sys;
+
+	(void)state;
+	/* The shell classifier refuses a literal path into the home; the
+	 * attacker spells it through a variable, which no classifier sees. */
+	script("[{\"tool_calls\":[{\"name\":\"bash\",\"input\":{\"command\":"
+	       "\"u=..; rm -f SOUL.md USER.md AGENTS.md TOOLS.md && "
+	       "ln -s $u/$u/gateway.token SOUL.md && "
+	       "ln -s $u/$u/switchboard.yaml USER.md && "
+	       "ln -s $u/$u/outside.txt AGENTS.md && "
+	       "mkdir -p d && ln -s $u/$u/$u d/up && ln -s d/up/outside.txt TOOLS.md && "
+	       "ls -l\"}}]},"
+	       " {\"text\":\"planted\"},"
+	       " {\"text\":\"second turn\"}]");
+	buf_init(&out, 1 << 20);
+	assert_int_equal(agent_run("plant the links", &out), 0);
+	if (!strstr(out.data, "planted"))
+		fail_msg("first run: %s", out.data);
+	buf_reset(&out);
+	assert_int_equal(agent_run("hello again", &out), 0);
+	assert_non_null(strstr(out.data, "second turn"));
+	buf_free(&out);
+
+	sys = last_system_prompt();
+	/* the targets' bytes are nowhere in the prompt */
+	if (strstr(sys, fx.token) || strstr(sys, PROVIDER_KEY) || strstr(sys, OUTSIDE_SECRET))
+		fail_msg("a symlinked bootstrap file reached the prompt:\n%s", sys);
+	/* and the prompt says why each is missing */
+	{
+		static const char *const names[] = {"SOUL.md", "USER.md", "AGENTS.md", "TOOLS.md"};
+
+		for (size_t i = 0; i < 4; i++) {
+			char want[128];
+
+			snprintf(want, sizeof want, "[not included: %s is not a regular file",
+			         names[i]);
+			if (!strstr(sys, want))
+				fail_msg("no refusal of %s in the prompt:\n%s", names[i], sys);
+		}
+	}
+	free(sys);
+}
+
+/* The descriptors a command's process holds, listed from inside bash as the
+ * model receives the listing: only stdin, stdout and stderr (and the
+ * directory fd ls itself opens). The model connection the gateway keeps to
+ * the provider must not be among them: with it, a "no network" command can
+ * talk to the provider over the gateway's own socket. */
+static void test_child_fds(void **state)
+{
+	char *text, *tool = NULL, *p;
+	struct buf out;
+	json_t *reqs, *msgs;
+	int listed = 0;
+
+	(void)state;
+	/* ls -l /proc/$$/fd: the shell's own descriptors (not ls's), each
+	 * line "... N -> target" */
+	script("[{\"tool_calls\":[{\"name\":\"bash\",\"input\":{\"command\":"
+	       "\"ls -l /proc/$$/fd\"}}]},"
+	       " {\"text\":\"listed\"}]");
+	buf_init(&out, 1 << 20);
+	assert_int_equal(agent_run("list your fds", &out), 0);
+	if (!strstr(out.data, "listed") || !strstr(out.data, "done in"))
+		fail_msg("the listing did not run: %s", out.data);
+	buf_free(&out);
+	text = llm_requests_text();
+	reqs = json_loads(text, 0, NULL);
+	free(text);
+	msgs = json_object_get(
+	    json_object_get(json_array_get(reqs, json_array_size(reqs) - 1), "body"), "messages");
+	for (size_t i = 0; i < json_array_size(msgs); i++) {
+		json_t *m = json_array_get(msgs, i);
+
+		if (strcmp(json_string_value(json_object_get(m, "role")), "tool") == 0)
+			tool = (char *)json_string_value(json_object_get(m, "content"));
+	}
+	assert_non_null(tool);
+	for (p = strstr(tool, " -> "); p; p = strstr(p + 4, " -> ")) {
+		const char *q = p;
+		long fd;
+
+		while (q > tool && q[-1] >= '0' && q[-1] <= '9')
+			q--;
+		fd = strtol(q, NULL, 10);
+		listed++;
+		if (fd > 2)
+			fail_msg("the command inherited fd %ld:\n%s", fd, tool);
+	}
+	/* 0, 1 and 2 at least: the listing itself worked */
+	if (listed < 3)
+		fail_msg("no listing: %s", tool);
+	json_decref(reqs);
+}
+
+/* The store's files are the operator's alone, whatever the umask (022
+ * here, as on most hosts): state.db, its -wal and its -shm. */
+static void test_state_files_private(void **state)
+{
+	static const char *const names[] = {"state.db", "state.db-wal", "state.db-shm"};
+	mode_t old = umask(022);
+	struct buf out;
+
+	(void)state;
+	script("[{\"text\":\"stored\"}]");
+	buf_init(&out, 1 << 20);
+	assert_int_equal(agent_run("store something", &out), 0);
+	buf_free(&out);
+	umask(old);
+	for (size_t i = 0; i < 3; i++) {
+		char path[1024];
+		struct stat st;
+
+		snprintf(path, sizeof path, "%s/%s", fx.home, names[i]);
+		if (stat(path, &st) != 0)
+			continue; /* -wal/-shm are gone after a clean close */
+		if (st.st_mode & 077)
+			fail_msg("%s is mode %03o", names[i], (unsigned)(st.st_mode & 0777));
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_state_files_private),
+	    cmocka_unit_test(test_bootstrap_symlinks),
+	    cmocka_unit_test(test_child_fds),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
