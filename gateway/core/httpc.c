@@ -550,7 +550,8 @@ static curl_socket_t httpc_on_open_socket(void *ud, curlsocktype purpose, struct
 		         text, why ? why : "special");
 		return CURL_SOCKET_BAD;
 	}
-	return socket(a->family, a->socktype, a->protocol);
+	/* close-on-exec, like every socket curl opens (no fd crosses into a command) */
+	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
 /* ---- public API ------------------------------------------------------- */
