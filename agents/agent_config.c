@@ -7,8 +7,11 @@
  */
 #include "agents/agent_config.h"
 
+#include "gateway/core/err.h"
+
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 /* [a-z0-9][a-z0-9_-]{0,63}; the length is bounded by the key's max. */
@@ -30,8 +33,8 @@ static const char *agent_config_check_id(const void *field)
 static const char *const agent_queue_modes[] = {"steer", "followup", "collect", "interrupt", NULL};
 static const char *const agent_queue_drops[] = {"oldest", "newest", NULL};
 /* In the order of enum perm_profile and enum sandbox_mode. */
-static const char *const agent_profiles[] = {"inherit", "minimal", "messaging", "coding", "full",
-                                             NULL};
+static const char *const agent_profiles[] = {"inherit", "minimal", "messaging",
+                                             "coding",  "full",    NULL};
 static const char *const agent_sandboxes[] = {"read-only", "workspace-write", "full", NULL};
 
 static const char *agent_config_check_profile(const void *field)
@@ -329,6 +332,83 @@ static const struct cfg_section agent_heartbeat_section = {
     .doc = "The agent's periodic wake-up (docs/scheduling.md).",
 };
 
+static int agent_web_check(void *obj, struct cfg_error_ctx *ctx)
+{
+	struct agent_web_config *w = obj;
+	size_t bad = 0;
+	char key[32];
+	int rc = netaddr_policy_init(&w->policy, w->allow, w->n_allow, &bad);
+
+	if (rc == SB_ERR_INVAL) {
+		snprintf(key, sizeof key, "allow[%zu]", bad);
+		cfg_error_add(ctx, key,
+		              "write an address (\"127.0.0.1\", \"::1\") or a network with its "
+		              "prefix length (\"10.1.2.0/24\"), with no bits set past the prefix",
+		              "\"%s\" is not an IP address or network", w->allow[bad]);
+		return 1;
+	}
+	return 0;
+}
+
+static const struct cfg_key agent_web_keys[] = {
+    {
+        .name = "fetch",
+        .type = CFG_BOOL,
+        .offset = offsetof(struct agent_web_config, fetch),
+        .def = "false",
+        .doc = "Give the agent the `web_fetch` tool (an HTTP GET whose page comes back as "
+               "untrusted text). Loopback, private, link-local and metadata addresses are "
+               "refused after name resolution and on every redirect, unless `allow` names "
+               "them.",
+    },
+    {
+        .name = "allow",
+        .type = CFG_STRING_LIST,
+        .offset = offsetof(struct agent_web_config, allow),
+        .count_offset = offsetof(struct agent_web_config, n_allow),
+        .min = 0,
+        .max = NETADDR_ALLOW_MAX,
+        .doc = "Addresses or networks `web_fetch` may reach although they are not public "
+               "(`127.0.0.1`, `10.1.2.0/24`, `fd00::/8`). Empty: public addresses only.",
+    },
+    {
+        .name = "max_bytes",
+        .type = CFG_SIZE,
+        .offset = offsetof(struct agent_web_config, max_bytes),
+        .min = 1024,
+        .max = 64 << 20,
+        .def = "2MiB",
+        .doc = "The largest response body `web_fetch` reads; a larger one is refused.",
+    },
+    {
+        .name = "timeout",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct agent_web_config, timeout_ms),
+        .min = 100,
+        .max = 600000,
+        .def = "30s",
+        .doc = "The time one `web_fetch` may take, redirects included.",
+    },
+    {
+        .name = "max_redirects",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_web_config, max_redirects),
+        .min = 0,
+        .max = 20,
+        .def = "5",
+        .doc = "Redirects `web_fetch` follows (each to an address checked again).",
+    },
+};
+
+static const struct cfg_section agent_web_section = {
+    .name = "web",
+    .size = sizeof(struct agent_web_config),
+    .keys = agent_web_keys,
+    .nkeys = sizeof agent_web_keys / sizeof agent_web_keys[0],
+    .check = agent_web_check,
+    .doc = "The agent's reach to the web (docs/agents.md).",
+};
+
 static const struct cfg_key agent_config_keys[] = {
     {
         .name = "id",
@@ -407,7 +487,8 @@ static const struct cfg_key agent_config_keys[] = {
         .min = 0,
         .max = 64,
         .doc = "The tools the agent may use, by name. Absent or empty: all of `read`, "
-               "`write`, `edit`, `ls`, `glob`, `grep`, `bash`, `message`.",
+               "`write`, `edit`, `ls`, `glob`, `grep`, `bash`, `message`, `todo`, and "
+               "`web_fetch` when `web.fetch` is on.",
     },
     {
         .name = "tool_timeout",
@@ -556,6 +637,13 @@ static const struct cfg_key agent_config_keys[] = {
         .section = &perm_rule_section,
         .doc = "Permission rules by channel and sender (docs/security.md): which tools, "
                "commands and paths are allowed, need approval, or are denied.",
+    },
+    {
+        .name = "web",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct agent_config, web),
+        .section = &agent_web_section,
+        .doc = "`web_fetch` and its limits (docs/agents.md).",
     },
 };
 

@@ -10,6 +10,7 @@
 
 #include "agents/safety/permissions.h"
 #include "gateway/core/cfg.h"
+#include "gateway/core/netaddr.h"
 
 /* Output budgets and context levels (docs/context.md): the YAML mapping
  * `context` of an agent. Percentages are of the window. */
@@ -46,6 +47,17 @@ struct agent_heartbeat_config {
 	struct agent_active_hours active_hours;
 };
 
+/* web_fetch (docs/agents.md): off unless fetch is true. */
+struct agent_web_config {
+	bool fetch;
+	char **allow; /* networks opened besides public addresses ("127.0.0.1/32") */
+	size_t n_allow;
+	int64_t max_bytes;
+	int64_t timeout_ms;
+	int64_t max_redirects;
+	struct netaddr_policy policy; /* allow, parsed by the section's check */
+};
+
 struct agent_config {
 	char *id;         /* [a-z0-9][a-z0-9_-]{0,63} */
 	char *workspace;  /* directory; relative to the home; default workspaces/<id> */
@@ -67,12 +79,13 @@ struct agent_config {
 	int64_t bootstrap_max_chars;       /* a workspace file's cap in the prompt */
 	int64_t bootstrap_total_max_chars; /* all workspace files' cap */
 	struct agent_heartbeat_config heartbeat;
-	int profile;             /* enum perm_profile: the tools it may use */
-	int sandbox;             /* enum sandbox_mode: where its processes run */
-	bool sandbox_network;    /* sandboxed processes keep the network */
-	int64_t tool_memory;     /* address-space limit of a tool process (bytes) */
+	int profile;                   /* enum perm_profile: the tools it may use */
+	int sandbox;                   /* enum sandbox_mode: where its processes run */
+	bool sandbox_network;          /* sandboxed processes keep the network */
+	int64_t tool_memory;           /* address-space limit of a tool process (bytes) */
 	struct perm_rule *permissions; /* rules per channel/sender (permissions.h) */
 	size_t n_permissions;
+	struct agent_web_config web;
 };
 
 enum agent_queue_mode {

@@ -41,6 +41,15 @@ struct tool_plan {
 	void *ud;
 };
 
+/* What web_fetch may do for this agent (the agent's `web` config). */
+struct netaddr_policy;
+struct tool_web {
+	const struct netaddr_policy *allow; /* besides public addresses; may be NULL */
+	size_t max_bytes;                   /* of one response body */
+	int64_t timeout_ms;                 /* the whole fetch, redirects included */
+	int max_redirects;
+};
+
 struct tool_ctx {
 	uv_loop_t *loop;
 	const struct host *host;
@@ -64,6 +73,8 @@ struct tool_ctx {
 	const struct sandbox_policy *sandbox;
 	/* The session's todo list; NULL: the todo tool is not available. */
 	struct tool_plan *plan;
+	/* web_fetch's limits; NULL: web_fetch is refused. */
+	const struct tool_web *web;
 };
 
 /* The call's outcome, exactly once. content is handed over (the callee frees
@@ -106,7 +117,7 @@ struct tool_def {
 
 /* The built-in tools, sorted by name. */
 extern const struct tool_def tool_bash, tool_edit, tool_glob, tool_grep, tool_ls, tool_message,
-    tool_read, tool_todo, tool_write;
+    tool_read, tool_todo, tool_web_fetch, tool_write;
 
 /* The compact form of a todo list, one line per item ("[x] text"), under a
  * heading; the caller frees it. NULL when items is empty or out of memory. */

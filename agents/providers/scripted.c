@@ -20,7 +20,10 @@
  *   match           "substring" (case-sensitive) or "/regex/" ("/regex/i"
  *                   ignores case; POSIX extended), tested against the first
  *                   text block of the last user message that has text
- *   text            the reply; "{{user_text}}" is replaced by that user text
+ *   text            the reply; "{{user_text}}" is replaced by that user text,
+ *                   "{{tool_result}}" by the content of the last tool result
+ *                   in the request's last message ("" when none), so a test
+ *                   sees in the reply what a tool gave the model
  *   tool_calls      [{name, input (object), id}]; ids default to call_<n>,
  *                   n counting the provider's tool calls from 1
  *   delay_ms        wait this long before answering (a slow model); past the
@@ -70,6 +73,8 @@
 #define SCRIPTED_TEXT_MAX ((size_t)4 << 20)
 #define SCRIPTED_USER_ECHO_MAX 2000
 #define SCRIPTED_USER_TEXT "{{user_text}}"
+#define SCRIPTED_TOOL_RESULT "{{tool_result}}"
+#define SCRIPTED_RESULT_ECHO_MAX 60000
 
 /* The reply of `script: builtin:offline`, the provider of a fresh install. */
 static const char scripted_offline_script[] =
@@ -791,28 +796,64 @@ static char *scripted_user_text(const json_t *messages, bool *continuation)
 	return strdup("");
 }
 
-/* text with every "{{user_text}}" replaced by user (cut to a bound at a
- * UTF-8 boundary). */
-static char *scripted_expand(const char *text, const char *user)
+/* The content of the last tool_result block of the last message, or "". */
+static const char *scripted_tool_result(const json_t *messages)
 {
-	size_t ulen = strlen(user), tlen = strlen(SCRIPTED_USER_TEXT);
-	const char *p = text, *hit;
+	size_t n = json_array_size(messages), i;
+	const json_t *last = n ? json_array_get(messages, n - 1) : NULL, *block;
+	const char *found = "";
+
+	json_array_foreach(json_object_get(last, "content"), i, block)
+	{
+		const char *type = json_string_value(json_object_get(block, "type"));
+		const char *content = json_string_value(json_object_get(block, "content"));
+
+		if (type && strcmp(type, "tool_result") == 0 && content)
+			found = content;
+	}
+	return found;
+}
+
+/* Appends s, cut to max bytes at a UTF-8 boundary ("..." after a cut). */
+static int scripted_put_cut(struct buf *b, const char *s, size_t max)
+{
+	size_t len = strlen(s), n = len;
+	int rc;
+
+	if (n > max) {
+		n = max;
+		while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+			n--;
+	}
+	rc = buf_append(b, s, n);
+	if (rc == SB_OK && n < len)
+		rc = buf_puts(b, "...");
+	return rc;
+}
+
+/* text with every "{{user_text}}" replaced by user and "{{tool_result}}"
+ * by result (each cut to a bound at a UTF-8 boundary). */
+static char *scripted_expand(const char *text, const char *user, const char *result)
+{
+	const char *p = text, *hu, *hr, *hit;
 	struct buf b;
 	int rc = SB_OK;
 
-	if (ulen > SCRIPTED_USER_ECHO_MAX) {
-		ulen = SCRIPTED_USER_ECHO_MAX;
-		while (ulen > 0 && ((unsigned char)user[ulen] & 0xC0) == 0x80)
-			ulen--;
-	}
 	buf_init(&b, SCRIPTED_TEXT_MAX);
-	while (rc == SB_OK && (hit = strstr(p, SCRIPTED_USER_TEXT))) {
+	for (;;) {
+		hu = strstr(p, SCRIPTED_USER_TEXT);
+		hr = strstr(p, SCRIPTED_TOOL_RESULT);
+		hit = hu && (!hr || hu < hr) ? hu : hr;
+		if (!hit || rc != SB_OK)
+			break;
 		rc = buf_append(&b, p, (size_t)(hit - p));
-		if (rc == SB_OK)
-			rc = buf_append(&b, user, ulen);
-		if (rc == SB_OK && ulen < strlen(user))
-			rc = buf_puts(&b, "...");
-		p = hit + tlen;
+		if (rc == SB_OK && hit == hu) {
+			rc = scripted_put_cut(&b, user, SCRIPTED_USER_ECHO_MAX);
+			p = hit + strlen(SCRIPTED_USER_TEXT);
+		} else if (rc == SB_OK) {
+			rc = scripted_put_cut(&b, result, SCRIPTED_RESULT_ECHO_MAX);
+			p = hit + strlen(SCRIPTED_TOOL_RESULT);
+		}
 	}
 	if (rc == SB_OK)
 		rc = buf_puts(&b, p);
@@ -837,7 +878,7 @@ static size_t scripted_json_chars(const json_t *v)
 
 /* Builds the answer of step st into c. */
 static int scripted_answer(struct scripted *sp, const struct scripted_step *st,
-                           const char *user_text, struct scripted_call *c)
+                           const char *user_text, const char *tool_result, struct scripted_call *c)
 {
 	size_t out_chars = 0, i;
 	const json_t *tc;
@@ -846,7 +887,7 @@ static int scripted_answer(struct scripted *sp, const struct scripted_step *st,
 	if (!c->message)
 		return SB_ERR_NOMEM;
 	if (st->text) {
-		c->text = scripted_expand(st->text, user_text);
+		c->text = scripted_expand(st->text, user_text, tool_result);
 		if (!c->text || msg_add_text(c->message, c->text) != SB_OK)
 			return SB_ERR_NOMEM;
 		out_chars += strlen(c->text);
@@ -925,7 +966,8 @@ static int scripted_call(struct provider *p, const struct model_request *req,
 			snprintf(c->err.message, sizeof c->err.message, "scripted %s (step %ld)",
 			         scripted_error_name(st->error), idx);
 		} else {
-			rc = scripted_answer(sp, st, user_text, c);
+			rc = scripted_answer(sp, st, user_text, scripted_tool_result(req->messages),
+			                     c);
 			if (rc != SB_OK)
 				goto out;
 		}

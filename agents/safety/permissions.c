@@ -14,6 +14,7 @@
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fmt.h"
+#include "gateway/core/url.h"
 
 #define PERM_SHELL_DEPTH 6
 #define PERM_WORDS_MAX 256
@@ -1526,6 +1527,28 @@ out:
 	return rc;
 }
 
+/* web_fetch reaches out of the gateway with a URL the model chose (which
+ * can carry what it read): others than the operator fetch only with an
+ * approval, cached per host. The address checks are the HTTP client's. */
+static int perm_check_web(const struct permissions *p, const json_t *input, struct perm_decision *d)
+{
+	const char *text = json_string_value(json_object_get(input, "url"));
+	char why[256];
+	struct url u;
+
+	if (!text)
+		return SB_OK; /* the schema check says what is missing */
+	if (url_parse(text, &u, why, sizeof why) != SB_OK) {
+		perm_set(d, PERM_DENY, "%s", why);
+		return SB_OK;
+	}
+	if (d->action == PERM_ALLOW && (p->owner || perm_profile_of(p) == PERM_PROFILE_FULL))
+		return SB_OK;
+	perm_set(d, PERM_ASK, "fetching %.400s needs the operator's approval", u.href);
+	snprintf(d->scope, sizeof d->scope, "web_fetch:host:%.250s", u.host);
+	return SB_OK;
+}
+
 int permissions_check(const struct permissions *p, const char *tool, const json_t *input,
                       struct perm_decision *d)
 {
@@ -1550,6 +1573,8 @@ int permissions_check(const struct permissions *p, const char *tool, const json_
 		}
 		return rc;
 	}
+	if (strcmp(tool, "web_fetch") == 0)
+		return perm_check_web(p, input, d);
 	if (strcmp(tool, "read") == 0 || strcmp(tool, "write") == 0 || strcmp(tool, "edit") == 0 ||
 	    strcmp(tool, "ls") == 0 || strcmp(tool, "glob") == 0 || strcmp(tool, "grep") == 0) {
 		if (!p->workspace) {

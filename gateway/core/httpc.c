@@ -16,6 +16,8 @@
 #include "httpc.h"
 
 #include <ctype.h>
+#include <stdio.h>
+#include <sys/socket.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +65,9 @@ struct httpc_call {
 	struct httpc_response resp;
 	size_t headers_cap;
 	char errbuf[CURL_ERROR_SIZE];
+	bool public_only;
+	struct netaddr_policy allow;    /* public_only: what is allowed besides */
+	char refused[160];              /* the address public_only refused */
 	struct httpc_call *prev, *next; /* active list, or dead list (next only) */
 };
 
@@ -216,7 +221,9 @@ static void httpc_finish(struct httpc_call *call, int rc, CURLcode res)
 		call->resp.total_s = total;
 	call->resp.error = NULL;
 	if (rc != SB_OK) {
-		if (call->abort_rc || res == CURLE_OK)
+		if (rc == SB_ERR_PERM && call->refused[0])
+			call->resp.error = call->refused;
+		else if (call->abort_rc || res == CURLE_OK)
 			call->resp.error = sb_strerror(rc);
 		else if (call->errbuf[0])
 			call->resp.error = call->errbuf;
@@ -232,6 +239,8 @@ static int httpc_map(const struct httpc_call *call, CURLcode res)
 		return SB_OK;
 	if (call->abort_rc)
 		return call->abort_rc;
+	if (call->refused[0])
+		return SB_ERR_PERM;
 	if (res == CURLE_OPERATION_TIMEDOUT)
 		return SB_ERR_TIMEOUT;
 	if (res == CURLE_FILESIZE_EXCEEDED)
@@ -523,6 +532,28 @@ static size_t httpc_on_header(char *p, size_t size, size_t nitems, void *ud)
 	return n;
 }
 
+/* Every socket curl opens for a public_only request: the address it is
+ * about to connect to, after name resolution (and for each redirect hop,
+ * which is a request of its own). A refusal makes curl try the name's next
+ * address, then fail. */
+static curl_socket_t httpc_on_open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
+{
+	struct httpc_call *call = ud;
+	char text[64];
+	const char *why = NULL;
+
+	if (purpose != CURLSOCKTYPE_IPCXN || !netaddr_allowed(&call->allow, &a->addr, &why)) {
+		netaddr_format(&a->addr, text, sizeof text);
+		snprintf(call->refused, sizeof call->refused,
+		         "refused to connect to %s: a %s address (not public; an allow-list "
+		         "entry opens it)",
+		         text, why ? why : "special");
+		return CURL_SOCKET_BAD;
+	}
+	/* close-on-exec, like every socket curl opens (no fd crosses into a command) */
+	return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
 /* ---- public API ------------------------------------------------------- */
 
 int httpc_new(struct httpc **out, uv_loop_t *loop, const struct httpc_options *opt)
@@ -720,6 +751,17 @@ int httpc_request(struct httpc *c, const struct httpc_request *req, httpc_done_c
 		goto out;
 	if (c->ca_file && curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file))
 		goto out;
+	if (req->public_only) {
+		call->public_only = true;
+		if (req->allow)
+			call->allow = *req->allow;
+		if (curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, httpc_on_open_socket) ||
+		    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, call) ||
+		    curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L) ||
+		    curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L) ||
+		    curl_easy_setopt(e, CURLOPT_PROXY, ""))
+			goto out;
+	}
 	rc = httpc_set_headers(call, req->headers);
 	if (rc)
 		goto out;

@@ -20,18 +20,19 @@
 #include <uv.h>
 
 #include "buf.h"
+#include "netaddr.h"
 
 struct httpc;
 struct httpc_call;
 
 struct httpc_options {
-	long timeout_ms;	    /* default per-request timeout; > 0 */
-	long connect_timeout_ms;    /* 0 = timeout_ms */
-	long max_connections;	    /* cache size and total concurrent connections; > 0 */
-	long max_host_connections;  /* 0 = max_connections */
-	size_t max_response_bytes;  /* default body cap; > 0 */
-	const char *ca_file;	    /* NULL = system default; copied */
-	const char *user_agent;	    /* NULL = "switchboard/<version>"; copied */
+	long timeout_ms;           /* default per-request timeout; > 0 */
+	long connect_timeout_ms;   /* 0 = timeout_ms */
+	long max_connections;      /* cache size and total concurrent connections; > 0 */
+	long max_host_connections; /* 0 = max_connections */
+	size_t max_response_bytes; /* default body cap; > 0 */
+	const char *ca_file;       /* NULL = system default; copied */
+	const char *user_agent;    /* NULL = "switchboard/<version>"; copied */
 };
 
 struct httpc_header {
@@ -40,13 +41,13 @@ struct httpc_header {
 };
 
 struct httpc_response {
-	long status;	     /* HTTP status, 0 if none was received */
-	struct buf body;     /* empty when the request streamed with on_data */
+	long status;                  /* HTTP status, 0 if none was received */
+	struct buf body;              /* empty when the request streamed with on_data */
 	struct httpc_header *headers; /* of the final response only (not of
-					 1xx/redirects); at most 256 */
+	                                 1xx/redirects); at most 256 */
 	size_t n_headers;
-	double total_s;	     /* wall time of the transfer */
-	const char *error;   /* curl's message when rc != SB_OK, else NULL */
+	double total_s;    /* wall time of the transfer */
+	const char *error; /* curl's message when rc != SB_OK, else NULL */
 };
 
 /* Streamed body bytes; return non-zero to abort the request (rc becomes
@@ -56,7 +57,8 @@ typedef int (*httpc_data_cb)(void *ud, const char *data, size_t len);
 /* Called exactly once per request, on the loop thread. rc: SB_OK when a
  * response was received (any status), SB_ERR_TIMEOUT, SB_ERR_TOOBIG (body cap),
  * SB_ERR_ABORTED (httpc_cancel or on_data said stop), SB_ERR_CLOSED (client
- * closing), SB_ERR_HTTP (connection/TLS/DNS). resp is borrowed. */
+ * closing), SB_ERR_PERM (public_only refused the address), SB_ERR_HTTP
+ * (connection/TLS/DNS). resp is borrowed. */
 typedef void (*httpc_done_cb)(void *ud, int rc, const struct httpc_response *resp);
 
 struct httpc_request {
@@ -65,11 +67,20 @@ struct httpc_request {
 	const char *const *headers; /* "Name: value" strings, NULL-terminated */
 	const void *body;
 	size_t body_len;
-	long timeout_ms;	   /* 0 = client default */
+	long timeout_ms;           /* 0 = client default */
 	size_t max_response_bytes; /* 0 = client default; with on_data it
-				      bounds the total bytes streamed */
-	httpc_data_cb on_data;	   /* optional streaming; may call httpc_cancel
-				      and httpc_close, and start requests */
+	                              bounds the total bytes streamed */
+	httpc_data_cb on_data;     /* optional streaming; may call httpc_cancel
+	                              and httpc_close, and start requests */
+	/* A request made on an untrusted party's behalf (web_fetch, an MCP
+	 * server's URL): every address curl connects to is checked after name
+	 * resolution (netaddr_allowed with allow, which may be NULL: public
+	 * addresses only); a refused one fails the request with SB_ERR_PERM
+	 * and resp->error naming the address and why. Such a request never
+	 * reuses a pooled connection (one made for another request may lead
+	 * anywhere) and ignores proxy settings from the environment. */
+	bool public_only;
+	const struct netaddr_policy *allow; /* borrowed until done */
 };
 
 /* Creates a client on loop. opt is copied. The first call also runs
@@ -91,8 +102,8 @@ void httpc_close(struct httpc *c);
  * SB_ERR_INVAL (no url or done, bad method, body_len without body),
  * SB_ERR_CLOSED (httpc_close was called) or SB_ERR_NOMEM; on error done is
  * not called. May be called from done and on_data callbacks. */
-int httpc_request(struct httpc *c, const struct httpc_request *req, httpc_done_cb done,
-		  void *ud, struct httpc_call **out_call);
+int httpc_request(struct httpc *c, const struct httpc_request *req, httpc_done_cb done, void *ud,
+                  struct httpc_call **out_call);
 
 /* Aborts a request in flight; its done callback runs with SB_ERR_ABORTED
  * before this returns. NULL is a no-op; call must not be used after its done

@@ -33,8 +33,9 @@
 
 #define RUNNER_PROMPT_MAX (4u << 20)
 
-static const char *const runner_default_tools[] = {"bash",    "edit", "glob", "grep", "ls",
-                                                   "message", "read", "todo", "write"};
+static const char *const runner_default_tools[] = {"bash",    "edit", "glob", "grep",      "ls",
+                                                   "message", "read", "todo", "web_fetch", "write"};
+#define RUNNER_DEFAULT_TOOLS (sizeof runner_default_tools / sizeof *runner_default_tools)
 
 struct runner {
 	struct runner_options opt;
@@ -96,6 +97,8 @@ struct run_job {
 	char window_source[200];
 	struct permissions perms;
 	struct sandbox_policy sandbox;
+	struct tool_web web;
+	const char *tools[RUNNER_DEFAULT_TOOLS]; /* the default list, web_fetch when on */
 
 	/* the turn's result, kept past its callback */
 	struct turn_result result;
@@ -534,9 +537,26 @@ static void run_start_turn(struct run_job *j)
 	to.system = j->prompt.data;
 	to.history = j->history;
 	to.user_text = run_resumes(j) ? NULL : j->text;
-	to.tools = a->n_tools ? (const char *const *)a->tools : runner_default_tools;
-	to.n_tools =
-	    a->n_tools ? a->n_tools : sizeof runner_default_tools / sizeof *runner_default_tools;
+	if (a->n_tools) {
+		to.tools = (const char *const *)a->tools;
+		to.n_tools = a->n_tools;
+	} else {
+		/* Every built-in tool; web_fetch only where web.fetch is on. */
+		size_t n = 0;
+
+		for (size_t i = 0; i < RUNNER_DEFAULT_TOOLS; i++)
+			if (a->web.fetch || strcmp(runner_default_tools[i], "web_fetch") != 0)
+				j->tools[n++] = runner_default_tools[i];
+		to.tools = j->tools;
+		to.n_tools = n;
+	}
+	if (a->web.fetch) {
+		j->web.allow = &a->web.policy;
+		j->web.max_bytes = (size_t)a->web.max_bytes;
+		j->web.timeout_ms = a->web.timeout_ms;
+		j->web.max_redirects = (int)a->web.max_redirects;
+		to.tool_ctx.web = &j->web;
+	}
 	to.tool_ctx.loop = j->r->opt.loop;
 	to.tool_ctx.host = j->r->opt.host;
 	to.tool_ctx.agent_id = j->agent_id;

@@ -153,42 +153,43 @@ static int group_teardown(void **state)
 
 static void test_valid_full(void **state)
 {
-	static const char yaml[] = "gateway:\n"
-	                           "  bind: 0.0.0.0\n"
-	                           "  port: 9000\n"
-	                           "  drain_timeout: 2m\n"
-	                           "  max_body: 64KiB\n"
-	                           "  max_connections: 10\n"
-	                           "  auth_token: 0123456789abcdef0123\n"
-	                           "  watch_config: false\n"
-	                           "log:\n"
-	                           "  level: debug\n"
-	                           "  format: json\n"
-	                           "store:\n"
-	                           "  backend: sqlite\n"
-	                           "  path: /var/lib/sb/state.db\n"
-	                           "  busy_timeout: 250ms\n"
-	                           "  batch_max: 10\n"
-	                           "  queue_max: 100\n"
-	                           "http_client:\n"
-	                           "  timeout: 1h\n"
-	                           "  connect_timeout: 1500\n"
-	                           "  max_connections: 4\n"
-	                           "  max_host_connections: 2\n"
-	                           "  max_response: 10MiB\n"
-	                           "  ca_file: \"/etc/ca.pem\"\n"
-	                           "providers:\n"
-	                           "  - {id: openai, api: openai-chat, api_key: sk-test-0123456789}\n"
-	                           "  - {id: local, api: openai-chat, base_url: "
-	                           "\"http://127.0.0.1:11434/v1\", stream: false}\n"
-	                           "  - {id: demo, api: scripted, script: scripts/demo.yaml}\n"
-	                           "agents:\n"
-	                           "  - id: main\n"
-	                           "    workspace: /srv/ws/main\n"
-	                           "    model: openai/gpt-4o\n"
-	                           "    fallbacks: [local/llama3, demo/x]\n"
-	                           "    max_turns: 7\n"
-	                           "  - {id: helper-2, default: true}\n";
+	static const char yaml[] =
+	    "gateway:\n"
+	    "  bind: 0.0.0.0\n"
+	    "  port: 9000\n"
+	    "  drain_timeout: 2m\n"
+	    "  max_body: 64KiB\n"
+	    "  max_connections: 10\n"
+	    "  auth_token: 0123456789abcdef0123\n"
+	    "  watch_config: false\n"
+	    "log:\n"
+	    "  level: debug\n"
+	    "  format: json\n"
+	    "store:\n"
+	    "  backend: sqlite\n"
+	    "  path: /var/lib/sb/state.db\n"
+	    "  busy_timeout: 250ms\n"
+	    "  batch_max: 10\n"
+	    "  queue_max: 100\n"
+	    "http_client:\n"
+	    "  timeout: 1h\n"
+	    "  connect_timeout: 1500\n"
+	    "  max_connections: 4\n"
+	    "  max_host_connections: 2\n"
+	    "  max_response: 10MiB\n"
+	    "  ca_file: \"/etc/ca.pem\"\n"
+	    "providers:\n"
+	    "  - {id: openai, api: openai-chat, api_key: sk-test-0123456789}\n"
+	    "  - {id: local, api: openai-chat, base_url: "
+	    "\"http://127.0.0.1:11434/v1\", stream: false}\n"
+	    "  - {id: demo, api: scripted, script: scripts/demo.yaml}\n"
+	    "agents:\n"
+	    "  - id: main\n"
+	    "    workspace: /srv/ws/main\n"
+	    "    model: openai/gpt-4o\n"
+	    "    fallbacks: [local/llama3, demo/x]\n"
+	    "    max_turns: 7\n"
+	    "  - {id: helper-2, default: true}\n";
 	struct config *c = load_ok(yaml);
 	char *ws = home_path("workspaces/helper-2");
 
@@ -316,6 +317,20 @@ static void test_no_default_agent_among_several(void **state)
 
 /* ---- one error of each kind ---- */
 
+/* web.allow: an entry that is not an address or network names its line. */
+static void test_web_allow_errors(void **state)
+{
+	(void)state;
+	expect_errors(AGENTS "    web:\n      fetch: true\n      allow: [127.0.0.1, localhost]\n",
+	              "t.yaml:5:26: agents[0].web.allow[1]: \"localhost\" is not an IP address or "
+	              "network (hint: write an address (\"127.0.0.1\", \"::1\") or a network with "
+	              "its prefix length (\"10.1.2.0/24\"), with no bits set past the prefix)\n");
+	expect_errors(AGENTS "    web: {allow: [\"10.0.0.1/8\"]}\n",
+	              "t.yaml:3:19: agents[0].web.allow[0]: \"10.0.0.1/8\" is not an IP address or "
+	              "network (hint: write an address (\"127.0.0.1\", \"::1\") or a network with "
+	              "its prefix length (\"10.1.2.0/24\"), with no bits set past the prefix)\n");
+}
+
 static void test_unknown_key_suggestion(void **state)
 {
 	(void)state;
@@ -332,7 +347,8 @@ static void test_unknown_key_suggestion(void **state)
 	              "watch_config, control, ui)\n");
 	expect_errors("routes: []\n" AGENTS,
 	              "t.yaml:1:1: routes: unknown key (hint: valid keys: gateway, log, store, "
-	              "http_client, agents, providers, bindings, session, channels, openai_api, cron, security)\n");
+	              "http_client, agents, providers, bindings, session, channels, openai_api, "
+	              "cron, security)\n");
 }
 
 static void test_wrong_types(void **state)
@@ -690,10 +706,11 @@ static void test_env_interpolation(void **state)
 	              "t.yaml:2:9: gateway.port: expected an integer, found "
 	              "\"${SB_TEST_HOST}\"\n");
 	/* Keys are not interpolated. */
-	expect_errors("gateway:\n  ${SB_TEST_HOST}: 1\n" AGENTS,
-	              "t.yaml:2:3: gateway.${SB_TEST_HOST}: unknown key (hint: valid keys: bind, "
-	              "port, drain_timeout, max_body, max_connections, max_concurrent_runs, auth_token, "
-	              "watch_config, control, ui)\n");
+	expect_errors(
+	    "gateway:\n  ${SB_TEST_HOST}: 1\n" AGENTS,
+	    "t.yaml:2:3: gateway.${SB_TEST_HOST}: unknown key (hint: valid keys: bind, "
+	    "port, drain_timeout, max_body, max_connections, max_concurrent_runs, auth_token, "
+	    "watch_config, control, ui)\n");
 	unsetenv("SB_TEST_PORT");
 	unsetenv("SB_TEST_HOST");
 	unsetenv("SB_TEST_EMPTY");
@@ -1272,6 +1289,7 @@ int main(void)
 	    cmocka_unit_test(test_defaults_filled),
 	    cmocka_unit_test(test_no_default_agent_among_several),
 	    cmocka_unit_test(test_unknown_key_suggestion),
+	    cmocka_unit_test(test_web_allow_errors),
 	    cmocka_unit_test(test_wrong_types),
 	    cmocka_unit_test(test_out_of_range),
 	    cmocka_unit_test(test_missing_required),

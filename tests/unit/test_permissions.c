@@ -367,6 +367,35 @@ static void test_profiles_and_tools(void **state)
 	assert_false(permissions_is_owner(&fx.cfg->security, "webhook", "42"));
 }
 
+/* web_fetch: the owner fetches; others fetch with an approval cached per
+ * host; a URL the parser refuses is denied; minimal profiles lack it. */
+static void test_web_fetch_gate(void **state)
+{
+	struct permissions p;
+	char msg[PERM_MSG_MAX], scope[PERM_SCOPE_MAX];
+	const char *page = "{\"url\":\"https://Example.com/a?b\"}";
+
+	(void)state;
+	load("agents:\n  - id: main\n    web: {fetch: true}\n");
+	perms_for(&p, true, false, "telegram", "7");
+	assert_int_equal(decide(&p, "web_fetch", page, NULL, 0, NULL, 0), PERM_ALLOW);
+	perms_for(&p, false, false, "telegram", "8");
+	assert_int_equal(decide(&p, "web_fetch", page, msg, sizeof msg, scope, sizeof scope),
+	                 PERM_ASK);
+	assert_string_equal(scope, "web_fetch:host:example.com");
+	assert_non_null(strstr(msg, "https://example.com/a?b"));
+	assert_int_equal(decide(&p, "web_fetch", "{\"url\":\"http://u@example.com/\"}", msg,
+	                        sizeof msg, NULL, 0),
+	                 PERM_DENY);
+	assert_non_null(strstr(msg, "user info"));
+	load("agents:\n  - id: main\n    profile: minimal\n");
+	perms_for(&p, true, false, "telegram", "7");
+	assert_int_equal(decide(&p, "web_fetch", page, NULL, 0, NULL, 0), PERM_DENY);
+	load("agents:\n  - id: main\n    profile: full\n");
+	perms_for(&p, false, false, "telegram", "8");
+	assert_int_equal(decide(&p, "web_fetch", page, NULL, 0, NULL, 0), PERM_ALLOW);
+}
+
 /* The programs that execute or write through their options, each as a
  * non-owner runs it: never allowed without approval. */
 static const char *const hostile_commands[] = {
@@ -1028,6 +1057,7 @@ int main(void)
 	    cmocka_unit_test(test_shell_parser),
 	    cmocka_unit_test(test_hard_deny),
 	    cmocka_unit_test(test_profiles_and_tools),
+	    cmocka_unit_test(test_web_fetch_gate),
 	    cmocka_unit_test(test_command_rules),
 	    cmocka_unit_test(test_classifier_property),
 	    cmocka_unit_test(test_paths),
