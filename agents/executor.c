@@ -286,6 +286,7 @@ static void exec_tool_done(void *ud, int rc, char *content, bool is_error)
 {
 	struct exec_call *c = ud;
 	struct executor *ex = c->ex;
+	bool own = false; /* content is the executor's words, not the tool's */
 
 	if (!c->owes_done) {
 		free(content); /* a second answer: a tool bug, dropped */
@@ -304,16 +305,23 @@ static void exec_tool_done(void *ud, int rc, char *content, bool is_error)
 		free(content);
 		content = strdup(ex->why ? ex->why : "aborted: cancelled");
 		is_error = true;
+		own = true;
 	} else if (rc != SB_OK) {
-		if (!content)
+		if (!content) {
 			content = exec_strf("tool %s failed: %s", c->name, sb_strerror(rc));
+			own = true;
+		}
 		is_error = true;
 	} else if (!content) {
 		content = strdup("");
-	} else if (ex->ctx->perms && c->def->untrusted_output && !is_error) {
-		/* Text from files and commands is data, never instructions. The
-		 * label's buffer is sized to the content (which may be megabytes
-		 * for the output budget to save). */
+		own = true;
+	}
+	if (content && !own && ex->ctx->perms && c->def->untrusted_output) {
+		/* Text from files and commands is data, never instructions,
+		 * whether the tool succeeded or not (a command that timed out
+		 * still printed what it printed). The label's buffer is sized
+		 * to the content (which may be megabytes for the output budget
+		 * to save). */
 		struct buf b;
 
 		buf_init(&b, strlen(content) + 1024);

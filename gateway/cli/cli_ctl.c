@@ -65,6 +65,7 @@ struct ctl_opts {
 	bool json;
 	const char *url;
 	const char *token;
+	const char *token_file; /* "-": standard input */
 	const char *config;
 	const char *agent;
 	const char *session;
@@ -477,17 +478,24 @@ static int ctl_parse_url(struct ctl *c, const char *url)
 	return 0;
 }
 
-/* Reads a small secret file, trimmed; NULL when absent. */
+/* Reads a small secret file ("-": standard input), trimmed; NULL when
+ * absent or empty. */
 static char *ctl_read_secret(const char *path)
 {
 	char buf[4097];
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	ssize_t n = 0, r;
+	bool in = strcmp(path, "-") == 0;
+	int fd = in ? STDIN_FILENO : open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
 
 	if (fd < 0)
 		return NULL;
-	n = read(fd, buf, sizeof buf - 1);
-	close(fd);
+	while (
+	    (size_t)n < sizeof buf - 1 &&
+	    ((r = read(fd, buf + n, sizeof buf - 1 - (size_t)n)) > 0 || (r < 0 && errno == EINTR)))
+		if (r > 0)
+			n += r;
+	if (!in)
+		close(fd);
 	if (n <= 0)
 		return NULL;
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' '))
@@ -508,7 +516,15 @@ static int ctl_locate(struct ctl *c)
 	cfg_errors_init(&errs);
 	if (cli_home(home, sizeof home))
 		goto out;
-	if (c->o.token)
+	if (c->o.token_file) {
+		c->token = ctl_read_secret(c->o.token_file);
+		if (!c->token) {
+			ctl_err(c, "--token-file %s: cannot read a token from it",
+			        strcmp(c->o.token_file, "-") == 0 ? "- (standard input)"
+			                                          : c->o.token_file);
+			goto out;
+		}
+	} else if (c->o.token)
 		c->token = strdup(c->o.token);
 	else if (env && *env)
 		c->token = strdup(env);
@@ -641,16 +657,22 @@ static int ctl_parse_opts(struct ctl *c, int argc, char **argv, unsigned allowed
                           void (*usage)(FILE *f), int *first_arg)
 {
 	static const struct option opts[] = {
-	    {"json", no_argument, NULL, 'j'},          {"url", required_argument, NULL, 'u'},
-	    {"token", required_argument, NULL, 't'},   {"config", required_argument, NULL, 'c'},
-	    {"agent", required_argument, NULL, 'a'},   {"session", required_argument, NULL, 's'},
-	    {"timeout", required_argument, NULL, 'T'}, {"limit", required_argument, NULL, 'n'},
-	    {"help", no_argument, NULL, 'h'},          {0},
+	    {"json", no_argument, NULL, 'j'},
+	    {"url", required_argument, NULL, 'u'},
+	    {"token", required_argument, NULL, 't'},
+	    {"config", required_argument, NULL, 'c'},
+	    {"agent", required_argument, NULL, 'a'},
+	    {"session", required_argument, NULL, 's'},
+	    {"timeout", required_argument, NULL, 'T'},
+	    {"limit", required_argument, NULL, 'n'},
+	    {"token-file", required_argument, NULL, 'F'},
+	    {"help", no_argument, NULL, 'h'},
+	    {0},
 	};
 	int ch;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "ju:t:c:a:s:T:n:h", opts, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "ju:t:F:c:a:s:T:n:h", opts, NULL)) != -1) {
 		switch (ch) {
 		case 'j':
 			c->o.json = true;
@@ -660,6 +682,9 @@ static int ctl_parse_opts(struct ctl *c, int argc, char **argv, unsigned allowed
 			break;
 		case 't':
 			c->o.token = optarg;
+			break;
+		case 'F':
+			c->o.token_file = optarg;
 			break;
 		case 'c':
 			c->o.config = optarg;
@@ -703,6 +728,8 @@ static int ctl_parse_opts(struct ctl *c, int argc, char **argv, unsigned allowed
 #define CTL_COMMON_USAGE                                                                           \
 	"  --json            machine-readable output (the gateway's JSON)\n"                       \
 	"  --url URL         ws://HOST:PORT[/PATH] (default: from the home's switchboard.yaml)\n"  \
+	"  --token-file FILE the token from FILE (- for standard input): unlike --token,\n"        \
+	"                    it is not on the command line other users can see\n"                  \
 	"  --token TOKEN     default: $SWITCHBOARD_TOKEN, then $SWITCHBOARD_HOME/gateway.token\n"  \
 	"  --config FILE     the configuration to find the gateway in\n"                           \
 	"  --timeout SECONDS how long to wait for the gateway\n"

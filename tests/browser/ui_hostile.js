@@ -120,7 +120,7 @@ async function view(page, route, ready, settle) {
   text = await view(page, 'sessions', 'table');
   check(text.includes(opt.expect.session), 'the session key is listed as text');
   text = await view(page, 'sessions?key=' + enc(opt.expect.session), 'article.turn', 800);
-  check(text.includes(opt.expect.text) && text.includes(opt.expect.sender), 'the transcript shows sender and text as text');
+  check(text.includes(opt.expect.text) && text.includes(opt.expect.senderLabel), 'the transcript shows sender and text as text');
   text = await view(page, 'channels', '#ch-pair', 1200);
   check(text.includes(opt.expect.pending), 'the pairing request\'s sender shows as text');
   check(text.includes(opt.expect.sender), 'the approved sender shows as text');

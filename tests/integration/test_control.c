@@ -33,6 +33,7 @@
 #include <jansson.h>
 
 #include "harness.h"
+#include "harness_oai.h"
 
 #define SCRIPT                                                                                     \
 	"steps:\n"                                                                                 \
@@ -617,6 +618,26 @@ static void test_cli(void **state)
 	const json_t *s;
 
 	(void)state;
+	/* --token-file: the token is read from the file, never the command
+	 * line; an unreadable file is a clear error, not a fall-back to
+	 * another token. (No wrong token here: the lockout counts failed
+	 * attempts, and the cases below spend them.) */
+	{
+		char tf[700], tok[256];
+		const char *by_file[] = {"status", "--url", fx.url, "--token-file", tf, NULL};
+		const char *no_file[] = {"status",       "--url",          fx.url,
+		                         "--token-file", "/nonexistent/t", NULL};
+
+		assert_int_equal(harness_oai_token(fx.home, tok, sizeof tok), 0);
+		snprintf(tf, sizeof tf, "%s/token-copy", fx.home);
+		assert_int_equal(harness_write_file(tf, tok), 0);
+		assert_int_equal(cli(&out, by_file), 0);
+		buf_free(&out);
+		assert_int_not_equal(cli(&out, no_file), 0);
+		assert_non_null(
+		    strstr(out.data, "--token-file /nonexistent/t: cannot read a token"));
+		buf_free(&out);
+	}
 	assert_int_equal(cli(&out, status), 0);
 	j = json_loads(out.data, JSON_DISABLE_EOF_CHECK, NULL);
 	assert_non_null(j);

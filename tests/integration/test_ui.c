@@ -71,6 +71,9 @@
 /* Values a non-owner controls, planted through the real channels for the
  * hostile browser test (tests/browser/ui_hostile.js). */
 #define HOSTILE_SENDER "<img src=x onerror=alert('sender')>"
+/* The sender as the untrusted-content label in the transcript carries it:
+ * a safe alphabet only (gateway/pipeline/dispatcher.c). */
+#define HOSTILE_SENDER_LABEL "_img_src_x_onerror_alert__sender___"
 #define HOSTILE_PENDING "\"><svg/onload=alert('pending')>"
 #define HOSTILE_CONV "<img/src=x/onerror=alert('conv')>"
 #define HOSTILE_TEXT "hostile <img src=x onerror=alert('text')>"
@@ -1345,12 +1348,12 @@ static void test_hostile_values_stay_text_in_a_browser(void **state)
 	snprintf(profile, sizeof profile, "%s/chromium-hostile", fx.home);
 	mkdir(profile, 0700);
 	res = run_browser("ui_hostile.js",
-	                  json_pack("{ss ss ss ss ss sI s{ss ss ss ss ss ss ss ss ss ss ss ss ss}}",
+	                  json_pack("{ss ss ss ss ss sI s{ss ss ss ss ss ss ss ss ss ss ss ss ss ss}}",
 	                            "url", fx.origin, "code", code, "token", fx.token, "profile",
 	                            profile, "shots", shots, "timeoutMs", (json_int_t)240000,
 	                            "expect", "session", session, "text", HOSTILE_TEXT, "reply",
 	                            "done <script>alert('done')</script>", "sender", HOSTILE_SENDER,
-	                            "pending", HOSTILE_PENDING, "command",
+	                            "senderLabel", HOSTILE_SENDER_LABEL, "pending", HOSTILE_PENDING, "command",
 	                            "touch '<img src=x onerror=alert(9)>'", "file", HOSTILE_FILE,
 	                            "fileText", HOSTILE_FILE_TEXT, "commit", HOSTILE_COMMIT,
 	                            "commitId", commit, "untracked", HOSTILE_UNTRACKED, "logged",
