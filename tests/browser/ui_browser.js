@@ -223,7 +223,8 @@ async function goPage(page, route, ready) {
   await shot(page, 'workspaces');
   await checkPage(page, 'workspaces');
   await page.goto(opt.url + '/#/workspaces?agent=main&from=HEAD&to=WORKTREE');
-  await page.waitForSelector('.diff p', {timeout: 15000});
+  // the box says 'Loading the diff…' until the answer is in: wait for the answer, not the placeholder
+  await page.waitForFunction(() => { const d = document.querySelector('.diff'); return d && !d.textContent.includes('Loading the diff'); }, null, {timeout: 15000});
   check((await page.textContent('.diff')).includes('made.txt'), 'the uncommitted file shows in the diff');
   await shot(page, 'workspaces-diff');
   await goPage(page, 'schedules', '#sc-cron');
