@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -19,12 +20,34 @@
 #include "gateway/core/err.h"
 #include "gateway/core/fmt.h"
 
-#define SANDBOX_ARGS_MAX 160
+#define SANDBOX_ARGS_MAX 400
 #define SANDBOX_PROBE_MS 10000
 
-/* Files that stay unreadable even though the sandbox user maps to the
- * gateway's own uid. */
-static const char *const sandbox_secret_files[] = {"/etc/shadow", "/etc/gshadow", NULL};
+/* The system part of the view: bound read-only where it is a directory,
+ * recreated where it is a symlink (merged /usr: /bin -> usr/bin). */
+static const char *const sandbox_system_dirs[] = {"/usr",   "/bin",   "/sbin",  "/lib",
+                                                  "/lib32", "/lib64", "/libx32", NULL};
+
+/* The curated /etc: what the dynamic loader, a shell, the C library's name
+ * services, TLS clients and the common tools read. Nothing with a secret in
+ * it (no shadow, no ssl/private, no ssh, no pip/npm credentials, no
+ * machine-id); passwd and group are written for the sandbox's own users. */
+static const char *const sandbox_etc[] = {
+    "/etc/ld.so.cache",   "/etc/ld.so.conf",    "/etc/ld.so.conf.d",   "/etc/nsswitch.conf",
+    "/etc/localtime",     "/etc/timezone",      "/etc/hosts",          "/etc/host.conf",
+    "/etc/gai.conf",      "/etc/services",      "/etc/protocols",      "/etc/networks",
+    "/etc/mime.types",    "/etc/magic",         "/etc/magic.mime",     "/etc/inputrc",
+    "/etc/gitconfig",     "/etc/shells",        "/etc/locale.alias",   "/etc/os-release",
+    "/etc/debian_version", "/etc/alternatives", "/etc/ssl/certs",      "/etc/ssl/openssl.cnf",
+    "/etc/ca-certificates", "/etc/ca-certificates.conf", "/etc/perl",  "/etc/terminfo",
+    "/etc/bash.bashrc",   NULL};
+
+/* Only with the network: where to find a name server. */
+static const char *const sandbox_etc_net[] = {"/etc/resolv.conf", NULL};
+
+/* Empty and private in every sandbox. */
+static const char *const sandbox_tmpfs[] = {"/tmp", "/var/tmp", "/run", "/var/run", "/home",
+                                            NULL};
 
 const char *sandbox_mode_name(enum sandbox_mode m)
 {
@@ -120,18 +143,244 @@ void sandbox_argv_free(char **argv)
 	free(argv);
 }
 
+void sandbox_fds_init(struct sandbox_fds *f)
+{
+	for (size_t i = 0; i < SANDBOX_FDS_MAX; i++)
+		f->fd[i] = -1;
+	f->n = 0;
+}
+
+void sandbox_fds_close(struct sandbox_fds *f)
+{
+	if (!f)
+		return;
+	for (size_t i = 0; i < f->n; i++)
+		if (f->fd[i] >= 0)
+			close(f->fd[i]);
+	sandbox_fds_init(f);
+}
+
+/* A sealed-in-place memory file holding len bytes of data, at offset 0, for
+ * bwrap to read (--ro-bind-data, --seccomp). Its number in the child is
+ * 3 + its index in f, written into num. */
+static int sandbox_fds_add(struct sandbox_fds *f, const void *data, size_t len, char *num,
+                           size_t num_size)
+{
+	const char *p = data;
+	int fd;
+
+	if (f->n == SANDBOX_FDS_MAX)
+		return SB_ERR_INVAL;
+	fd = memfd_create("switchboard-sandbox", MFD_CLOEXEC);
+	if (fd < 0)
+		return SB_ERR_IO;
+	while (len) {
+		ssize_t w = write(fd, p, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			close(fd);
+			return SB_ERR_IO;
+		}
+		p += w;
+		len -= (size_t)w;
+	}
+	if (lseek(fd, 0, SEEK_SET) != 0) {
+		close(fd);
+		return SB_ERR_IO;
+	}
+	f->fd[f->n] = fd;
+	snprintf(num, num_size, "%zu", 3 + f->n);
+	f->n++;
+	return SB_OK;
+}
+
+/* What the sandbox shows of the host: each bound source (resolved) and
+ * where it appears inside. A hidden path is covered only where it falls
+ * under one of them; elsewhere it is not in the view at all. */
+#define SANDBOX_VIEW_MAX 64
+
+struct sandbox_view {
+	char *real[SANDBOX_VIEW_MAX];
+	char *dst[SANDBOX_VIEW_MAX];
+	size_t n;
+	bool nomem, full;
+};
+
+static void view_add(struct sandbox_view *v, const char *src, const char *dst)
+{
+	char *r;
+
+	if (v->n == SANDBOX_VIEW_MAX) {
+		v->full = true;
+		return;
+	}
+	r = realpath(src, NULL);
+	if (!r) {
+		if (errno == ENOMEM)
+			v->nomem = true;
+		return;
+	}
+	v->real[v->n] = r;
+	if (!(v->dst[v->n] = strdup(dst))) {
+		free(r);
+		v->nomem = true;
+		return;
+	}
+	v->n++;
+}
+
+static void view_free(struct sandbox_view *v)
+{
+	for (size_t i = 0; i < v->n; i++) {
+		free(v->real[i]);
+		free(v->dst[i]);
+	}
+	v->n = 0;
+}
+
+/* Whether path is dir or lies beneath it; *rest is what follows dir. */
+static bool path_under(const char *path, const char *dir, const char **rest)
+{
+	size_t n = strlen(dir);
+
+	if (n == 1 && dir[0] == '/') {
+		*rest = path;
+		return true;
+	}
+	if (strncmp(path, dir, n) != 0 || (path[n] != '\0' && path[n] != '/'))
+		return false;
+	*rest = path + n;
+	return true;
+}
+
+/* Binds a system path into the view as it is on the host: a directory or
+ * file read-only, a symlink as the same symlink (merged /usr). Missing:
+ * nothing. */
+static void sandbox_bind_system(struct sandbox_args *a, struct sandbox_view *v, const char *p)
+{
+	struct stat st;
+	char target[4096];
+	ssize_t n;
+
+	if (lstat(p, &st) != 0)
+		return;
+	if (S_ISLNK(st.st_mode) && strncmp(p, "/etc/", 5) != 0) {
+		n = readlink(p, target, sizeof target - 1);
+		if (n <= 0)
+			return;
+		target[n] = '\0';
+		sa_add3(a, "--symlink", target, p);
+		return;
+	}
+	/* /etc/localtime and friends are symlinks into /usr: bind what they
+	 * name, at their own place */
+	if (stat(p, &st) != 0 || !(S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)))
+		return;
+	sa_add3(a, "--ro-bind", p, p);
+	view_add(v, p, p);
+}
+
+/* passwd and group for the users a command can meet: root (who owns the
+ * system files), the sandbox's own user, nobody. */
+static int sandbox_user_db(struct sandbox_args *a, struct sandbox_fds *fds, unsigned uid,
+                           unsigned gid, const char *workspace)
+{
+	char passwd[1024], group[512], num[16];
+	const char *home = strpbrk(workspace, ":\n") ? "/" : workspace;
+	int rc;
+
+	if (uid != 0 && uid != SANDBOX_NOBODY)
+		snprintf(passwd, sizeof passwd,
+		         "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+		         "sandbox:x:%u:%u:sandbox:%.600s:/bin/sh\n"
+		         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+		         uid, gid, home);
+	else
+		snprintf(passwd, sizeof passwd,
+		         "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+		         "nobody:x:65534:65534:nobody:%.600s:/bin/sh\n",
+		         uid == SANDBOX_NOBODY ? home : "/nonexistent");
+	snprintf(group, sizeof group, "root:x:0:\nnogroup:x:65534:\n");
+	if (gid != 0 && gid != SANDBOX_NOBODY) {
+		size_t used = strlen(group);
+
+		snprintf(group + used, sizeof group - used, "sandbox:x:%u:\n", gid);
+	}
+	if ((rc = sandbox_fds_add(fds, passwd, strlen(passwd), num, sizeof num)) != SB_OK)
+		return rc;
+	sa_add3(a, "--ro-bind-data", num, "/etc/passwd");
+	if ((rc = sandbox_fds_add(fds, group, strlen(group), num, sizeof num)) != SB_OK)
+		return rc;
+	sa_add3(a, "--ro-bind-data", num, "/etc/group");
+	return SB_OK;
+}
+
+/* Covers a hidden path where the view shows it: a directory with an empty
+ * tmpfs, anything else with /dev/null. A hidden path that is the workspace
+ * or one of its ancestors is left: the workspace was asked for (the
+ * private files inside it are listed on their own). */
+static void sandbox_cover_one(struct sandbox_args *a, const struct sandbox_view *v, const char *h,
+                              const char *ws_real)
+{
+	const char *rest;
+	char *real, target[8192];
+	struct stat st;
+
+	if (!h || h[0] != '/' || lstat(h, &st) != 0)
+		return;
+	real = realpath(h, NULL);
+	if (!real) {
+		if (errno == ENOMEM)
+			a->nomem = true;
+		return;
+	}
+	if (stat(real, &st) != 0 || path_under(ws_real, real, &rest)) {
+		free(real);
+		return;
+	}
+	for (size_t j = 0; j < v->n; j++) {
+		if (!path_under(real, v->real[j], &rest))
+			continue;
+		if (fmt(target, sizeof target, "%s%s", v->dst[j], rest) != SB_OK) {
+			a->full = true;
+			break;
+		}
+		if (S_ISDIR(st.st_mode))
+			sa_add2(a, "--tmpfs", target);
+		else
+			sa_add3(a, "--ro-bind", "/dev/null", target);
+	}
+	free(real);
+}
+
+static void sandbox_cover(struct sandbox_args *a, const struct sandbox_view *v,
+                          const struct sandbox_policy *policy, const char *ws_real)
+{
+	for (size_t i = 0; i < policy->n_hide && i < SANDBOX_HIDE_MAX; i++)
+		sandbox_cover_one(a, v, policy->hide[i], ws_real);
+	for (size_t i = 0; policy->hide_more && i < policy->n_hide_more; i++)
+		sandbox_cover_one(a, v, policy->hide_more[i], ws_real);
+}
+
 int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
-                 const char *const *argv, const char *const *env, char ***out, char *why,
-                 size_t why_size)
+                 const char *const *argv, const char *const *env, char ***out,
+                 struct sandbox_fds *fds, char *why, size_t why_size)
 {
 	struct sandbox_args a;
+	struct sandbox_view view;
 	char bwrap[4096], path[4096], num[32];
+	char *ws_real = NULL;
+	unsigned uid, gid;
 	struct stat st;
 	char **v;
 	int rc;
 
 	*out = NULL;
-	if (!policy || policy->mode == SANDBOX_FULL || !workspace || !argv || !argv[0])
+	sandbox_fds_init(fds);
+	if (!policy || policy->mode == SANDBOX_FULL || !workspace || workspace[0] != '/' ||
+	    !argv || !argv[0])
 		return SB_ERR_INVAL;
 	if ((rc = sandbox_find_bwrap(policy, bwrap, sizeof bwrap)) != SB_OK) {
 		snprintf(
@@ -141,7 +390,13 @@ int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
 		    "for this agent to run tools without a sandbox; see `switchboard doctor`)");
 		return rc;
 	}
+	if (!(ws_real = realpath(workspace, NULL))) {
+		snprintf(why, why_size, "the workspace %s cannot be opened: %s", workspace,
+		         strerror(errno));
+		return errno == ENOMEM ? SB_ERR_NOMEM : SB_ERR_NOTFOUND;
+	}
 	memset(&a, 0, sizeof a);
+	memset(&view, 0, sizeof view);
 	sa_add(&a, bwrap);
 	sa_add(&a, "--unshare-all");
 	if (policy->network)
@@ -149,35 +404,42 @@ int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
 	sa_add(&a, "--die-with-parent");
 	sa_add(&a, "--new-session");
 	sa_add2(&a, "--cap-drop", "ALL");
+	uid = (unsigned)getuid();
+	gid = (unsigned)getgid();
 	if (geteuid() == 0) {
-		snprintf(num, sizeof num, "%d", SANDBOX_NOBODY);
+		uid = gid = SANDBOX_NOBODY;
+		snprintf(num, sizeof num, "%u", uid);
 		sa_add2(&a, "--uid", num);
 		sa_add2(&a, "--gid", num);
 	}
-	sa_add3(&a, "--ro-bind", "/", "/");
+	/* The view is built from nothing (bwrap starts from an empty tmpfs):
+	 * only what is listed here exists inside. */
+	for (size_t i = 0; sandbox_system_dirs[i]; i++)
+		sandbox_bind_system(&a, &view, sandbox_system_dirs[i]);
+	for (size_t i = 0; sandbox_etc[i]; i++)
+		sandbox_bind_system(&a, &view, sandbox_etc[i]);
+	if (policy->network)
+		for (size_t i = 0; sandbox_etc_net[i]; i++)
+			sandbox_bind_system(&a, &view, sandbox_etc_net[i]);
+	sa_add3(&a, "--symlink", "/proc/self/mounts", "/etc/mtab");
+	if ((rc = sandbox_user_db(&a, fds, uid, gid, workspace)) != SB_OK) {
+		snprintf(why, why_size, "cannot prepare the sandbox's user database");
+		goto fail;
+	}
 	sa_add2(&a, "--proc", "/proc");
 	sa_add2(&a, "--dev", "/dev");
-	sa_add2(&a, "--tmpfs", "/tmp");
-	sa_add2(&a, "--tmpfs", "/var/tmp");
-	for (size_t i = 0; sandbox_secret_files[i]; i++)
-		if (stat(sandbox_secret_files[i], &st) == 0)
-			sa_add3(&a, "--ro-bind", "/dev/null", sandbox_secret_files[i]);
-	for (size_t i = 0; i < policy->n_hide && i < SANDBOX_HIDE_MAX; i++) {
-		const char *h = policy->hide[i];
-
-		/* never hide / or the workspace's own ancestors by accident:
-		 * the workspace is bound back below in every case */
-		if (h && h[0] == '/' && h[1] && stat(h, &st) == 0 && S_ISDIR(st.st_mode))
-			sa_add2(&a, "--tmpfs", h);
-	}
+	for (size_t i = 0; sandbox_tmpfs[i]; i++)
+		sa_add2(&a, "--tmpfs", sandbox_tmpfs[i]);
 	sa_add3(&a, policy->mode == SANDBOX_WORKSPACE_WRITE ? "--bind" : "--ro-bind", workspace,
 	        workspace);
+	view_add(&view, workspace, workspace);
 	/* A cut path would find no .git and leave the real one writable. */
 	if (FMT(path, "%s/.git", workspace) != SB_OK)
 		a.full = true;
 	else if (policy->mode == SANDBOX_WORKSPACE_WRITE && lstat(path, &st) == 0 &&
-	    !S_ISLNK(st.st_mode))
+	         !S_ISLNK(st.st_mode))
 		sa_add3(&a, "--ro-bind", path, path);
+	sandbox_cover(&a, &view, policy, ws_real);
 	sa_add(&a, "--clearenv");
 	for (size_t i = 0; env && env[i]; i++) {
 		const char *eq = strchr(env[i], '=');
@@ -204,22 +466,33 @@ int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
 	}
 	for (size_t i = 0; argv[i]; i++)
 		sa_add(&a, argv[i]);
+	if (view.nomem)
+		a.nomem = true;
+	if (view.full)
+		a.full = true;
 	if (a.nomem || a.full) {
-		for (size_t i = 0; i < a.n; i++)
-			free(a.v[i]);
 		snprintf(why, why_size, "%s",
 		         a.nomem ? "out of memory" : "the sandboxed command line is too long");
-		return a.nomem ? SB_ERR_NOMEM : SB_ERR_INVAL;
+		rc = a.nomem ? SB_ERR_NOMEM : SB_ERR_INVAL;
+		goto fail;
 	}
 	v = calloc(a.n + 1, sizeof *v);
 	if (!v) {
-		for (size_t i = 0; i < a.n; i++)
-			free(a.v[i]);
-		return SB_ERR_NOMEM;
+		rc = SB_ERR_NOMEM;
+		goto fail;
 	}
 	memcpy(v, a.v, a.n * sizeof *v);
 	*out = v;
+	view_free(&view);
+	free(ws_real);
 	return SB_OK;
+fail:
+	for (size_t i = 0; i < a.n; i++)
+		free(a.v[i]);
+	view_free(&view);
+	free(ws_real);
+	sandbox_fds_close(fds);
+	return rc;
 }
 
 const char *sandbox_failure(int exit_code, const char *output, size_t len)
@@ -237,10 +510,12 @@ int sandbox_probe(const struct sandbox_policy *policy, char *why, size_t why_siz
 	const char *argv[] = {"/bin/true", NULL};
 	char **v = NULL, *tmp = NULL, out[1024];
 	int fds[2] = {-1, -1}, st = 0, rc;
+	struct sandbox_fds box;
 	size_t got = 0;
 	pid_t pid;
 	struct timespec t0, t1;
 
+	sandbox_fds_init(&box);
 	memset(&p, 0, sizeof p);
 	if (policy)
 		p = *policy;
@@ -251,24 +526,29 @@ int sandbox_probe(const struct sandbox_policy *policy, char *why, size_t why_siz
 		rc = SB_ERR_IO;
 		goto out;
 	}
-	rc = sandbox_argv(&p, tmp, argv, NULL, &v, why, why_size);
+	rc = sandbox_argv(&p, tmp, argv, NULL, &v, &box, why, why_size);
 	if (rc != SB_OK)
 		goto out;
 	rc = SB_ERR_IO;
-	if (pipe(fds) != 0)
+	if (pipe2(fds, O_CLOEXEC) != 0)
 		goto out;
 	pid = fork();
 	if (pid < 0)
 		goto out;
 	if (pid == 0) {
-		int dn = open("/dev/null", O_RDONLY);
+		int dn = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
 		if (dn >= 0)
 			dup2(dn, 0);
 		dup2(fds[1], 1);
 		dup2(fds[1], 2);
-		close(fds[0]);
-		close(fds[1]);
+		/* bwrap's inputs as 3, 4, ...: moved above them first, so that
+		 * no dup2 overwrites one not yet placed */
+		for (size_t i = 0; i < box.n; i++)
+			box.fd[i] = fcntl(box.fd[i], F_DUPFD_CLOEXEC, 3 + SANDBOX_FDS_MAX);
+		for (size_t i = 0; i < box.n; i++)
+			if (box.fd[i] < 0 || dup2(box.fd[i], 3 + (int)i) < 0)
+				_exit(127);
 		execv(v[0], v);
 		_exit(127);
 	}
@@ -320,5 +600,6 @@ out:
 		free(tmp);
 	}
 	sandbox_argv_free(v);
+	sandbox_fds_close(&box);
 	return rc;
 }

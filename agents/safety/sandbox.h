@@ -5,11 +5,21 @@
  *
  *   bwrap --unshare-all [--share-net] --die-with-parent --new-session
  *         --cap-drop ALL [--uid 65534 --gid 65534]  (when the gateway is root)
- *         --ro-bind / / --proc /proc --dev /dev --tmpfs /tmp
- *         --tmpfs <gateway home> --tmpfs <user home> ...   (hidden)
+ *         --ro-bind /usr /usr --symlink usr/bin /bin ...   (system directories)
+ *         --ro-bind /etc/ld.so.cache /etc/ld.so.cache ...   (a curated /etc)
+ *         --ro-bind-data 3 /etc/passwd --ro-bind-data 4 /etc/group
+ *         --proc /proc --dev /dev
+ *         --tmpfs /tmp --tmpfs /var/tmp --tmpfs /run --tmpfs /var/run --tmpfs /home
  *         --bind|--ro-bind <workspace> <workspace> [--ro-bind <ws>/.git <ws>/.git]
+ *         [--tmpfs DIR | --ro-bind /dev/null FILE]   (hidden paths inside the view)
  *         --clearenv --setenv PATH ... --chdir <workspace>
  *         -- /bin/sh -c 'ulimit -v KB; exec "$0" "$@"' argv...
+ *
+ * The view is an allow-list: bwrap starts from an empty root, so nothing of
+ * the host exists inside but what is listed (no /run and its sockets, no
+ * /var, no /root or /home, nothing of the gateway's home, config, store or
+ * secret files wherever they are). Paths the caller hides are covered only
+ * where they would appear in that view (inside the workspace, say).
  *
  * Policies: read-only (the workspace read-only too), workspace-write (the
  * workspace read-write, its .git read-only), full (no sandbox at all; only
@@ -27,6 +37,7 @@
 #include <stdint.h>
 
 #define SANDBOX_HIDE_MAX 8
+#define SANDBOX_FDS_MAX 4
 #define SANDBOX_NOBODY 65534
 
 enum sandbox_mode {
@@ -39,10 +50,16 @@ struct sandbox_policy {
 	enum sandbox_mode mode;
 	bool network;         /* keep the host's network */
 	int64_t memory_bytes; /* address-space limit (RLIMIT_AS); 0 = none */
-	/* Directories the child must not see (the gateway's home, ...);
-	 * replaced by empty ones. The workspace is bound back on top. */
+	/* Paths the child must not see (the gateway's home, its config,
+	 * store and secret files, ...). Outside the view they are not there
+	 * anyway; inside it (under the workspace, say) a directory is
+	 * covered by an empty one and a file by /dev/null. A hidden path
+	 * that is the workspace or an ancestor of it does not hide it. */
 	const char *hide[SANDBOX_HIDE_MAX];
 	size_t n_hide;
+	/* More of them, borrowed (the config's private paths) */
+	const char *const *hide_more;
+	size_t n_hide_more;
 	const char *bwrap; /* the bwrap program; NULL = looked up in PATH */
 };
 
@@ -52,14 +69,28 @@ const char *sandbox_mode_name(enum sandbox_mode m);
  * places). Writes its path into out. SB_OK or SB_ERR_NOTFOUND. Any thread. */
 int sandbox_find_bwrap(const struct sandbox_policy *policy, char *out, size_t size);
 
+/* Descriptors the child must hold when bwrap starts: fd[i] becomes the
+ * child's descriptor 3 + i (the command line names them so). Memory files
+ * with the sandbox's passwd and group (and its seccomp program); bwrap
+ * reads and closes each, so the command inherits none. */
+struct sandbox_fds {
+	int fd[SANDBOX_FDS_MAX];
+	size_t n;
+};
+
+void sandbox_fds_init(struct sandbox_fds *f);
+void sandbox_fds_close(struct sandbox_fds *f); /* closes the parent's copies; NULL ok */
+
 /* Builds the bwrap command line for argv (NULL-terminated) run in workspace
- * with env ("NAME=value", NULL-terminated, may be NULL). *out is a
- * NULL-terminated array the caller frees with sandbox_argv_free. mode must
- * not be SANDBOX_FULL. SB_OK, SB_ERR_NOTFOUND (no bwrap: why says so),
- * SB_ERR_INVAL, SB_ERR_NOMEM. Any thread (stat only). */
+ * (absolute) with env ("NAME=value", NULL-terminated, may be NULL). *out is
+ * a NULL-terminated array the caller frees with sandbox_argv_free; fds (the
+ * caller's, closed with sandbox_fds_close once the child started) holds
+ * what the child must inherit. mode must not be SANDBOX_FULL. SB_OK,
+ * SB_ERR_NOTFOUND (no bwrap, or no workspace: why says so), SB_ERR_INVAL,
+ * SB_ERR_IO, SB_ERR_NOMEM; on error fds is empty. Any thread (stat only). */
 int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
-                 const char *const *argv, const char *const *env, char ***out, char *why,
-                 size_t why_size);
+                 const char *const *argv, const char *const *env, char ***out,
+                 struct sandbox_fds *fds, char *why, size_t why_size);
 
 void sandbox_argv_free(char **argv);
 

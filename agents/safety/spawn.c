@@ -241,9 +241,11 @@ int tool_spawn(uv_loop_t *loop, const struct tool_spawn_options *opt, tool_spawn
 	char *home = NULL, **boxed = NULL, why[512];
 	size_t n = 0, i, len;
 	uv_file fds[2] = {-1, -1};
-	uv_stdio_container_t stdio[3];
+	uv_stdio_container_t stdio[3 + SANDBOX_FDS_MAX];
 	uv_process_options_t po;
+	struct sandbox_fds boxfds;
 
+	sandbox_fds_init(&boxfds);
 	if (out)
 		*out = NULL;
 	if (!loop || !opt || !opt->argv || !opt->argv[0] || !opt->cwd || opt->timeout_ms <= 0 ||
@@ -277,7 +279,8 @@ int tool_spawn(uv_loop_t *loop, const struct tool_spawn_options *opt, tool_spawn
 	env[n] = NULL;
 	if (opt->sandbox && opt->sandbox->mode != SANDBOX_FULL) {
 		why[0] = '\0';
-		rc = sandbox_argv(opt->sandbox, opt->cwd, opt->argv, env, &boxed, why, sizeof why);
+		rc = sandbox_argv(opt->sandbox, opt->cwd, opt->argv, env, &boxed, &boxfds, why,
+		                  sizeof why);
 		if (rc != SB_OK) {
 			if (opt->why && opt->why_size)
 				snprintf(opt->why, opt->why_size, "%s", why);
@@ -312,6 +315,11 @@ int tool_spawn(uv_loop_t *loop, const struct tool_spawn_options *opt, tool_spawn
 	stdio[1].data.fd = fds[1];
 	stdio[2].flags = UV_INHERIT_FD;
 	stdio[2].data.fd = fds[1];
+	/* what bwrap reads at start (sandbox.h): the child's 3, 4, ... */
+	for (i = 0; i < boxfds.n; i++) {
+		stdio[3 + i].flags = UV_INHERIT_FD;
+		stdio[3 + i].data.fd = boxfds.fd[i];
+	}
 	memset(&po, 0, sizeof po);
 	po.exit_cb = spawn_exited;
 	po.file = boxed ? boxed[0] : opt->argv[0];
@@ -319,7 +327,7 @@ int tool_spawn(uv_loop_t *loop, const struct tool_spawn_options *opt, tool_spawn
 	po.env = (char **)env;
 	po.cwd = opt->cwd;
 	po.flags = UV_PROCESS_DETACHED;
-	po.stdio_count = 3;
+	po.stdio_count = 3 + (int)boxfds.n;
 	po.stdio = stdio;
 	spawn_cloexec_all();
 	err = uv_spawn(loop, &sp->proc, &po);
@@ -354,6 +362,7 @@ out:
 	}
 	free(home);
 	sandbox_argv_free(boxed);
+	sandbox_fds_close(&boxfds);
 	return rc;
 }
 

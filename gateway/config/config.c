@@ -879,6 +879,9 @@ static void config_free(struct config *c)
 	for (size_t i = 0; i < c->n_secrets; i++)
 		free(c->secrets[i]);
 	free(c->secrets);
+	for (size_t i = 0; i < c->n_private_paths; i++)
+		free(c->private_paths[i]);
+	free(c->private_paths);
 	free(c->path);
 	free(c->home);
 	free(c);
@@ -918,6 +921,42 @@ static void config_collect_secret(void *ud, const char *value)
 		return;
 	}
 	c->secrets[c->n_secrets++] = copy;
+}
+
+/* Appends "<a><b>" to the private paths. */
+static int config_private(struct config *c, const char *a, const char *b)
+{
+	char **v = realloc(c->private_paths, (c->n_private_paths + 1) * sizeof *v);
+	size_t n = strlen(a) + strlen(b) + 1;
+
+	if (!v)
+		return SB_ERR_NOMEM;
+	c->private_paths = v;
+	if (!(v[c->n_private_paths] = malloc(n)))
+		return SB_ERR_NOMEM;
+	snprintf(v[c->n_private_paths++], n, "%s%s", a, b);
+	return SB_OK;
+}
+
+/* The private paths of a snapshot (config.h); secret files from doc. */
+static int config_private_paths(struct config *c, const struct cfg_doc *doc)
+{
+	static const char *const store_parts[] = {"", "-wal", "-shm", "-journal", NULL};
+	static const char *const home_parts[] = {"", "/gateway.token", "/secrets", "/agents",
+	                                         NULL};
+	const char *const *files;
+	size_t n = cfg_doc_secret_files(doc, &files);
+	int rc = SB_OK;
+
+	for (size_t i = 0; home_parts[i] && rc == SB_OK; i++)
+		rc = config_private(c, c->home, home_parts[i]);
+	if (rc == SB_OK)
+		rc = config_private(c, c->path, "");
+	for (size_t i = 0; store_parts[i] && rc == SB_OK; i++)
+		rc = config_private(c, c->store.path, store_parts[i]);
+	for (size_t i = 0; i < n && rc == SB_OK; i++)
+		rc = config_private(c, files[i], "");
+	return rc;
 }
 
 /* Resolves relative paths against the home and fills derived values. */
@@ -999,6 +1038,9 @@ static int config_build(const char *text, size_t len, const char *file, const ch
 	if (rc)
 		goto out;
 	rc = config_finish(c);
+	if (rc)
+		goto out;
+	rc = config_private_paths(c, doc);
 	if (rc)
 		goto out;
 	crypto_generichash(c->digest, sizeof c->digest, (const unsigned char *)text, len, NULL, 0);

@@ -121,6 +121,12 @@ struct config {
 
 	char **secrets; /* values of every CFG_SECRET key, for log redaction */
 	size_t n_secrets;
+	/* Every path the gateway keeps to itself, absolute: the home, this
+	 * file, the store and its -wal/-shm/-journal, the home's
+	 * gateway.token, secrets/ and agents/, each ${file:...} secret. The
+	 * sandbox hides them all (agents/safety/sandbox.h). */
+	char **private_paths;
+	size_t n_private_paths;
 	unsigned char digest[32]; /* BLAKE2b of the file bytes, to skip no-op reloads */
 };
 

@@ -199,6 +199,8 @@ struct cfg_doc {
 	struct cfg_node *root; /* NULL for an empty stream */
 	char *file;
 	char *base_dir;
+	char **secret_files; /* every ${file:...} read, as opened */
+	size_t n_secret_files;
 };
 
 static void cfg_node_free(struct cfg_node *n)
@@ -213,11 +215,20 @@ static void cfg_node_free(struct cfg_node *n)
 	free(n);
 }
 
+size_t cfg_doc_secret_files(const struct cfg_doc *doc, const char *const **out)
+{
+	*out = doc ? (const char *const *)doc->secret_files : NULL;
+	return doc ? doc->n_secret_files : 0;
+}
+
 void cfg_doc_free(struct cfg_doc *doc)
 {
 	if (!doc)
 		return;
 	cfg_node_free(doc->root);
+	for (size_t i = 0; i < doc->n_secret_files; i++)
+		free(doc->secret_files[i]);
+	free(doc->secret_files);
 	free(doc->file);
 	free(doc->base_dir);
 	free(doc);
@@ -242,6 +253,7 @@ struct cfg_parser {
 	yaml_parser_t yp;
 	struct cfg_rep rep;
 	const char *base_dir;
+	struct cfg_doc *doc;
 	bool syntax_error;
 };
 
@@ -298,6 +310,22 @@ static int cfg_read_secret(struct cfg_parser *p, const struct cfg_node *n, const
 			            "cannot open secret file %s: %s", full, strerror(errno));
 		}
 		goto out;
+	}
+	if (p->doc) {
+		/* remembered, so that the sandbox can hide it (sandbox.h) */
+		char **v = realloc(p->doc->secret_files,
+		                   (p->doc->n_secret_files + 1) * sizeof *v);
+
+		if (!v) {
+			rc = SB_ERR_NOMEM;
+			goto out;
+		}
+		p->doc->secret_files = v;
+		if (!(v[p->doc->n_secret_files] = strdup(full))) {
+			rc = SB_ERR_NOMEM;
+			goto out;
+		}
+		p->doc->n_secret_files++;
 	}
 	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		cfg_rep_add(&p->rep, n->line, n->col, path, NULL,
@@ -650,6 +678,7 @@ int cfg_doc_parse(const char *text, size_t len, const char *file, const char *ba
 	doc->base_dir = base_dir ? strdup(base_dir) : NULL;
 	if (!doc->file || (base_dir && !doc->base_dir))
 		goto out;
+	p.doc = doc;
 	if (!yaml_parser_initialize(&p.yp))
 		goto out;
 	parser_ok = true;

@@ -146,6 +146,10 @@ int cfg_doc_parse(const char *text, size_t len, const char *file, const char *ba
                   struct cfg_doc **out, struct cfg_errors *errs);
 void cfg_doc_free(struct cfg_doc *doc); /* NULL is a no-op */
 
+/* The files the document's ${file:...} references opened (absolute when
+ * base_dir is), borrowed from doc; returns how many. */
+size_t cfg_doc_secret_files(const struct cfg_doc *doc, const char *const **out);
+
 /* Applies the document's top-level mapping to obj using section, filling
  * defaults and collecting every error (unknown and duplicate keys, wrong
  * types, bounds, enum choices, missing required keys, validators, section

@@ -554,10 +554,12 @@ static void run_gates(struct run_job *j)
 	j->sandbox.mode = (enum sandbox_mode)a->sandbox;
 	j->sandbox.network = a->sandbox_network;
 	j->sandbox.memory_bytes = a->tool_memory;
-	/* What a tool process must not see: the gateway's home (config,
-	 * secrets, state, other agents' transcripts) and the home of the
-	 * user the gateway runs as. The workspace is bound back on top. */
-	j->sandbox.hide[j->sandbox.n_hide++] = j->cfg->home;
+	/* What a tool process must not see: the gateway's home, config,
+	 * store and secret files wherever they are, and the home of the
+	 * user the gateway runs as. The sandbox's view is an allow-list, so
+	 * these matter where they lie inside it (in the workspace, say). */
+	j->sandbox.hide_more = (const char *const *)j->cfg->private_paths;
+	j->sandbox.n_hide_more = j->cfg->n_private_paths;
 	if (user_home && user_home[0] == '/' && user_home[1])
 		j->sandbox.hide[j->sandbox.n_hide++] = user_home;
 	j->sandbox.hide[j->sandbox.n_hide++] = "/root";

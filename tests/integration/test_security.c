@@ -15,7 +15,16 @@
  *     stdio, never the gateway's sockets or pipes;
  *   - state.db and its -wal/-shm are 0600 whatever the umask;
  *   - the output of a command that ran past tool_timeout is labelled
- *     untrusted like any other.
+ *     untrusted like any other;
+ *   - the sandbox's view is an allow-list: a config given with --config
+ *     elsewhere, an absolute store.path, an absolute ${file:...} secret,
+ *     state.db and gateway.token cannot be read from a command, wherever
+ *     they are; a root-only unix socket outside the view (standing for
+ *     /run/docker.sock) cannot be reached.
+ *
+ * The places "elsewhere" are directories made under the working directory
+ * (the build tree), not under $TMPDIR: a view that merely hides /tmp would
+ * pass a test that put them there.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -24,7 +33,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -36,6 +50,8 @@
 
 #define OUTSIDE_SECRET "outside-secret-5f2b9c"
 #define PROVIDER_KEY "test-key-provider-93ad"
+#define FILE_KEY "test-key-from-file-7c41e0"
+#define CONFIG_MARK "config-marker-d2a9"
 
 struct fixture {
 	struct harness_peer llm;
@@ -328,6 +344,184 @@ static void test_timed_out_output_labelled(void **state)
 	free(tool);
 }
 
+static void need_sandbox(void)
+{
+	if (strcmp(fx.sandbox, "full") == 0)
+		HARNESS_SKIP("bubblewrap cannot build a sandbox here");
+}
+
+/* A directory for state "elsewhere": under the working directory, outside
+ * the home and outside /tmp. */
+static void elsewhere_dir(char *out, size_t size)
+{
+	char tmpl[] = "sec-XXXXXX";
+
+	assert_non_null(mkdtemp(tmpl));
+	assert_non_null(realpath(tmpl, out));
+	(void)size;
+}
+
+/* The state outside the home: a config given with --config, an absolute
+ * store.path, an absolute ${file:...} secret. A command reads each by its
+ * absolute path (spelt through a variable, as the shell classifier cannot
+ * follow); the result the model receives holds none of their bytes, nor
+ * those of the home's gateway.token and state.db. */
+static void test_private_state_elsewhere(void **state)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 64], cfg[3 * PATH_MAX], cmd[3 * PATH_MAX], *tool, *esc;
+	const char *args[8];
+	struct buf out;
+	json_t *js;
+
+	(void)state;
+	need_sandbox();
+	elsewhere_dir(dir, sizeof dir);
+	snprintf(path, sizeof path, "%s/keys", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof path, "%s/keys/provider.key", dir);
+	assert_int_equal(harness_write_file(path, FILE_KEY "\n"), 0);
+	assert_int_equal(chmod(path, 0600), 0);
+	snprintf(path, sizeof path, "%s/data", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(path, sizeof path, "%s/etc", dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	snprintf(cfg, sizeof cfg,
+	         "# " CONFIG_MARK "\n"
+	         "store: {path: %s/data/state.db}\n"
+	         "providers:\n"
+	         "  - {id: oa, api: openai-chat, base_url: \"http://127.0.0.1:%d/v1\", "
+	         "api_key: \"${file:%s/keys/provider.key}\", max_retries: 1, timeout: 10s}\n"
+	         "agents:\n"
+	         "  - {id: main, default: true, model: oa/gpt-test, sandbox: %s, "
+	         "tool_timeout: 20s}\n",
+	         dir, fx.llm.port, dir, fx.sandbox);
+	snprintf(path, sizeof path, "%s/etc/switchboard.yaml", dir);
+	assert_int_equal(harness_write_file(path, cfg), 0);
+
+	/* a first turn, so that the store exists */
+	script("[{\"text\":\"ready\"}]");
+	buf_init(&out, 1 << 20);
+	args[0] = "agent";
+	args[1] = "run";
+	args[2] = "--config";
+	args[3] = path;
+	args[4] = "-v";
+	args[5] = "hello";
+	args[6] = NULL;
+	if (harness_cli(fx.home, &out, args) != 0) {
+		fprintf(stderr, "%s\n", out.data);
+		buf_free(&out);
+		fail_msg("the first run failed");
+	}
+	snprintf(cmd, sizeof cmd, "%.1000s/data/state.db", dir);
+	assert_int_equal(access(cmd, F_OK), 0);
+
+	{
+		static const char *const files[] = {
+		    "$d/keys/provider.key", "$d/etc/switchboard.yaml", "$d/data/state.db",
+		    "$h/gateway.token",     "$h/switchboard.yaml",     "$h/state.db"};
+		size_t used;
+
+		snprintf(cmd, sizeof cmd, "d=%.1000s; h=%.500s; ", dir, fx.home);
+		for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+			used = strlen(cmd);
+			snprintf(cmd + used, sizeof cmd - used,
+			         "echo '== %s'; cat %s 2>&1 | head -c 300; ", files[i], files[i]);
+		}
+		used = strlen(cmd);
+		snprintf(cmd + used, sizeof cmd - used, "ls -la $d $h 2>&1");
+	}
+	js = json_string(cmd);
+	esc = json_dumps(js, JSON_ENCODE_ANY);
+	json_decref(js);
+	snprintf(cfg, sizeof cfg,
+	         "[{\"tool_calls\":[{\"name\":\"bash\",\"input\":{\"command\":%s}}]},"
+	         " {\"text\":\"read\"}]",
+	         esc);
+	free(esc);
+	script(cfg);
+	buf_reset(&out);
+	args[5] = "read them";
+	if (harness_cli(fx.home, &out, args) != 0 || !strstr(out.data, "done in")) {
+		fprintf(stderr, "%s\n", out.data);
+		buf_free(&out);
+		fail_msg("the command did not run");
+	}
+	buf_free(&out);
+	tool = last_tool_result();
+	if (!strstr(tool, "== ") || strstr(tool, FILE_KEY) || strstr(tool, PROVIDER_KEY) ||
+	    strstr(tool, CONFIG_MARK) || strstr(tool, "SQLite format 3") ||
+	    strstr(tool, fx.token)) {
+		fprintf(stderr, "tool result: <<%s>>\n", tool);
+		free(tool);
+		harness_rmrf(dir);
+		fail_msg("a command read the gateway's private state");
+	}
+	free(tool);
+	harness_rmrf(dir);
+}
+
+/* A root-only (0600) unix socket in a directory outside the view, standing
+ * for /run/docker.sock or D-Bus: a command cannot connect to it (perl is
+ * the client: it is in /usr). The test's listening socket then has no
+ * connection waiting. */
+static void test_host_socket_unreachable(void **state)
+{
+	char dir[PATH_MAX], cmd[2048], body[8192], *tool, *esc;
+	struct sockaddr_un sa;
+	struct buf out;
+	json_t *js;
+	int lfd, cfd;
+
+	(void)state;
+	need_sandbox();
+	elsewhere_dir(dir, sizeof dir);
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	assert_true(snprintf(sa.sun_path, sizeof sa.sun_path, "%s/docker.sock", dir) <
+	            (int)sizeof sa.sun_path);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+	assert_int_equal(chmod(sa.sun_path, 0600), 0);
+	assert_int_equal(listen(lfd, 8), 0);
+
+	snprintf(cmd, sizeof cmd,
+	         "s=%s; perl -MIO::Socket::UNIX -e '$c = IO::Socket::UNIX->new(Peer => $ARGV[0]) "
+	         "or die \"REFUSED: $!\\n\"; print \"CONNECTED\\n\"' $s 2>&1",
+	         sa.sun_path);
+	js = json_string(cmd);
+	esc = json_dumps(js, JSON_ENCODE_ANY);
+	json_decref(js);
+	snprintf(body, sizeof body,
+	         "[{\"tool_calls\":[{\"name\":\"bash\",\"input\":{\"command\":%s}}]},"
+	         " {\"text\":\"tried\"}]",
+	         esc);
+	free(esc);
+	script(body);
+	buf_init(&out, 1 << 20);
+	if (agent_run("connect", &out) != 0 || !strstr(out.data, "done in")) {
+		fprintf(stderr, "%s\n", out.data);
+		buf_free(&out);
+		fail_msg("the command did not run");
+	}
+	buf_free(&out);
+	tool = last_tool_result();
+	cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	if (cfd >= 0 || strstr(tool, "CONNECTED") || !strstr(tool, "REFUSED")) {
+		fprintf(stderr, "tool result: <<%s>>\n", tool);
+		if (cfd >= 0)
+			close(cfd);
+		close(lfd);
+		free(tool);
+		harness_rmrf(dir);
+		fail_msg("a command reached a root-only socket outside the view");
+	}
+	free(tool);
+	close(lfd);
+	harness_rmrf(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -335,6 +529,8 @@ int main(void)
 	    cmocka_unit_test(test_state_files_private),
 	    cmocka_unit_test(test_bootstrap_symlinks),
 	    cmocka_unit_test(test_child_fds),
+	    cmocka_unit_test(test_private_state_elsewhere),
+	    cmocka_unit_test(test_host_socket_unreachable),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -185,11 +185,12 @@ static void test_command_line(void **state)
 	const char *argv[] = {"/bin/true", NULL};
 	const char *env[] = {"PATH=/usr/bin:/bin", NULL};
 	char **v = NULL, why[512], joined[8192] = "", gitro[3 * PATH_MAX];
+	struct sandbox_fds fds;
 
 	(void)state;
 	need_bwrap();
 	policy_init(&p, SANDBOX_WORKSPACE_WRITE);
-	assert_int_equal(sandbox_argv(&p, fx.ws, argv, env, &v, why, sizeof why), SB_OK);
+	assert_int_equal(sandbox_argv(&p, fx.ws, argv, env, &v, &fds, why, sizeof why), SB_OK);
 	for (size_t i = 0; v[i]; i++) {
 		strncat(joined, v[i], sizeof joined - strlen(joined) - 2);
 		strncat(joined, " ", sizeof joined - strlen(joined) - 1);
@@ -205,8 +206,9 @@ static void test_command_line(void **state)
 	snprintf(gitro, sizeof gitro, "--ro-bind %s/.git %s/.git ", fx.ws, fx.ws);
 	assert_non_null(strstr(joined, gitro));
 	sandbox_argv_free(v);
+	sandbox_fds_close(&fds);
 	p.network = true;
-	assert_int_equal(sandbox_argv(&p, fx.ws, argv, env, &v, why, sizeof why), SB_OK);
+	assert_int_equal(sandbox_argv(&p, fx.ws, argv, env, &v, &fds, why, sizeof why), SB_OK);
 	joined[0] = '\0';
 	for (size_t i = 0; v[i]; i++) {
 		strncat(joined, v[i], sizeof joined - strlen(joined) - 2);
@@ -214,9 +216,10 @@ static void test_command_line(void **state)
 	}
 	assert_non_null(strstr(joined, "--share-net"));
 	sandbox_argv_free(v);
+	sandbox_fds_close(&fds);
 	/* "full" is no sandbox: nothing to build */
 	p.mode = SANDBOX_FULL;
-	assert_int_equal(sandbox_argv(&p, fx.ws, argv, env, &v, why, sizeof why), SB_ERR_INVAL);
+	assert_int_equal(sandbox_argv(&p, fx.ws, argv, env, &v, &fds, why, sizeof why), SB_ERR_INVAL);
 }
 
 static void test_properties_from_inside(void **state)
@@ -286,6 +289,52 @@ static void test_properties_from_inside(void **state)
 	assert_int_equal(run(&p, "sleep 30 & sleep 30", 500, &o), SB_ERR_TIMEOUT);
 	assert_true(o.timed_out);
 	unsetenv("SB_GATEWAY_SECRET");
+}
+
+/* The view is an allow-list: the root holds only the system directories,
+ * a curated /etc and the private mounts; the tools a shell needs work in
+ * it (the dynamic loader, awk through /etc/alternatives, name lookups of
+ * the sandbox's own users, the CA store), and what a host keeps in /etc
+ * besides (shadow, ssl/private, machine-id) is not there. */
+static void test_view_allow_list(void **state)
+{
+	struct sandbox_policy p;
+	struct outcome o;
+
+	(void)state;
+	need_bwrap();
+	policy_init(&p, SANDBOX_WORKSPACE_WRITE);
+	assert_int_equal(run(&p, "ls / | tr '\n' ' '", 10000, &o), SB_OK);
+	{
+		static const char *const allowed[] = {"bin", "dev", "etc", "home", "lib", "lib32",
+		                                      "lib64", "libx32", "proc", "run", "sbin",
+		                                      "tmp", "usr", "var", NULL};
+		const char *w = o.out;
+
+		while (*w) {
+			size_t n = strcspn(w, " ");
+			bool ok = false;
+
+			for (size_t i = 0; allowed[i]; i++)
+				ok = ok || (strlen(allowed[i]) == n && strncmp(w, allowed[i], n) == 0);
+			if (!ok)
+				fail_msg("unexpected /%.*s in the view: %s", (int)n, w, o.out);
+			w += n;
+			w += strspn(w, " ");
+		}
+	}
+	assert_int_equal(run(&p, "ls -A /run /var/run /home /var | tr -s '\n' ' '", 10000, &o), SB_OK);
+	assert_string_equal(o.out, "/home: /run: /var: run tmp /var/run: ");
+	assert_int_equal(run(&p, "ls /etc/shadow /etc/ssl/private /etc/machine-id 2>&1 | wc -l; "
+	                         "grep -c . /etc/passwd",
+	                         10000, &o),
+	                 SB_OK);
+	assert_string_equal(o.out, "3\n2\n");
+	assert_int_equal(run(&p, "echo a b | awk '{print $2}'; id -un; test -s "
+	                         "/etc/ssl/certs/ca-certificates.crt && echo certs",
+	                         10000, &o),
+	                 SB_OK);
+	assert_string_equal(o.out, geteuid() == 0 ? "b\nnobody\ncerts\n" : "b\nsandbox\ncerts\n");
 }
 
 static void test_read_only_and_network(void **state)
@@ -372,6 +421,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_command_line),
 	    cmocka_unit_test(test_properties_from_inside),
+	    cmocka_unit_test(test_view_allow_list),
 	    cmocka_unit_test(test_read_only_and_network),
 	    cmocka_unit_test(test_missing_bwrap_refuses),
 	};
