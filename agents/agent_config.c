@@ -350,6 +350,26 @@ static int agent_web_check(void *obj, struct cfg_error_ctx *ctx)
 	return 0;
 }
 
+static const struct cfg_key agent_memory_keys[] = {
+    {
+        .name = "transcripts",
+        .type = CFG_BOOL,
+        .offset = offsetof(struct agent_memory_config, transcripts),
+        .def = "false",
+        .doc = "`memory_search` also searches the agent's past transcripts (each user or "
+               "assistant message, named `sessions/<id>.jsonl` and its line), besides "
+               "`MEMORY.md` and `memory/`.",
+    },
+};
+
+static const struct cfg_section agent_memory_section = {
+    .name = "memory",
+    .size = sizeof(struct agent_memory_config),
+    .keys = agent_memory_keys,
+    .nkeys = sizeof agent_memory_keys / sizeof agent_memory_keys[0],
+    .doc = "The agent's memory tools (docs/memory.md).",
+};
+
 static const struct cfg_key agent_web_keys[] = {
     {
         .name = "fetch",
@@ -644,6 +664,13 @@ static const struct cfg_key agent_config_keys[] = {
         .offset = offsetof(struct agent_config, web),
         .section = &agent_web_section,
         .doc = "`web_fetch` and its limits (docs/agents.md).",
+    },
+    {
+        .name = "memory",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct agent_config, memory),
+        .section = &agent_memory_section,
+        .doc = "What `memory_search` covers (docs/memory.md).",
     },
 };
 

@@ -58,6 +58,11 @@ struct agent_web_config {
 	struct netaddr_policy policy; /* allow, parsed by the section's check */
 };
 
+/* The agent's memory (docs/memory.md). */
+struct agent_memory_config {
+	bool transcripts; /* memory_search covers past transcripts too */
+};
+
 struct agent_config {
 	char *id;         /* [a-z0-9][a-z0-9_-]{0,63} */
 	char *workspace;  /* directory; relative to the home; default workspaces/<id> */
@@ -86,6 +91,7 @@ struct agent_config {
 	struct perm_rule *permissions; /* rules per channel/sender (permissions.h) */
 	size_t n_permissions;
 	struct agent_web_config web;
+	struct agent_memory_config memory;
 };
 
 enum agent_queue_mode {

@@ -611,6 +611,8 @@ static void run_memory(struct run_job *j)
 	    SB_OK)
 		return;
 	j->memory.index = j->memory_index;
+	if (j->agent->memory.transcripts)
+		j->memory.sessions = j->sessions_dir;
 	j->memory.today = j->memory_today;
 	j->memory.writable = j->perms.owner;
 	j->memory.committed = run_memory_committed;

@@ -275,6 +275,11 @@ static void test_non_owner_refused(void **state)
 	if (!strstr(res, "refused"))
 		fail_msg("memory_write's result for a non-owner: %s", res);
 	free(res);
+	/* A group's session never sees the owner's daily notes. */
+	sys = last_system_prompt();
+	assert_null(strstr(sys, "4471"));
+	assert_null(strstr(sys, "# Daily notes"));
+	free(sys);
 	msg = head_commit(after);
 	assert_string_equal(before, after);
 	free(msg);

@@ -182,6 +182,53 @@ static void test_get_and_append(void **state)
 	assert_int_equal(memory_append(ws, "SOUL.md", "x", why, sizeof why), SB_ERR_PERM);
 }
 
+static void test_transcripts(void **state)
+{
+	struct memory_scope s = {.workspace = ws, .index = idx};
+	char dir[700], p[1200], why[256];
+	json_t *hits = NULL, *h;
+	FILE *f;
+
+	(void)state;
+	snprintf(dir, sizeof dir, "%s/sessions", home);
+	mkdir(dir, 0700);
+	snprintf(p, sizeof p, "%s/01abc.jsonl", dir);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	fputs("{\"type\":\"session\",\"id\":\"01abc\"}\n"
+	      "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":"
+	      "[{\"type\":\"text\",\"text\":\"my locker number is quokka-58\"}]}}\n"
+	      "{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":"
+	      "[{\"type\":\"tool_result\",\"content\":\"quokka in a tool\"}]}}\n",
+	      f);
+	fclose(f);
+	snprintf(p, sizeof p, "%s/01abc.archive-01x.jsonl", dir);
+	f = fopen(p, "w");
+	assert_non_null(f);
+	fputs("{\"type\":\"message\",\"message\":{\"role\":\"user\",\"content\":"
+	      "\"quokka archived\"}}\n",
+	      f);
+	fclose(f);
+	/* Not configured: transcripts stay out. */
+	assert_int_equal(memory_search(&s, "quokka", 10, &hits, NULL, why, sizeof why), SB_OK);
+	assert_int_equal(json_array_size(hits), 0);
+	json_decref(hits);
+	s.sessions = dir;
+	assert_int_equal(memory_search(&s, "quokka", 10, &hits, NULL, why, sizeof why), SB_OK);
+	assert_int_equal(json_array_size(hits), 1); /* not the tool result, not the archive */
+	h = json_array_get(hits, 0);
+	assert_string_equal(json_string_value(json_object_get(h, "path")), "sessions/01abc.jsonl");
+	assert_int_equal(json_integer_value(json_object_get(h, "from")), 2);
+	json_decref(hits);
+	/* Turned off again: their rows leave the index. */
+	s.sessions = NULL;
+	assert_int_equal(memory_search(&s, "quokka", 10, &hits, NULL, why, sizeof why), SB_OK);
+	assert_int_equal(json_array_size(hits), 0);
+	json_decref(hits);
+	assert_int_equal(memory_search(&s, "  ... !!", 10, &hits, NULL, why, sizeof why),
+	                 SB_ERR_INVAL);
+}
+
 static void test_daily_path(void **state)
 {
 	char p[32];
@@ -248,6 +295,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_search_and_reindex),
 	    cmocka_unit_test(test_get_and_append),
+	    cmocka_unit_test(test_transcripts),
 	    cmocka_unit_test(test_daily_path),
 	    cmocka_unit_test(test_commit),
 	};
