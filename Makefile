@@ -29,7 +29,7 @@ deps:
 	@scripts/deps.sh run
 
 build: deps
-	@cmake -S . -B $(RELEASE) -DCMAKE_BUILD_TYPE=Release -DSB_TESTS=OFF >/dev/null
+	@cmake -S . -B $(RELEASE) -DCMAKE_BUILD_TYPE=Release -DSB_TESTS=OFF -DSB_CRASH_POINTS=OFF >/dev/null
 	@cmake --build $(RELEASE) -j$(JOBS) --target switchboard
 
 test-deps:
@@ -40,7 +40,7 @@ check:
 	@scripts/check-source.sh
 
 test: test-deps check
-	cmake -S . -B $(TESTBUILD) -DCMAKE_BUILD_TYPE=Debug -DSB_SANITIZE=ON -DSB_WERROR=ON
+	cmake -S . -B $(TESTBUILD) -DCMAKE_BUILD_TYPE=Debug -DSB_SANITIZE=ON -DSB_WERROR=ON -DSB_CRASH_POINTS=ON
 	cmake --build $(TESTBUILD) -j$(JOBS)
 	scripts/check-source.sh $(TESTBUILD)
 	cd $(TESTBUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
@@ -58,17 +58,17 @@ tsan:
 	done
 
 bench: deps
-	@cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSB_TESTS=OFF >/dev/null
+	@cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSB_TESTS=OFF -DSB_CRASH_POINTS=OFF >/dev/null
 	@cmake --build build/bench -j$(JOBS)
 	@tests/bench/run.sh build/bench
 
 bench-openclaw: deps test-deps
-	@cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSB_TESTS=OFF >/dev/null
+	@cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSB_TESTS=OFF -DSB_CRASH_POINTS=OFF >/dev/null
 	@cmake --build build/bench -j$(JOBS)
 	@tests/bench/openclaw.sh build/bench
 
 soak: deps test-deps
-	@cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSB_TESTS=OFF >/dev/null
+	@cmake -S . -B build/bench -DCMAKE_BUILD_TYPE=Release -DSB_TESTS=OFF -DSB_CRASH_POINTS=OFF >/dev/null
 	@cmake --build build/bench -j$(JOBS) --target switchboard
 	@cmake -S . -B $(TESTBUILD) -DCMAKE_BUILD_TYPE=Debug -DSB_SANITIZE=ON -DSB_WERROR=ON >/dev/null
 	@cmake --build $(TESTBUILD) -j$(JOBS) --target test_crash_webhooks

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "agents/context/compact.h"
+#include "gateway/core/crash.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fsutil.h"
 #include "gateway/core/log.h"
@@ -180,8 +181,10 @@ static void transcript_work(uv_work_t *w)
 	struct transcript *t = w->data;
 
 	for (struct transcript_item *it = t->batch; it; it = it->next) {
-		if (it->kind == TRANSCRIPT_LINE && t->batch_err == SB_OK)
+		if (it->kind == TRANSCRIPT_LINE && t->batch_err == SB_OK) {
+			SB_CRASH_POINT("transcript.append");
 			t->batch_err = transcript_write_line(t->fd, it->line, it->len);
+		}
 		if (it->kind == TRANSCRIPT_CLOSE && t->fd >= 0) {
 			if (fdatasync(t->fd) != 0 && t->batch_err == SB_OK)
 				t->batch_err = SB_ERR_IO;
@@ -451,12 +454,15 @@ static int transcript_create(const char *path, const char *dir, const struct tra
 		rc = SB_ERR_IO;
 	if (close(fd) != 0 && rc == SB_OK)
 		rc = SB_ERR_IO;
+	if (rc == SB_OK)
+		SB_CRASH_POINT("transcript.create");
 	if (rc == SB_OK && rename(tmp, path) != 0)
 		rc = SB_ERR_IO;
 	if (rc != SB_OK) {
 		unlink(tmp);
 		return rc;
 	}
+	SB_CRASH_POINT("transcript.header.rename");
 	dfd = open(dir ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dfd >= 0) {
 		if (fsync(dfd) != 0)

@@ -63,6 +63,7 @@
 #include "channels/slack/slack_config.h"
 #include "channels/slack/slack_proto.h"
 #include "gateway/core/clock.h"
+#include "gateway/core/crash.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 
@@ -469,6 +470,7 @@ static void slack_ack(struct slack *s, const char *envelope_id)
 	json_t *o = json_pack("{ss}", "envelope_id", envelope_id);
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 
+	SB_CRASH_POINT("slack.envelope.ack");
 	if (text && s->ws && !s->closing)
 		s->base.host->ws_send(s->base.host->ctx, s->ws, text, strlen(text));
 	free(text);
@@ -837,6 +839,8 @@ static void slack_req_ingested(void *ud, int rc, int64_t inbox_id, bool duplicat
 			          LOG_S("error", sb_strerror(rc)));
 			slack_error(s, "cannot store an event");
 		}
+		if (q->http && !rc)
+			SB_CRASH_POINT("slack.event.ack");
 		if (q->http)
 			slack_respond(
 			    s, q->http, rc ? 503 : 200, rc ? "application/json" : "text/plain",
@@ -1050,6 +1054,7 @@ static void slack_post_done(struct slack *s, void *ud, int rc, const struct http
 	if (!x->first_ts && ts)
 		x->first_ts = strdup(ts);
 	x->i++;
+	SB_CRASH_POINT("slack.piece.accepted");
 	if (x->i < x->n && x->key) {
 		json_t *o = json_pack("{sI ss}", "done", (json_int_t)x->i, "ts",
 		                      x->first_ts ? x->first_ts : "");

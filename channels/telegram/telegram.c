@@ -46,6 +46,7 @@
 #include "channels/telegram/telegram_config.h"
 #include "channels/telegram/telegram_proto.h"
 #include "gateway/core/clock.h"
+#include "gateway/core/crash.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
@@ -520,6 +521,7 @@ static void tg_save_offset(struct tg *t)
 	k->offset = t->offset;
 	t->kv = k;
 	snprintf(v, sizeof v, "%" PRId64, t->offset);
+	SB_CRASH_POINT("telegram.offset.save");
 	if (host->kv_put(host->ctx, t->ns, "offset", v, tg_offset_saved, k) != SB_OK) {
 		t->kv = NULL;
 		free(k);
@@ -1086,6 +1088,7 @@ static void tg_sent(struct tg *t, void *ud, int rc, long status, const struct te
 		if (json_is_integer(mid))
 			tg_ids_add(j, (int64_t)json_integer_value(mid));
 		j->idx++;
+		SB_CRASH_POINT("telegram.piece.accepted");
 		j->fallback = false;
 		tg_job_next(j);
 		return;

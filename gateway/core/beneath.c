@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "gateway/core/crash.h"
 #include "gateway/core/err.h"
 
 #define BENEATH_RESOLVE (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
@@ -555,6 +556,7 @@ int beneath_write_atomic(int root, const char *path, const void *data, size_t le
 		goto out;
 	}
 	fd = -1;
+	SB_CRASH_POINT("beneath.atomic.rename");
 	/* rename replaces what is at last now, whatever it became since the
 	 * check (a symlink is replaced, never followed; a directory refuses). */
 	if (renameat(pfd, tmp, pfd, last) != 0) {

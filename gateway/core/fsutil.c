@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gateway/core/crash.h"
 #include "gateway/core/err.h"
 
 int fs_mkdirs(const char *path, mode_t mode)
@@ -39,12 +40,22 @@ int fs_mkdirs(const char *path, mode_t mode)
 
 int fs_write_new(const char *path, const void *data, size_t len, mode_t mode)
 {
+	char tmp[PATH_MAX];
 	const char *p = data;
 	int fd, rc = SB_ERR_IO;
 
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+		return SB_ERR_TOOBIG;
+	if (access(path, F_OK) == 0)
+		return SB_ERR_EXISTS;
+	/* The data goes to path.tmp first and is linked to path only when it
+	 * is whole and synced: a crash never leaves a partial file at path,
+	 * which a later run would take as written. A path.tmp left by such a
+	 * crash is replaced. */
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
 	if (fd < 0)
-		return errno == EEXIST ? SB_ERR_EXISTS : SB_ERR_IO;
+		return SB_ERR_IO;
 	while (len) {
 		ssize_t n = write(fd, p, len);
 
@@ -61,8 +72,15 @@ int fs_write_new(const char *path, const void *data, size_t len, mode_t mode)
 out:
 	if (close(fd) != 0)
 		rc = SB_ERR_IO;
-	if (rc)
-		unlink(path);
+	if (rc == SB_OK) {
+		SB_CRASH_POINT("fs.write_new.synced");
+		/* link, unlike rename, never replaces: the O_EXCL of path. */
+		if (link(tmp, path) != 0)
+			rc = errno == EEXIST ? SB_ERR_EXISTS : SB_ERR_IO;
+		else
+			SB_CRASH_POINT("fs.write_new.linked");
+	}
+	unlink(tmp);
 	return rc;
 }
 

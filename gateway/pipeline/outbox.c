@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "gateway/core/clock.h"
+#include "gateway/core/crash.h"
 #include "gateway/core/err.h"
 #include "gateway/core/invariant.h"
 #include "gateway/core/log.h"
@@ -89,6 +90,8 @@ static void outbox_recorded(void *ud, int rc)
 	if (rc)
 		log_error("outbox", "cannot record a delivery's outcome", LOG_I("outbox_id", s->id),
 		          LOG_S("error", sb_strerror(rc)));
+	else
+		SB_CRASH_POINT("outbox.recorded");
 	outbox_send_free(s);
 	if (o && !o->draining)
 		outbox_claim(o);
@@ -112,6 +115,9 @@ static void outbox_sent(void *ud, const struct channel_send_result *res)
 	max = o->opt.max_attempts > 0 ? o->opt.max_attempts : 10;
 
 	if (res->rc == SB_OK) {
+		/* The channel accepted it and the "sent" mark is not committed:
+		 * the one window no design closes (docs/architecture.md). */
+		SB_CRASH_POINT("outbox.send.accepted");
 		if (o->opt.metrics)
 			o->opt.metrics->outbox_sent++;
 		rc =
@@ -171,6 +177,7 @@ static void outbox_send_one(struct outbox *o, const struct store_outbox_item *it
 	m.target = it->target;
 	m.payload = it->payload;
 	m.attempt = s->attempts;
+	SB_CRASH_POINT("outbox.send.before");
 	rc = ch->ops->send(ch, &m, outbox_sent, s);
 	if (rc) {
 		fail.rc = rc;

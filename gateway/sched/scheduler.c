@@ -19,6 +19,7 @@
 #include "gateway/config/config.h"
 #include "gateway/core/beneath.h"
 #include "gateway/core/clock.h"
+#include "gateway/core/crash.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fmt.h"
 #include "gateway/core/log.h"
@@ -192,6 +193,7 @@ static void sched_hb_save(struct scheduler *s, const struct sched_hb *h)
 	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
 
 	json_decref(o);
+	SB_CRASH_POINT("sched.heartbeat.save");
 	if (text && store_kv_put(s->opt.store, SCHED_HB_NS, h->agent_id, text, sched_store_logged,
 	                         s) == SB_OK)
 		s->refs++;
@@ -645,6 +647,7 @@ static int sched_job_save(struct scheduler *s, const struct sched_job *j, schedu
 	op->cb = cb;
 	op->ud = ud;
 	op->result = result;
+	SB_CRASH_POINT("sched.job.save");
 	rc = store_cron_job_put(s->opt.store, &sj, sched_job_saved, op);
 	if (rc == SB_OK) {
 		s->refs++;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gateway/core/crash.h"
 #include "gateway/core/err.h"
 #include "gateway/core/invariant.h"
 #include "gateway/core/log.h"
@@ -73,8 +74,12 @@ static void sq_run_batch(struct sq_store *s, struct store_op *head, size_t n)
 		if (sq_exec(s, SQ_RELEASE) != SB_OK)
 			lost = true;
 	}
+	if (!lost)
+		SB_CRASH_POINT("store.commit.before");
 	if (!lost && sq_exec(s, SQ_COMMIT) != SB_OK)
 		lost = true;
+	if (!lost)
+		SB_CRASH_POINT("store.commit.after");
 	if (lost && !sqlite3_get_autocommit(s->db))
 		sq_exec(s, SQ_ROLLBACK);
 report:
