@@ -628,6 +628,17 @@ static const struct cfg_key agent_config_keys[] = {
         .doc = "The address-space limit (RLIMIT_AS) of each sandboxed tool process.",
     },
     {
+        .name = "tool_processes",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_config, tool_processes),
+        .min = 8,
+        .max = 65536,
+        .def = "256",
+        .doc = "How many processes one sandboxed command may have at once (RLIMIT_NPROC "
+               "in its own user namespace): a fork bomb stops there, and neither the "
+               "gateway nor other sessions run short of processes.",
+    },
+    {
         .name = "permissions",
         .type = CFG_LIST,
         .offset = offsetof(struct agent_config, permissions),

@@ -83,6 +83,7 @@ struct agent_config {
 	int sandbox;                   /* enum sandbox_mode: where its processes run */
 	bool sandbox_network;          /* sandboxed processes keep the network */
 	int64_t tool_memory;           /* address-space limit of a tool process (bytes) */
+	int64_t tool_processes;        /* RLIMIT_NPROC of a sandboxed command */
 	struct perm_rule *permissions; /* rules per channel/sender (permissions.h) */
 	size_t n_permissions;
 	struct agent_web_config web;

@@ -447,7 +447,8 @@ static void test_refusals(void **state)
 	                        "direct:alice", "sender", "alice"));
 	assert_true(json_is_true(jget(r, "reply.ok")));
 	assert_string_equal(jstr(r, "reply.payload.agent"), "main");
-	assert_string_equal(jstr(r, "reply.payload.session_key"), "agent:main:main");
+	/* alice is not the operator: her DMs are not the main session */
+	assert_string_equal(jstr(r, "reply.payload.session_key"), "agent:main:webhook:direct:alice");
 	assert_string_equal(jstr(r, "reply.payload.tier"), "default");
 	json_decref(r);
 	r = ws_client(json_pack("{ss ss s{}}", "scenario", "call", "method", "bindings.explain",
