@@ -350,6 +350,26 @@ static int agent_web_check(void *obj, struct cfg_error_ctx *ctx)
 	return 0;
 }
 
+static const struct cfg_key agent_memory_keys[] = {
+    {
+        .name = "transcripts",
+        .type = CFG_BOOL,
+        .offset = offsetof(struct agent_memory_config, transcripts),
+        .def = "false",
+        .doc = "`memory_search` also searches the agent's past transcripts (each user or "
+               "assistant message, named `sessions/<id>.jsonl` and its line), besides "
+               "`MEMORY.md` and `memory/`.",
+    },
+};
+
+static const struct cfg_section agent_memory_section = {
+    .name = "memory",
+    .size = sizeof(struct agent_memory_config),
+    .keys = agent_memory_keys,
+    .nkeys = sizeof agent_memory_keys / sizeof agent_memory_keys[0],
+    .doc = "The agent's memory tools (docs/memory.md).",
+};
+
 static const struct cfg_key agent_web_keys[] = {
     {
         .name = "fetch",
@@ -628,6 +648,17 @@ static const struct cfg_key agent_config_keys[] = {
         .doc = "The address-space limit (RLIMIT_AS) of each sandboxed tool process.",
     },
     {
+        .name = "tool_processes",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_config, tool_processes),
+        .min = 8,
+        .max = 65536,
+        .def = "256",
+        .doc = "How many processes one sandboxed command may have at once (RLIMIT_NPROC "
+               "in its own user namespace): a fork bomb stops there, and neither the "
+               "gateway nor other sessions run short of processes.",
+    },
+    {
         .name = "permissions",
         .type = CFG_LIST,
         .offset = offsetof(struct agent_config, permissions),
@@ -644,6 +675,13 @@ static const struct cfg_key agent_config_keys[] = {
         .offset = offsetof(struct agent_config, web),
         .section = &agent_web_section,
         .doc = "`web_fetch` and its limits (docs/agents.md).",
+    },
+    {
+        .name = "memory",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct agent_config, memory),
+        .section = &agent_memory_section,
+        .doc = "What `memory_search` covers (docs/memory.md).",
     },
 };
 

@@ -58,6 +58,11 @@ struct agent_web_config {
 	struct netaddr_policy policy; /* allow, parsed by the section's check */
 };
 
+/* The agent's memory (docs/memory.md). */
+struct agent_memory_config {
+	bool transcripts; /* memory_search covers past transcripts too */
+};
+
 struct agent_config {
 	char *id;         /* [a-z0-9][a-z0-9_-]{0,63} */
 	char *workspace;  /* directory; relative to the home; default workspaces/<id> */
@@ -83,9 +88,11 @@ struct agent_config {
 	int sandbox;                   /* enum sandbox_mode: where its processes run */
 	bool sandbox_network;          /* sandboxed processes keep the network */
 	int64_t tool_memory;           /* address-space limit of a tool process (bytes) */
+	int64_t tool_processes;        /* RLIMIT_NPROC of a sandboxed command */
 	struct perm_rule *permissions; /* rules per channel/sender (permissions.h) */
 	size_t n_permissions;
 	struct agent_web_config web;
+	struct agent_memory_config memory;
 };
 
 enum agent_queue_mode {

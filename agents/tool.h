@@ -50,6 +50,22 @@ struct tool_web {
 	int max_redirects;
 };
 
+/* The agent's memory (workspaces/memory.h, docs/memory.md): where its
+ * index lives, today's daily note, and who may write. */
+struct tool_memory {
+	const char *index;    /* the FTS5 index file (in the gateway's home) */
+	const char *sessions; /* transcripts to index too, or NULL */
+	const char *today;    /* "memory/YYYY-MM-DD.md" in the agent's time zone */
+	/* Whether this session may write memory: the operator's sessions only
+	 * (a non-owner's fact never reaches the owner's prompt). */
+	bool writable;
+	/* The commit a memory write made (40 hex digits), on the loop thread;
+	 * may be NULL. */
+	void (*committed)(void *ud, const char *commit, const char *path);
+	void *ud;
+	const char *session_label; /* names the session and turn in commit messages */
+};
+
 struct tool_ctx {
 	uv_loop_t *loop;
 	const struct host *host;
@@ -75,6 +91,8 @@ struct tool_ctx {
 	struct tool_plan *plan;
 	/* web_fetch's limits; NULL: web_fetch is refused. */
 	const struct tool_web *web;
+	/* The memory tools' scope; NULL: they are refused. */
+	const struct tool_memory *memory;
 };
 
 /* The call's outcome, exactly once. content is handed over (the callee frees
@@ -116,8 +134,9 @@ struct tool_def {
 };
 
 /* The built-in tools, sorted by name. */
-extern const struct tool_def tool_bash, tool_edit, tool_glob, tool_grep, tool_ls, tool_message,
-    tool_read, tool_todo, tool_web_fetch, tool_write;
+extern const struct tool_def tool_bash, tool_edit, tool_glob, tool_grep, tool_ls, tool_memory_get,
+    tool_memory_search, tool_memory_write, tool_message, tool_read, tool_todo, tool_web_fetch,
+    tool_write;
 
 /* The compact form of a todo list, one line per item ("[x] text"), under a
  * heading; the caller frees it. NULL when items is empty or out of memory. */

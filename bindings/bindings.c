@@ -799,6 +799,7 @@ struct bt_query {
 	const char *parent;
 	int parent_kind;
 	const char *thread, *guild, *team;
+	bool owner;
 };
 
 static void bt_query_init(struct bt_query *q, const struct bindings_input *in)
@@ -817,6 +818,7 @@ static void bt_query_init(struct bt_query *q, const struct bindings_input *in)
 	q->thread = bt_opt(e->thread_id);
 	q->guild = bt_opt(e->guild_id);
 	q->team = bt_opt(e->team_id);
+	q->owner = in->owner;
 }
 
 /* Whether the tier can apply to q at all. */
@@ -950,10 +952,13 @@ static int bt_session_key(const struct bindings_table *t, const char *agent,
 	bt_put(&o, "agent:");
 	bt_put(&o, agent);
 	if (q->kind == ENVELOPE_PEER_DIRECT) {
+		/* the main session is the operator's alone */
+		int scope = t->dm_scope == SESSION_DM_MAIN && !q->owner ? SESSION_DM_PER_CHANNEL_PEER
+		                                                         : t->dm_scope;
 		const char *peer =
-		    t->dm_scope == SESSION_DM_MAIN ? NULL : bt_canonical(t, q->channel, q->peer);
+		    scope == SESSION_DM_MAIN ? NULL : bt_canonical(t, q->channel, q->peer);
 
-		switch (t->dm_scope) {
+		switch (scope) {
 		case SESSION_DM_PER_ACCOUNT_CHANNEL_PEER:
 			bt_put(&o, ":");
 			bt_put(&o, q->channel);

@@ -113,6 +113,12 @@ struct bindings_input {
 	enum envelope_peer_kind parent_kind;
 	bool sender_is_self; /* the channel says the bot itself sent it */
 	bool sender_is_bot;  /* the channel says another bot sent it */
+	/* The sender is the operator (security.owners, or a channel of the
+	 * operator's own). Under dm_scope: main only the operator's direct
+	 * messages share the agent's main session; anyone else's (a webhook
+	 * sender, a stranger who paired) get a session per channel and peer,
+	 * as with per-channel-peer. Not set: not the operator. */
+	bool owner;
 	/* The persisted allow list (senders approved by pairing); NULL = none.
 	 * Called at most once per decision, on the calling thread. */
 	bool (*approved)(void *ud, const char *channel, const char *account, const char *sender_id);

@@ -366,8 +366,10 @@ static const struct cfg_key session_keys[] = {
         .offset = offsetof(struct session_config, dm_scope),
         .def = "main",
         .choices = session_dm_scope_names,
-        .doc = "How direct messages share sessions: `main` (all of an agent's DMs share "
-               "`agent:<id>:main`), `per-peer` (`agent:<id>:direct:<peer>`), "
+        .doc = "How direct messages share sessions: `main` (the operator's DMs — "
+               "senders in `security.owners` — share `agent:<id>:main`; anyone else's, "
+               "webhook senders included, get `agent:<id>:<channel>:direct:<peer>`), "
+               "`per-peer` (`agent:<id>:direct:<peer>`), "
                "`per-channel-peer` (`agent:<id>:<channel>:direct:<peer>`) or "
                "`per-account-channel-peer` (`agent:<id>:<channel>:<account>:direct:<peer>`).",
     },

@@ -4,6 +4,7 @@
  */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "gateway/cli/cli.h"
 #include "gateway/cli/cli_ctl.h"
@@ -58,6 +59,10 @@ static void main_usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+	/* Everything Switchboard creates (the home, its config, token, store,
+	 * transcripts, logs) is the operator's alone, whatever the umask it
+	 * was started with; commands inherit it too. */
+	umask(077);
 	if (argc < 2) {
 		main_usage(stderr);
 		return 2;

@@ -4,14 +4,17 @@
  */
 #include "agents/safety/sandbox.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <seccomp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -148,6 +151,7 @@ void sandbox_fds_init(struct sandbox_fds *f)
 	for (size_t i = 0; i < SANDBOX_FDS_MAX; i++)
 		f->fd[i] = -1;
 	f->n = 0;
+	f->cgroup[0] = '\0';
 }
 
 void sandbox_fds_close(struct sandbox_fds *f)
@@ -157,7 +161,9 @@ void sandbox_fds_close(struct sandbox_fds *f)
 	for (size_t i = 0; i < f->n; i++)
 		if (f->fd[i] >= 0)
 			close(f->fd[i]);
-	sandbox_fds_init(f);
+	for (size_t i = 0; i < SANDBOX_FDS_MAX; i++)
+		f->fd[i] = -1;
+	f->n = 0;
 }
 
 /* A sealed-in-place memory file holding len bytes of data, at offset 0, for
@@ -291,23 +297,11 @@ static int sandbox_user_db(struct sandbox_args *a, struct sandbox_fds *fds, unsi
 	const char *home = strpbrk(workspace, ":\n") ? "/" : workspace;
 	int rc;
 
-	if (uid != 0 && uid != SANDBOX_NOBODY)
-		snprintf(passwd, sizeof passwd,
-		         "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-		         "sandbox:x:%u:%u:sandbox:%.600s:/bin/sh\n"
-		         "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-		         uid, gid, home);
-	else
-		snprintf(passwd, sizeof passwd,
-		         "root:x:0:0:root:/root:/usr/sbin/nologin\n"
-		         "nobody:x:65534:65534:nobody:%.600s:/bin/sh\n",
-		         uid == SANDBOX_NOBODY ? home : "/nonexistent");
-	snprintf(group, sizeof group, "root:x:0:\nnogroup:x:65534:\n");
-	if (gid != 0 && gid != SANDBOX_NOBODY) {
-		size_t used = strlen(group);
-
-		snprintf(group + used, sizeof group - used, "sandbox:x:%u:\n", gid);
-	}
+	snprintf(passwd, sizeof passwd,
+	         "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+	         "nobody:x:%u:%u:nobody:%.600s:/bin/sh\n",
+	         uid, gid, home);
+	snprintf(group, sizeof group, "root:x:0:\nnogroup:x:%u:\n", gid);
 	if ((rc = sandbox_fds_add(fds, passwd, strlen(passwd), num, sizeof num)) != SB_OK)
 		return rc;
 	sa_add3(a, "--ro-bind-data", num, "/etc/passwd");
@@ -364,6 +358,210 @@ static void sandbox_cover(struct sandbox_args *a, const struct sandbox_view *v,
 		sandbox_cover_one(a, v, policy->hide_more[i], ws_real);
 }
 
+/* The directory of this process's cgroup in the pids hierarchy, where
+ * child cgroups with a pids.max can be made: cgroup v1's pids controller,
+ * or cgroup v2 where the pids controller is enabled for children. SB_OK or
+ * SB_ERR_NOTFOUND. */
+static int sandbox_pids_base(char *out, size_t size)
+{
+	char line[4096], mnt[2048] = "", rel[2048] = "", path[4096 + 64];
+	bool v2 = false;
+	FILE *f;
+
+	/* the mount: a v1 hierarchy with the pids option, else cgroup2 */
+	if (!(f = fopen("/proc/self/mountinfo", "re")))
+		return SB_ERR_NOTFOUND;
+	while (fgets(line, sizeof line, f)) {
+		char m[2048], *sep = strstr(line, " - ");
+		const char *type, *opts;
+
+		if (!sep || sscanf(line, "%*s %*s %*s %*s %2047s", m) != 1)
+			continue;
+		type = sep + 3;
+		opts = strchr(type, ' ') ? strchr(strchr(type, ' ') + 1, ' ') : NULL;
+		if (strncmp(type, "cgroup ", 7) == 0 && opts &&
+		    (strstr(opts, ",pids") || strstr(opts, " pids"))) {
+			snprintf(mnt, sizeof mnt, "%s", m);
+			v2 = false;
+			break;
+		}
+		if (strncmp(type, "cgroup2 ", 8) == 0 && !mnt[0]) {
+			snprintf(mnt, sizeof mnt, "%s", m);
+			v2 = true;
+		}
+	}
+	fclose(f);
+	if (!mnt[0] || !(f = fopen("/proc/self/cgroup", "re")))
+		return SB_ERR_NOTFOUND;
+	while (fgets(line, sizeof line, f)) {
+		char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+
+		if (!c2)
+			continue;
+		*c2 = '\0';
+		if ((v2 && strcmp(c1 + 1, "") == 0) || (!v2 && strstr(c1 + 1, "pids"))) {
+			c2[1 + strcspn(c2 + 1, "\n")] = '\0';
+			snprintf(rel, sizeof rel, "%s", c2 + 1);
+			break;
+		}
+	}
+	fclose(f);
+	if (!rel[0] || fmt(out, size, "%s%s", mnt, strcmp(rel, "/") ? rel : "") != SB_OK)
+		return SB_ERR_NOTFOUND;
+	if (v2) {
+		/* children get the pids controller only where it is enabled */
+		char ctl[256] = "";
+		FILE *c;
+
+		if (fmt(path, sizeof path, "%s/cgroup.subtree_control", out) != SB_OK ||
+		    !(c = fopen(path, "re")))
+			return SB_ERR_NOTFOUND;
+		if (!fgets(ctl, sizeof ctl, c))
+			ctl[0] = '\0';
+		fclose(c);
+		if (!strstr(ctl, "pids"))
+			return SB_ERR_NOTFOUND;
+	}
+	return SB_OK;
+}
+
+/* Removes the empty cgroups that gateways no longer running left behind
+ * (one that exits right after its last command cannot wait for the kernel
+ * to empty it). A cgroup of a live process is never touched. */
+static void sandbox_cgroup_sweep(const char *base)
+{
+	static const char prefix[] = "switchboard-sandbox-";
+	DIR *d = opendir(base);
+	struct dirent *de;
+	char path[4096 + 300];
+
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid;
+
+		if (strncmp(de->d_name, prefix, sizeof prefix - 1) != 0)
+			continue;
+		pid = strtol(de->d_name + sizeof prefix - 1, &end, 10);
+		if (pid <= 0 || *end != '-' || pid == (long)getpid() ||
+		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		if (fmt(path, sizeof path, "%s/%s", base, de->d_name) == SB_OK)
+			(void)rmdir(path);
+	}
+	closedir(d);
+}
+
+int sandbox_cgroup_new(int max_processes, char *out, size_t size)
+{
+	static const char *const files[] = {"pids.max", NULL};
+	char base[4096], path[4096 + 64], num[32];
+	int rc, fd;
+
+	out[0] = '\0';
+	if ((rc = sandbox_pids_base(base, sizeof base)) != SB_OK)
+		return rc;
+	sandbox_cgroup_sweep(base);
+	/* unique per command: pid, time, a counter of this process */
+	for (unsigned tries = 0; tries < 8; tries++) {
+		struct timespec ts;
+
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if (fmt(out, size, "%s/switchboard-sandbox-%ld-%lld%09ld", base, (long)getpid(),
+		        (long long)ts.tv_sec, ts.tv_nsec) != SB_OK)
+			return SB_ERR_NOTFOUND;
+		if (mkdir(out, 0700) == 0)
+			break;
+		if (errno != EEXIST) {
+			out[0] = '\0';
+			return SB_ERR_NOTFOUND;
+		}
+	}
+	snprintf(num, sizeof num, "%d\n", max_processes);
+	for (size_t i = 0; files[i]; i++) {
+		ssize_t w;
+
+		if (fmt(path, sizeof path, "%s/%s", out, files[i]) != SB_OK ||
+		    (fd = open(path, O_WRONLY | O_CLOEXEC)) < 0) {
+			rmdir(out);
+			out[0] = '\0';
+			return SB_ERR_NOTFOUND;
+		}
+		w = write(fd, num, strlen(num));
+		close(fd);
+		if (w != (ssize_t)strlen(num)) {
+			rmdir(out);
+			out[0] = '\0';
+			return SB_ERR_NOTFOUND;
+		}
+	}
+	return SB_OK;
+}
+
+int sandbox_cgroup_remove(const char *path)
+{
+	if (!path || !path[0])
+		return SB_OK;
+	if (rmdir(path) == 0 || errno == ENOENT)
+		return SB_OK;
+	return errno == EBUSY ? SB_ERR_AGAIN : SB_ERR_IO;
+}
+
+int sandbox_seccomp_bpf(char **out, size_t *len)
+{
+	scmp_filter_ctx ctx;
+	int fd = -1, rc = SB_ERR_NOMEM;
+	struct stat st;
+	char *bpf = NULL;
+
+	*out = NULL;
+	*len = 0;
+	ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx)
+		return SB_ERR_NOMEM;
+	/* The x86 and x32 ABIs of an x86-64 kernel (socketcall(2), a second
+	 * syscall table) are not in this filter: a process using them is
+	 * killed (libseccomp's default for a foreign architecture). */
+	if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+	                     SCMP_A0(SCMP_CMP_NE, AF_UNIX)) != 0 ||
+	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socketpair), 1,
+	                     SCMP_A0(SCMP_CMP_NE, AF_UNIX)) != 0 ||
+	    /* Only unix sockets are left, and a filter cannot read the address:
+	     * no connect at all (abstract names are the sandbox's own network
+	     * namespace's anyway), no sendto with an address. */
+	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(connect), 0) != 0 ||
+	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(sendto), 1,
+	                     SCMP_A4(SCMP_CMP_NE, 0)) != 0 ||
+	    /* io_uring makes sockets and connects without these calls */
+	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(io_uring_setup), 0) != 0 ||
+	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(io_uring_enter), 0) != 0 ||
+	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(io_uring_register), 0) != 0)
+		goto out;
+	rc = SB_ERR_IO;
+	fd = memfd_create("switchboard-seccomp", MFD_CLOEXEC);
+	if (fd < 0 || seccomp_export_bpf(ctx, fd) != 0 || fstat(fd, &st) != 0 || st.st_size <= 0 ||
+	    lseek(fd, 0, SEEK_SET) != 0)
+		goto out;
+	rc = SB_ERR_NOMEM;
+	bpf = malloc((size_t)st.st_size);
+	if (!bpf)
+		goto out;
+	rc = SB_ERR_IO;
+	if (read(fd, bpf, (size_t)st.st_size) != (ssize_t)st.st_size)
+		goto out;
+	*out = bpf;
+	*len = (size_t)st.st_size;
+	bpf = NULL;
+	rc = SB_OK;
+out:
+	free(bpf);
+	if (fd >= 0)
+		close(fd);
+	seccomp_release(ctx);
+	return rc;
+}
+
 int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
                  const char *const *argv, const char *const *env, char ***out,
                  struct sandbox_fds *fds, char *why, size_t why_size)
@@ -397,20 +595,51 @@ int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
 	}
 	memset(&a, 0, sizeof a);
 	memset(&view, 0, sizeof view);
+	/* The process limit that holds whatever uid the sandbox maps to (the
+	 * kernel does not apply RLIMIT_NPROC to root's uid, which the sandbox
+	 * is outside when the gateway runs as root): a pids cgroup of its own,
+	 * joined by a shell outside before it becomes bwrap, so that nothing
+	 * the command forks escapes it. Where no pids cgroup can be made,
+	 * RLIMIT_NPROC alone (below). */
+	if (sandbox_cgroup_new(policy->max_processes > 0 ? policy->max_processes
+	                                                 : SANDBOX_PROCESSES,
+	                       fds->cgroup, sizeof fds->cgroup) == SB_OK) {
+		sa_add(&a, "/bin/sh");
+		sa_add(&a, "-c");
+		sa_add(&a, "echo $$ > \"$0/cgroup.procs\" || exit 126; exec \"$@\"");
+		sa_add(&a, fds->cgroup);
+	}
 	sa_add(&a, bwrap);
 	sa_add(&a, "--unshare-all");
+	/* a user namespace always (--unshare-all only tries one as root), and
+	 * none inside it: no namespaces of the command's own */
+	sa_add(&a, "--unshare-user");
+	sa_add(&a, "--disable-userns");
 	if (policy->network)
 		sa_add(&a, "--share-net");
 	sa_add(&a, "--die-with-parent");
 	sa_add(&a, "--new-session");
 	sa_add2(&a, "--cap-drop", "ALL");
-	uid = (unsigned)getuid();
-	gid = (unsigned)getgid();
-	if (geteuid() == 0) {
-		uid = gid = SANDBOX_NOBODY;
-		snprintf(num, sizeof num, "%u", uid);
-		sa_add2(&a, "--uid", num);
-		sa_add2(&a, "--gid", num);
+	/* Inside, the command is nobody, never the gateway's uid; outside, a
+	 * user namespace made without privilege maps that one uid to the
+	 * gateway's (see docs/security.md for what that does and does not
+	 * separate). */
+	uid = gid = SANDBOX_NOBODY;
+	snprintf(num, sizeof num, "%u", uid);
+	sa_add2(&a, "--uid", num);
+	sa_add2(&a, "--gid", num);
+	if (!policy->network) {
+		char *bpf = NULL;
+		size_t blen = 0;
+
+		if ((rc = sandbox_seccomp_bpf(&bpf, &blen)) == SB_OK)
+			rc = sandbox_fds_add(fds, bpf, blen, num, sizeof num);
+		free(bpf);
+		if (rc != SB_OK) {
+			snprintf(why, why_size, "cannot build the sandbox's seccomp filter");
+			goto fail;
+		}
+		sa_add2(&a, "--seccomp", num);
 	}
 	/* The view is built from nothing (bwrap starts from an empty tmpfs):
 	 * only what is listed here exists inside. */
@@ -452,13 +681,22 @@ int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
 	}
 	sa_add2(&a, "--chdir", workspace);
 	sa_add(&a, "--");
-	if (policy->memory_bytes > 0) {
-		char script[128];
+	{
+		char script[256], mem[64] = "";
 
-		/* RLIMIT_AS in the child, where the kernel allows it; a shell
-		 * that cannot set it carries on (the limit is best effort). */
-		snprintf(script, sizeof script, "ulimit -v %lld 2>/dev/null; exec \"$@\"",
-		         (long long)(policy->memory_bytes / 1024));
+		/* The limits, set by a shell in the child before the command:
+		 * RLIMIT_AS where the kernel allows it (best effort); RLIMIT_NPROC
+		 * always (bash says -u, dash -p), or the command does not run. The
+		 * process count is kept per user of a user namespace, so it
+		 * bounds this command's processes, not the gateway's. */
+		if (policy->memory_bytes > 0)
+			snprintf(mem, sizeof mem, "ulimit -v %lld 2>/dev/null; ",
+			         (long long)(policy->memory_bytes / 1024));
+		snprintf(script, sizeof script,
+		         "%s{ ulimit -u %d || ulimit -p %d; } 2>/dev/null || "
+		         "{ echo 'sandbox: cannot limit processes' >&2; exit 126; }; exec \"$@\"",
+		         mem, policy->max_processes > 0 ? policy->max_processes : SANDBOX_PROCESSES,
+		         policy->max_processes > 0 ? policy->max_processes : SANDBOX_PROCESSES);
 		sa_add(&a, "/bin/sh");
 		sa_add(&a, "-c");
 		sa_add(&a, script);
@@ -492,6 +730,8 @@ fail:
 	view_free(&view);
 	free(ws_real);
 	sandbox_fds_close(fds);
+	(void)sandbox_cgroup_remove(fds->cgroup);
+	fds->cgroup[0] = '\0';
 	return rc;
 }
 
@@ -601,5 +841,7 @@ out:
 	}
 	sandbox_argv_free(v);
 	sandbox_fds_close(&box);
+	for (int i = 0; i < 50 && sandbox_cgroup_remove(box.cgroup) == SB_ERR_AGAIN; i++)
+		usleep(20000);
 	return rc;
 }

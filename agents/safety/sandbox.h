@@ -3,8 +3,9 @@
  *
  * tool_spawn (spawn.h) turns every child into
  *
- *   bwrap --unshare-all [--share-net] --die-with-parent --new-session
- *         --cap-drop ALL [--uid 65534 --gid 65534]  (when the gateway is root)
+ *   bwrap --unshare-all --unshare-user --disable-userns [--share-net]
+ *         --die-with-parent --new-session --cap-drop ALL --uid 65534 --gid 65534
+ *         [--seccomp 5]   (without network: sandbox_seccomp_bpf)
  *         --ro-bind /usr /usr --symlink usr/bin /bin ...   (system directories)
  *         --ro-bind /etc/ld.so.cache /etc/ld.so.cache ...   (a curated /etc)
  *         --ro-bind-data 3 /etc/passwd --ro-bind-data 4 /etc/group
@@ -13,7 +14,7 @@
  *         --bind|--ro-bind <workspace> <workspace> [--ro-bind <ws>/.git <ws>/.git]
  *         [--tmpfs DIR | --ro-bind /dev/null FILE]   (hidden paths inside the view)
  *         --clearenv --setenv PATH ... --chdir <workspace>
- *         -- /bin/sh -c 'ulimit -v KB; exec "$0" "$@"' argv...
+ *         -- /bin/sh -c 'ulimit -v KB; ulimit -u N; exec "$@"' sh argv...
  *
  * The view is an allow-list: bwrap starts from an empty root, so nothing of
  * the host exists inside but what is listed (no /run and its sockets, no
@@ -39,6 +40,7 @@
 #define SANDBOX_HIDE_MAX 8
 #define SANDBOX_FDS_MAX 4
 #define SANDBOX_NOBODY 65534
+#define SANDBOX_PROCESSES 256 /* RLIMIT_NPROC of a command by default */
 
 enum sandbox_mode {
 	SANDBOX_READ_ONLY = 0,
@@ -50,6 +52,7 @@ struct sandbox_policy {
 	enum sandbox_mode mode;
 	bool network;         /* keep the host's network */
 	int64_t memory_bytes; /* address-space limit (RLIMIT_AS); 0 = none */
+	int max_processes;    /* RLIMIT_NPROC in the sandbox; 0 = SANDBOX_PROCESSES */
 	/* Paths the child must not see (the gateway's home, its config,
 	 * store and secret files, ...). Outside the view they are not there
 	 * anyway; inside it (under the workspace, say) a directory is
@@ -76,6 +79,10 @@ int sandbox_find_bwrap(const struct sandbox_policy *policy, char *out, size_t si
 struct sandbox_fds {
 	int fd[SANDBOX_FDS_MAX];
 	size_t n;
+	/* the command's pids cgroup ("" when none could be made): the
+	 * caller removes it with sandbox_cgroup_remove once the command and
+	 * everything it started are gone */
+	char cgroup[512];
 };
 
 void sandbox_fds_init(struct sandbox_fds *f);
@@ -93,6 +100,24 @@ int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
                  struct sandbox_fds *fds, char *why, size_t why_size);
 
 void sandbox_argv_free(char **argv);
+
+/* Makes a pids cgroup below this process's own (cgroup v1's pids
+ * hierarchy, or v2 where the pids controller is enabled for children) with
+ * pids.max = max_processes; its path into out. SB_OK; SB_ERR_NOTFOUND when
+ * none can be made here (no pids controller, no right to write it). */
+int sandbox_cgroup_new(int max_processes, char *out, size_t size);
+
+/* Removes a cgroup made by sandbox_cgroup_new ("" or NULL: nothing). SB_OK;
+ * SB_ERR_AGAIN while processes are still in it; SB_ERR_IO. */
+int sandbox_cgroup_remove(const char *path);
+
+/* The seccomp program of a sandbox without network, as BPF for bwrap
+ * --seccomp (malloc'd into *out): socket and socketpair of any family but
+ * AF_UNIX fail with EAFNOSUPPORT; connect, and sendto with an address,
+ * with EACCES (a filter cannot read the address, and the only sockets left
+ * are unix ones); io_uring with ENOSYS. SB_OK, SB_ERR_NOMEM, SB_ERR_IO. Any
+ * thread. */
+int sandbox_seccomp_bpf(char **out, size_t *len);
 
 /* Whether bwrap can build a sandbox here: runs `bwrap ... true` with the
  * options tool_spawn uses and waits for it (blocking: the CLI, tests, or

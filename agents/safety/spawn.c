@@ -41,8 +41,15 @@ struct tool_spawn {
 	char *ring; /* the tail, a ring of keep_tail bytes */
 	size_t ring_cap, ring_pos, ring_fill;
 	size_t total;
+	uv_loop_t *loop;
+	char cgroup[512]; /* the command's pids cgroup (sandbox.h), removed last */
+	uv_timer_t rm_timer;
+	int rm_tries;
 	char rd[SPAWN_READ_CHUNK];
 };
+
+#define SPAWN_CGROUP_RETRY_MS 100
+#define SPAWN_CGROUP_TRIES 100
 
 static void spawn_kill_group(struct tool_spawn *sp)
 {
@@ -120,6 +127,29 @@ static void spawn_cloexec_all(void)
 	closedir(d);
 }
 
+static void spawn_free(struct tool_spawn *sp)
+{
+	buf_free(&sp->head);
+	free(sp->ring);
+	free(sp);
+}
+
+static void spawn_rm_closed(uv_handle_t *h)
+{
+	spawn_free(h->data);
+}
+
+/* The cgroup empties once the kernel has reaped the sandbox's last
+ * process, a moment after bwrap itself exited: retried for a while. */
+static void spawn_rm_retry(uv_timer_t *t)
+{
+	struct tool_spawn *sp = t->data;
+
+	if (sandbox_cgroup_remove(sp->cgroup) == SB_ERR_AGAIN && ++sp->rm_tries < SPAWN_CGROUP_TRIES)
+		return;
+	uv_close((uv_handle_t *)t, spawn_rm_closed);
+}
+
 static void spawn_closed(uv_handle_t *h)
 {
 	struct tool_spawn *sp = h->data;
@@ -128,9 +158,14 @@ static void spawn_closed(uv_handle_t *h)
 		return;
 	if (sp->cb)
 		spawn_deliver(sp);
-	buf_free(&sp->head);
-	free(sp->ring);
-	free(sp);
+	if (sandbox_cgroup_remove(sp->cgroup) == SB_ERR_AGAIN) {
+		uv_timer_init(sp->loop, &sp->rm_timer);
+		sp->rm_timer.data = sp;
+		uv_timer_start(&sp->rm_timer, spawn_rm_retry, SPAWN_CGROUP_RETRY_MS,
+		               SPAWN_CGROUP_RETRY_MS);
+		return;
+	}
+	spawn_free(sp);
 }
 
 static void spawn_close_all(struct tool_spawn *sp)
@@ -287,7 +322,10 @@ int tool_spawn(uv_loop_t *loop, const struct tool_spawn_options *opt, tool_spawn
 			goto out;
 		}
 		sp->sandboxed = true;
+		memcpy(sp->cgroup, boxfds.cgroup, sizeof sp->cgroup);
+		boxfds.cgroup[0] = '\0'; /* sp owns it now */
 	}
+	sp->loop = loop;
 
 	rc = SB_ERR_IO;
 	if (uv_pipe(fds, UV_NONBLOCK_PIPE, 0) != 0)
@@ -356,10 +394,10 @@ out:
 	if (fds[1] >= 0)
 		close(fds[1]);
 	if (sp) {
-		buf_free(&sp->head);
-		free(sp->ring);
-		free(sp);
+		(void)sandbox_cgroup_remove(sp->cgroup);
+		spawn_free(sp);
 	}
+	(void)sandbox_cgroup_remove(boxfds.cgroup);
 	free(home);
 	sandbox_argv_free(boxed);
 	sandbox_fds_close(&boxfds);

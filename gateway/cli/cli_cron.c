@@ -30,7 +30,8 @@ static void cron_usage(FILE *f)
 	        "are listed too, but changed by editing the file.\n"
 	        "  --json            machine-readable output (the gateway's JSON)\n"
 	        "  --url URL         ws://HOST:PORT[/PATH] (default: from the home's config)\n"
-	        "  --token TOKEN     default: $SWITCHBOARD_TOKEN, then the home's gateway.token\n"
+	        "  --token TOKEN     default: $SWITCHBOARD_TOKEN, then gateway.auth_token,\n"
+	        "                    else the home's gateway.token\n"
 	        "  --config FILE     the configuration to find the gateway in\n"
 	        "  --timeout SECONDS how long to wait for the gateway\n");
 }

@@ -528,10 +528,6 @@ static int ctl_locate(struct ctl *c)
 		c->token = strdup(c->o.token);
 	else if (env && *env)
 		c->token = strdup(env);
-	if (!c->token) {
-		if (FMT(tpath, "%s/gateway.token", home) == SB_OK)
-			c->token = ctl_read_secret(tpath);
-	}
 	if (!c->o.url || !c->token) {
 		if (cli_config_path(home, c->o.config, cfg_path, sizeof cfg_path) ||
 		    config_load(cfg_path, home, &cfg, &errs) != SB_OK) {
@@ -545,8 +541,12 @@ static int ctl_locate(struct ctl *c)
 			}
 		}
 	}
-	if (!c->token && cfg && cfg->gateway.auth_token)
+	/* gateway.auth_token, when set, is the only token the gateway takes;
+	 * the home's gateway.token only without it. */
+	if (!c->token && cfg && cfg->gateway.auth_token && *cfg->gateway.auth_token)
 		c->token = strdup(cfg->gateway.auth_token);
+	else if (!c->token && FMT(tpath, "%s/gateway.token", home) == SB_OK)
+		c->token = ctl_read_secret(tpath);
 	if (!c->token) {
 		ctl_err(c,
 		        "no token: pass --token, set SWITCHBOARD_TOKEN, or run `switchboard init`");
@@ -730,7 +730,8 @@ static int ctl_parse_opts(struct ctl *c, int argc, char **argv, unsigned allowed
 	"  --url URL         ws://HOST:PORT[/PATH] (default: from the home's switchboard.yaml)\n"  \
 	"  --token-file FILE the token from FILE (- for standard input): unlike --token,\n"        \
 	"                    it is not on the command line other users can see\n"                  \
-	"  --token TOKEN     default: $SWITCHBOARD_TOKEN, then $SWITCHBOARD_HOME/gateway.token\n"  \
+	"  --token TOKEN     default: $SWITCHBOARD_TOKEN, then gateway.auth_token,\n"      \
+	"                    else the home's gateway.token\n"  \
 	"  --config FILE     the configuration to find the gateway in\n"                           \
 	"  --timeout SECONDS how long to wait for the gateway\n"
 

@@ -7,8 +7,8 @@
  *
  * Common options: --json (machine-readable output), --url ws://HOST:PORT
  * [/PATH] (default: the home's gateway.bind and gateway.port), --token T
- * (default: $SWITCHBOARD_TOKEN, then $SWITCHBOARD_HOME/gateway.token, then
- * gateway.auth_token), --config FILE, --timeout SECONDS.
+ * (default: $SWITCHBOARD_TOKEN, then gateway.auth_token when the home's
+ * configuration sets it, else $SWITCHBOARD_HOME/gateway.token), --config FILE, --timeout SECONDS.
  *
  * Each runs its own libuv loop with a libwebsockets client on it; the host
  * name is resolved off the loop (gateway/core/resolve.h) before lws

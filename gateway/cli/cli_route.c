@@ -25,6 +25,7 @@
 #include "gateway/config/channels_config.h"
 #include "gateway/cli/cli.h"
 #include "gateway/config/config.h"
+#include "agents/safety/permissions.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/envelope.h"
 #include "gateway/core/err.h"
@@ -384,6 +385,8 @@ int cli_route(int argc, char **argv)
 	cr_lookup_approval(cfg, &e, &allow);
 	in.approved = cr_approved;
 	in.approved_ud = &allow;
+	/* as the dispatcher decides it: only the operator's DMs share main */
+	in.owner = permissions_is_owner(&cfg->security, e.channel, e.sender_id);
 	if (json) {
 		brc = bindings_explain_json(t, &in, &j);
 		if (brc == SB_OK)

@@ -30,7 +30,7 @@
 /* ---- gateway ---- */
 
 /* 127.0.0.0/8, ::1 (also as [::1] and ::ffff:127.x.y.z) and localhost. */
-static bool config_is_loopback(const char *host)
+bool config_is_loopback(const char *host)
 {
 	char tmp[INET6_ADDRSTRLEN + 2];
 	struct in_addr a4;
@@ -331,7 +331,8 @@ static const struct cfg_key config_gateway_keys[] = {
         .max = 4096,
         .flags = CFG_SECRET,
         .doc = "Bearer token for the control plane and the HTTP API. Required when "
-               "`bind` is not loopback. Keep it out of the file: "
+               "`bind` is not loopback. When set, it is the only gateway token: the "
+               "home's `gateway.token` is no longer accepted. Keep it out of the file: "
                "`${file:secrets/gateway-token}` or `${SWITCHBOARD_TOKEN}`.",
         .hint = "generate one with: openssl rand -hex 32",
     },

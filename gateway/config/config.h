@@ -160,6 +160,11 @@ void config_unref(struct config *c); /* NULL is a no-op */
 int config_restart_changes(const struct config *old, const struct config *new_,
                            void (*fn)(void *ud, const char *path), void *ud);
 
+/* Whether host (a gateway.bind value) is a loopback address: 127.0.0.0/8,
+ * ::1 (also as [::1] and ::ffff:127.x.y.z) or localhost; NULL counts as
+ * loopback (the default bind). Any thread. */
+bool config_is_loopback(const char *host);
+
 /* The agent marked default, else the only agent, else NULL. Borrowed from c. */
 const struct agent_config *config_default_agent(const struct config *c);
 

@@ -508,8 +508,13 @@ void control_auth_failed(struct control *ctl, const char *addr)
 bool control_gateway_token(struct control *ctl, const char *token)
 {
 	struct config *cfg = ctl->ctx.host->config(ctl->ctx.host->ctx);
-	bool ok =
-	    secret_equal(token, cfg->gateway.auth_token) || secret_equal(token, ctl->file_token);
+	/* gateway.auth_token, when set, is the one gateway token: the
+	 * home's gateway.token no longer opens anything (an operator who set
+	 * a token, say to expose the gateway, expects that token and no
+	 * other). */
+	bool ok = cfg->gateway.auth_token && *cfg->gateway.auth_token
+	              ? secret_equal(token, cfg->gateway.auth_token)
+	              : secret_equal(token, ctl->file_token);
 
 	config_unref(cfg);
 	return ok;
@@ -978,6 +983,17 @@ static void control_connect(struct control_conn *c, const json_t *id, const json
 		goto out;
 	}
 	locked = control_locked(ctl, c->peer);
+	why = control_hello_parse(params, &h);
+	/* The lockout slows down guessing; it must not keep the operator out.
+	 * Every program on this host is 127.0.0.1, so a client that fails on
+	 * purpose would lock out the CLI too: from loopback the gateway token
+	 * still connects (a wrong one is refused as before, uncounted). */
+	if (locked && !why && config_is_loopback(c->peer) && h.token &&
+	    strcmp(h.role, "operator") == 0 && control_gateway_token(ctl, h.token)) {
+		log_info("control", "locked-out loopback address connected with the gateway token",
+		         LOG_S("peer", c->peer));
+		locked = 0;
+	}
 	if (locked) {
 		c->connecting = false;
 		control_reply_error(c, id, CONTROL_E_RATE_LIMITED,
@@ -986,7 +1002,6 @@ static void control_connect(struct control_conn *c, const json_t *id, const json
 		control_close(c, SERVER_WS_POLICY, "rate limited");
 		goto out;
 	}
-	why = control_hello_parse(params, &h);
 	if (why && strcmp(why, "protocol") == 0) {
 		control_refuse(c, id, CONTROL_E_INVALID, "no common protocol version",
 		               json_pack("{ss si si}", "code", "PROTOCOL_MISMATCH", "minProtocol",

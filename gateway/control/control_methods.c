@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "agents/safety/approvals.h"
+#include "agents/safety/permissions.h"
 #include "agents/transcript.h"
 #include "bindings/bindings.h"
 #include "channels/channel.h"
@@ -1097,6 +1098,8 @@ static void control_bindings_explain(struct control_conn *c, const json_t *id, j
 	e.parent_id = parent_id;
 	in.parent_kind_set = parent_id != NULL;
 	in.env = &e;
+	/* as the dispatcher decides it: only the operator's DMs share main */
+	in.owner = permissions_is_owner(&cfg->security, e.channel, e.sender_id);
 	if (config_bindings_table(cfg, &t) != SB_OK ||
 	    bindings_explain_json(t, &in, &out) != SB_OK) {
 		control_reply_error(c, id, CONTROL_E_INVALID, "the message cannot be routed", NULL,

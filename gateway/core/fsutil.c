@@ -86,7 +86,7 @@ out:
 
 int fs_read_all(const char *path, size_t max, char **out, size_t *len)
 {
-	FILE *f = fopen(path, "rb");
+	FILE *f = fopen(path, "rbe");
 	char *data = NULL;
 	size_t n = 0, cap = 0;
 	int rc = SB_ERR_IO;

@@ -247,6 +247,22 @@ static void daemon_reload_done(uv_work_t *w, int status)
 		log_debug("config", "unchanged", LOG_S("trigger", r->why));
 		goto out;
 	}
+	/* gateway.bind changes at the next restart only: a file that now
+	 * binds loopback and drops auth_token would leave the listener that
+	 * is up on a public address with no token at all. */
+	if (!config_is_loopback(d->listen_bind) &&
+	    !(r->next->gateway.auth_token && *r->next->gateway.auth_token)) {
+		d->metrics.config_reloads_failed++;
+		d->metrics.config_last_reload_ok = false;
+		log_error("config",
+		          "reload rejected: the gateway listens on a non-loopback address and the "
+		          "new configuration has no gateway.auth_token; keeping the running "
+		          "configuration",
+		          LOG_S("listening_on", d->listen_bind), LOG_S("new_bind", r->next->gateway.bind),
+		          LOG_S("hint", "keep gateway.auth_token until the gateway has restarted on "
+		                        "loopback"));
+		goto out;
+	}
 	config_restart_changes(d->cfg, r->next, daemon_restart_key, d);
 	gen = daemon_gen_new(d, r->next);
 	if (!gen) {
@@ -528,6 +544,7 @@ static int daemon_start_server(struct daemon *d)
 
 	memset(&so, 0, sizeof so);
 	so.bind = d->cfg->gateway.bind;
+	snprintf(d->listen_bind, sizeof d->listen_bind, "%s", so.bind ? so.bind : "127.0.0.1");
 	so.port = d->opt->port > 0 ? d->opt->port : (int)d->cfg->gateway.port;
 	so.max_body_bytes = (size_t)d->cfg->gateway.max_body_bytes;
 	so.max_connections = (int)d->cfg->gateway.max_connections;

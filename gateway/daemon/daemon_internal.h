@@ -63,6 +63,9 @@ struct daemon {
 	struct httpc *httpc;
 	struct server *server;
 	bool not_listening; /* the server holds no listening socket: exit EX_CONFIG */
+	/* The address the server listens on: gateway.bind at start (a reload
+	 * does not move the listener). */
+	char listen_bind[256];
 	struct events *events;
 	struct runner *runner;
 	struct approvals *approvals; /* gate 3 (gateway/pipeline/approvals_notify.h) */

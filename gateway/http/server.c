@@ -505,7 +505,7 @@ static bool server_listening(int port)
  * none is found. */
 static unsigned long server_port_inode(const char *table, int port)
 {
-	FILE *f = fopen(table, "r");
+	FILE *f = fopen(table, "re");
 	char line[512];
 	unsigned long inode = 0;
 
@@ -576,7 +576,7 @@ static void server_port_holder(int port, char *out, size_t size)
 			FILE *f;
 
 			snprintf(path, sizeof path, "/proc/%s/comm", p->d_name);
-			f = fopen(path, "r");
+			f = fopen(path, "re");
 			if (f) {
 				if (fgets(comm, sizeof comm, f))
 					comm[strcspn(comm, "\n")] = '\0';

@@ -886,6 +886,8 @@ static void pairing_reply_done(void *ud, int rc)
 	free(c);
 }
 
+static bool dispatch_sender_is_owner(struct dispatcher *d, const struct envelope *e);
+
 static void pairing_requested(void *ud, int rc, const struct store_pairing *sp, bool created)
 {
 	struct pairing_ctx *c = ud;
@@ -897,7 +899,9 @@ static void pairing_requested(void *ud, int rc, const struct store_pairing *sp, 
 
 	if (rc == SB_ERR_EXISTS) {
 		/* Approved meanwhile (from the CLI): the sender may talk. */
-		struct bindings_input in = {.env = e, .approved = dispatch_approved_yes};
+		struct bindings_input in = {.env = e,
+		                            .approved = dispatch_approved_yes,
+		                            .owner = dispatch_sender_is_owner(d, e)};
 		struct bindings_decision dec;
 		struct pending *p = c->p;
 
@@ -944,6 +948,17 @@ static void pairing_requested(void *ud, int rc, const struct store_pairing *sp, 
 		free(c);
 	}
 	free(payload);
+}
+
+/* Whether the envelope's sender is the operator (bindings.h `owner`): by
+ * the current configuration's security.owners. */
+static bool dispatch_sender_is_owner(struct dispatcher *d, const struct envelope *e)
+{
+	struct config *cfg = d->opt.config(d->opt.ud);
+	bool owner = cfg && permissions_is_owner(&cfg->security, e->channel, e->sender_id);
+
+	config_unref(cfg);
+	return owner;
 }
 
 /* A trusted entry point named the agent and session itself. */
@@ -1014,6 +1029,7 @@ static void dispatch_item(struct dispatcher *d, const struct store_inbox_item *i
 	memset(&in, 0, sizeof in);
 	in.env = &p->env;
 	in.approved = dispatch_never_approved;
+	in.owner = dispatch_sender_is_owner(d, &p->env);
 	rc = table ? bindings_route(table, &in, &dec) : SB_ERR_CONFIG;
 	if (rc || !dec.agent_id) {
 		log_warn("dispatch", "message not routed", LOG_S("channel", p->env.channel),

@@ -28,13 +28,15 @@
 #include "gateway/core/log.h"
 #include "gateway/cron/cron_tz.h"
 #include "gateway/obs/metrics.h"
+#include "workspaces/memory.h"
 #include "workspaces/prompt.h"
 #include "workspaces/workspace.h"
 
 #define RUNNER_PROMPT_MAX (4u << 20)
 
-static const char *const runner_default_tools[] = {"bash",    "edit", "glob", "grep",      "ls",
-                                                   "message", "read", "todo", "web_fetch", "write"};
+static const char *const runner_default_tools[] = {
+    "bash",  "edit",  "glob", "grep", "ls",        "memory_get", "memory_search", "memory_write",
+    "message", "read", "todo", "web_fetch", "write"};
 #define RUNNER_DEFAULT_TOOLS (sizeof runner_default_tools / sizeof *runner_default_tools)
 
 struct runner {
@@ -98,6 +100,10 @@ struct run_job {
 	struct permissions perms;
 	struct sandbox_policy sandbox;
 	struct tool_web web;
+	struct tool_memory memory;
+	char memory_index[PATH_MAX];
+	char memory_today[32], memory_yesterday[32];
+	char memory_label[600];
 	const char *tools[RUNNER_DEFAULT_TOOLS]; /* the default list, web_fetch when on */
 
 	/* the turn's result, kept past its callback */
@@ -548,6 +554,7 @@ static void run_gates(struct run_job *j)
 	j->sandbox.mode = (enum sandbox_mode)a->sandbox;
 	j->sandbox.network = a->sandbox_network;
 	j->sandbox.memory_bytes = a->tool_memory;
+	j->sandbox.max_processes = (int)a->tool_processes;
 	/* What a tool process must not see: the gateway's home, config,
 	 * store and secret files wherever they are, and the home of the
 	 * user the gateway runs as. The sandbox's view is an allow-list, so
@@ -561,6 +568,60 @@ static void run_gates(struct run_job *j)
 
 static void run_start_turn(struct run_job *j);
 static void run_ask_window(struct run_job *j);
+
+/* A memory write was committed: the replies from now on name the commit
+ * (the transcript's "memory" stamp), so a reply leads to what was learnt. */
+static void run_memory_committed(void *ud, const char *commit, const char *path)
+{
+	struct run_job *j = ud;
+	json_t *st = json_pack("{s:s,s:s}", "commit", commit, "path", path);
+	json_t *ev = json_pack("{s:s,s:s,s:s}", "event", "memory", "commit", commit, "path", path);
+
+	if (!st || !ev || transcript_set_stamp(j->transcript, "memory", st) != SB_OK ||
+	    transcript_append(j->transcript, "event", ev, NULL, 0) != SB_OK)
+		log_warn("agent", "cannot record the memory commit in the transcript",
+		         LOG_S("path", j->path), LOG_S("commit", commit));
+	json_decref(st);
+	json_decref(ev);
+	log_info("agent", "memory committed", LOG_S("session", j->session_key),
+	         LOG_S("file", path), LOG_S("commit", commit));
+}
+
+/* The number of this turn in the session: user messages with text so far,
+ * this one included. */
+static size_t run_turn_number(const struct run_job *j)
+{
+	size_t n = 0, i;
+	const json_t *m;
+
+	json_array_foreach(j->history, i, m)
+	{
+		const char *role = json_string_value(json_object_get(m, "role"));
+
+		if (role && strcmp(role, "user") == 0 && run_has_text(m))
+			n++;
+	}
+	return run_resumes(j) ? n : n + 1;
+}
+
+/* The memory tools' scope (docs/memory.md). */
+static void run_memory(struct run_job *j)
+{
+	memset(&j->memory, 0, sizeof j->memory);
+	if (FMT(j->memory_index, "%s/agents/%s/memory.sqlite", j->cfg->home, j->agent_id) !=
+	    SB_OK)
+		return;
+	j->memory.index = j->memory_index;
+	if (j->agent->memory.transcripts)
+		j->memory.sessions = j->sessions_dir;
+	j->memory.today = j->memory_today;
+	j->memory.writable = j->perms.owner;
+	j->memory.committed = run_memory_committed;
+	j->memory.ud = j;
+	snprintf(j->memory_label, sizeof j->memory_label, "session %s (%s), turn %zu",
+	         j->session_key, j->session_id, run_turn_number(j));
+	j->memory.session_label = j->memory_label;
+}
 
 static void run_start_turn(struct run_job *j)
 {
@@ -644,6 +705,8 @@ static void run_start_turn(struct run_job *j)
 	to.tool_ctx.account = j->account;
 	to.tool_ctx.target = j->target;
 	run_gates(j);
+	run_memory(j);
+	to.tool_ctx.memory = j->memory.index ? &j->memory : NULL;
 	to.tool_ctx.perms = &j->perms;
 	to.tool_ctx.sandbox = &j->sandbox;
 	to.max_turns = a->max_turns;
@@ -726,6 +789,62 @@ static void run_ask_window(struct run_job *j)
 
 /* ---- prepare (thread pool) ---- */
 
+/* Today's and yesterday's daily notes in the agent's time zone. */
+static void run_memory_days(struct run_job *j)
+{
+	const char *name = j->agent->timezone ? j->agent->timezone : "local";
+	const struct cron_tz *z = NULL;
+	struct timespec ts;
+	int32_t off = 0;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	if (cron_tz_get(name, &z) == SB_OK)
+		off = cron_tz_offset(z, ts.tv_sec);
+	memory_daily_path((int64_t)ts.tv_sec, off, j->memory_today, sizeof j->memory_today);
+	if (cron_tz_get(name, &z) == SB_OK)
+		off = cron_tz_offset(z, ts.tv_sec - 86400);
+	memory_daily_path((int64_t)ts.tv_sec - 86400, off, j->memory_yesterday,
+	                  sizeof j->memory_yesterday);
+}
+
+/* The operator's main session sees yesterday's and today's notes after the
+ * workspace files (never a group's or someone else's session, like
+ * MEMORY.md). Read beneath the workspace; a missing note is left out. */
+static int run_daily_notes(struct run_job *j)
+{
+	const char *days[2] = {j->memory_yesterday, j->memory_today};
+	bool heading = false;
+	int rc = SB_OK;
+
+	if (!j->main_session || !permissions_is_owner(&j->cfg->security, j->channel, j->sender))
+		return SB_OK;
+	for (size_t i = 0; i < 2 && rc == SB_OK; i++) {
+		char why[256], *text = NULL;
+		int64_t total = 0;
+		size_t n, max = (size_t)j->agent->bootstrap_max_chars;
+
+		if (memory_get(j->workspace, days[i], 1, MEMORY_GET_LINES_MAX, &text, &total, why,
+		               sizeof why) != SB_OK ||
+		    !text || !text[0]) {
+			free(text);
+			continue;
+		}
+		n = strlen(text);
+		if (max && n > max)
+			n = prompt_utf8_cut(text, n, max); /* the start of the day is kept */
+		if (!heading) {
+			rc = buf_puts(&j->prompt, "\n# Daily notes\n\nYour notes of yesterday and "
+			                          "today (memory_write adds to today's).\n");
+			heading = true;
+		}
+		if (rc == SB_OK)
+			rc = buf_printf(&j->prompt, "\n## %s\n\n%.*s%s", days[i], (int)n, text,
+			                text[n ? n - 1 : 0] == '\n' ? "" : "\n");
+		free(text);
+	}
+	return rc;
+}
+
 static void run_prepare_work(uv_work_t *w)
 {
 	struct run_job *j = w->data;
@@ -794,6 +913,8 @@ static void run_prepare_work(uv_work_t *w)
 	/* Built once, here: a file edited while the turn runs is seen by the
 	 * next turn, never half-way through this one. */
 	rc = workspace_snapshot(j->r->ws_cache, j->workspace, &po, &j->prompt, &j->ws_version);
+	if (rc == SB_OK)
+		rc = run_daily_notes(j);
 	if (rc) {
 		j->prep_rc = rc;
 		snprintf(j->prep_err, sizeof j->prep_err, "cannot build the system prompt: %s",
@@ -839,6 +960,7 @@ static void run_prepare(struct run_job *j)
 		run_finish(j, SB_ERR_TOOBIG, "the session's paths are too long");
 		return;
 	}
+	run_memory_days(j); /* the time zones are the loop thread's */
 	j->work.data = j;
 	if (uv_queue_work(j->r->opt.loop, &j->work, run_prepare_work, run_prepare_done) != 0)
 		run_finish(j, SB_ERR_IO, "cannot queue work");

@@ -302,6 +302,123 @@ static void test_reload(void **state)
 	harness_rmrf(home);
 }
 
+/* A gateway listening on 0.0.0.0 (with auth_token) keeps its listener
+ * until a restart, whatever the file says: a reload that binds 127.0.0.1
+ * and drops auth_token would leave that listener with no token. It is
+ * refused with a log line that says why, and the running configuration
+ * stays: the token still opens the control plane. A reload that keeps the
+ * token is taken. (The daemon only listens on 0.0.0.0; the test talks to
+ * it on 127.0.0.1 only.) */
+static void test_reload_public_to_loopback(void **state)
+{
+	struct harness_daemon d;
+	char home[512], path[700], tpath[700], url[64];
+	const char *status[] = {"status", "--url", url, "--token-file", tpath, NULL};
+	struct buf out;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
+	snprintf(tpath, sizeof tpath, "%s/operator-token", home);
+	assert_int_equal(harness_write_file(tpath, "public-bind-token-0123456789\n"), 0);
+	/* no init: the home has no gateway.token, auth_token is the only one */
+	assert_int_equal(harness_write_file(path, "gateway:\n  bind: 0.0.0.0\n"
+	                                          "  auth_token: public-bind-token-0123456789\n"
+	                                          "agents:\n  - id: main\n"),
+	                 0);
+	assert_int_equal(harness_daemon_start(&d, home, NULL), 0);
+	assert_int_equal(harness_wait_ready(&d, 20000), 0);
+	snprintf(url, sizeof url, "ws://127.0.0.1:%d", d.port);
+	buf_init(&out, 1 << 20);
+	assert_int_equal(harness_cli(home, &out, status), 0);
+	buf_free(&out);
+
+	assert_int_equal(harness_write_file(path, "gateway:\n  bind: 127.0.0.1\n"
+	                                          "agents:\n  - id: main\n"),
+	                 0);
+	kill(d.pid, SIGHUP);
+	for (int i = 0; i < 200 && wait_for_log(&d, "msg=reloaded", 20) != 0 &&
+	                wait_for_log(&d, "reload rejected", 20) != 0;
+	     i++)
+		;
+	/* the running configuration kept its token */
+	buf_init(&out, 1 << 20);
+	if (harness_cli(home, &out, status) != 0)
+		fail_msg("the token no longer opens the control plane: %s",
+		         out.data ? out.data : "");
+	buf_free(&out);
+	assert_int_equal(wait_for_log(&d,
+	                              "reload rejected: the gateway listens on a non-loopback "
+	                              "address and the new configuration has no gateway.auth_token",
+	                              100),
+	                 0);
+	assert_int_equal(wait_for_log(&d, "listening_on=0.0.0.0", 100), 0);
+
+	/* Keeping the token while moving to loopback is fine (for the next
+	 * restart). */
+	assert_int_equal(harness_write_file(path, "gateway:\n  bind: 127.0.0.1\n"
+	                                          "  auth_token: public-bind-token-0123456789\n"
+	                                          "log:\n  level: debug\n"
+	                                          "agents:\n  - id: main\n"),
+	                 0);
+	kill(d.pid, SIGHUP);
+	assert_int_equal(wait_for_log(&d, "msg=reloaded", 5000), 0);
+	assert_int_equal(
+	    wait_for_log(&d, "change takes effect after a restart\" key=gateway.bind", 100), 0);
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
+	harness_rmrf(home);
+}
+
+/* With gateway.auth_token set, it is the one gateway token: the home's
+ * gateway.token (written by init) no longer opens the control plane, and
+ * the CLI, left to find its token in the home, uses auth_token. */
+static void test_auth_token_replaces_home_token(void **state)
+{
+	struct harness_daemon d;
+	char home[512], path[700], hpath[700], apath[700], url[64], cfg[512];
+	const char *init[] = {"init", NULL};
+	const char *by_home[] = {"status", "--url", url, "--token-file", hpath, NULL};
+	const char *by_auth[] = {"status", "--url", url, "--token-file", apath, NULL};
+	const char *plain[] = {"status", NULL};
+	struct buf out;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_cli(home, NULL, init), 0);
+	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
+	snprintf(hpath, sizeof hpath, "%s/gateway.token", home);
+	snprintf(apath, sizeof apath, "%s/auth-token", home);
+	assert_int_equal(harness_write_file(apath, "the-configured-token-0123456789\n"), 0);
+	assert_int_equal(harness_write_file(path, "gateway:\n"
+	                                          "  auth_token: the-configured-token-0123456789\n"
+	                                          "agents:\n  - id: main\n"),
+	                 0);
+	assert_int_equal(harness_daemon_start(&d, home, NULL), 0);
+	assert_int_equal(harness_wait_ready(&d, 20000), 0);
+	snprintf(url, sizeof url, "ws://127.0.0.1:%d", d.port);
+
+	buf_init(&out, 1 << 20);
+	assert_int_equal(harness_cli(home, &out, by_home), 1);
+	assert_non_null(strstr(out.data ? out.data : "", "UNAUTHORIZED"));
+	buf_free(&out);
+	buf_init(&out, 1 << 20);
+	assert_int_equal(harness_cli(home, &out, by_auth), 0);
+	buf_free(&out);
+	/* No --url, no token: both come from the home's configuration. */
+	snprintf(cfg, sizeof cfg,
+	         "gateway:\n  port: %d\n  auth_token: the-configured-token-0123456789\n"
+	         "agents:\n  - id: main\n",
+	         d.port);
+	assert_int_equal(harness_write_file(path, cfg), 0);
+	buf_init(&out, 1 << 20);
+	if (harness_cli(home, &out, plain) != 0)
+		fail_msg("`switchboard status` with auth_token in the home failed: %s",
+		         out.data ? out.data : "");
+	buf_free(&out);
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
+	harness_rmrf(home);
+}
+
 static int write_str(int fd, const char *s)
 {
 	size_t n = strlen(s);
@@ -431,6 +548,8 @@ int main(void)
 	    cmocka_unit_test(test_config_check_lists_every_error),
 	    cmocka_unit_test(test_gateway_serves_and_stops_cleanly),
 	    cmocka_unit_test(test_reload),
+	    cmocka_unit_test(test_reload_public_to_loopback),
+	    cmocka_unit_test(test_auth_token_replaces_home_token),
 	    cmocka_unit_test(test_drain_finishes_in_flight),
 	    cmocka_unit_test(test_drain_timeout),
 	    cmocka_unit_test(test_connection_cap),

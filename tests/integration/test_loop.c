@@ -71,7 +71,8 @@ static int setup(void **state)
 	         "context: {tool_result_max: 1000}}\n"
 	         "  - {id: claude, model: an/claude-test}\n"
 	         "  - {id: lim, model: oa/gpt-test, max_turns: 2}\n"
-	         "  - {id: tiny, model: oa/gpt-test, context: {window: 3000}}\n"
+	         "  - {id: tiny, model: oa/gpt-test, context: {window: 3000},\n"
+	         "     tools: [bash, edit, glob, grep, ls, message, read, todo, write]}\n"
 	         "  - {id: learn, model: oa/qwen-local}\n"
 	         "openai_api: {enabled: true, sync_timeout: 30s}\n",
 	         fx.llm.port, fx.llm.port);

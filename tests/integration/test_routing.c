@@ -191,7 +191,8 @@ static void test_bindings_pick_agent_and_session(void **state)
 	assert_int_equal(st, 200);
 	expect_marked(r, "main agent: ", "alice", "hello lobby");
 	free(r);
-	/* alice is allowed in DMs too: her direct session is the main one */
+	/* alice is allowed in DMs too; she is not the operator, so her
+	 * direct session is her own, not the agent's main one */
 	r = post("alice", NULL, "hi in private", &st);
 	assert_int_equal(st, 200);
 	expect_marked(r, "main agent: ", "alice", "hi in private");
@@ -203,7 +204,8 @@ static void test_bindings_pick_agent_and_session(void **state)
 	buf_reset(&keys);
 	session_keys("main", &keys);
 	assert_non_null(strstr(keys.data, "agent:main:webhook:channel:lobby\n"));
-	assert_non_null(strstr(keys.data, "agent:main:main\n"));
+	assert_non_null(strstr(keys.data, "agent:main:webhook:direct:alice\n"));
+	assert_null(strstr(keys.data, "agent:main:main\n"));
 	assert_null(strstr(keys.data, "ops-room"));
 	buf_free(&keys);
 	/* A sender id is the sender's own text: one that tries to close the

@@ -35,6 +35,8 @@
 #include <string.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <signal.h>
 #include <limits.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -522,6 +524,141 @@ static void test_host_socket_unreachable(void **state)
 	harness_rmrf(dir);
 }
 
+/* A fresh home whose one agent (no sandbox) talks to the model server,
+ * with more config text after it, made with `switchboard init` under the
+ * given umask. */
+static void fresh_home(char *home, size_t size, const char *more, mode_t mask)
+{
+	char cfg[4096], path[1024];
+	const char *init[] = {"init", NULL};
+	mode_t old;
+
+	assert_int_equal(harness_tmpdir(home, size), 0);
+	snprintf(cfg, sizeof cfg,
+	         "providers:\n"
+	         "  - {id: oa, api: openai-chat, base_url: \"http://127.0.0.1:%d/v1\", "
+	         "api_key: k, max_retries: 1, timeout: 10s}\n"
+	         "agents:\n"
+	         "  - {id: main, default: true, model: oa/gpt-test, sandbox: full}\n%s",
+	         fx.llm.port, more);
+	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
+	assert_int_equal(harness_write_file(path, cfg), 0);
+	/* the operator's own file: theirs to keep private */
+	assert_int_equal(chmod(path, 0600), 0);
+	old = umask(mask);
+	assert_int_equal(harness_cli(home, NULL, init), 0);
+	umask(old);
+}
+
+#define WEBHOOK_TOKEN "tok-webhook-sender-5521ab"
+#define PRIVATE_MARK "operator-private-note-3f9e"
+
+/* The default dm_scope (main) keeps the agent's main session for the
+ * operator: a webhook sender, who holds only its hook's secret, gets a
+ * session of its own, and its run's history (as the model server receives
+ * it) holds nothing of what the operator said in the main session. */
+static void test_webhook_sender_not_in_main(void **state)
+{
+	char home[512], *text;
+	const char *args[] = {"agent", "run", "-v", "remember: " PRIVATE_MARK, NULL};
+	const char *hdr[] = {"Authorization: Bearer " WEBHOOK_TOKEN,
+	                     "Content-Type: application/json", NULL};
+	struct harness_daemon d;
+	struct buf out, body;
+	json_t *reqs, *last;
+	long st;
+
+	(void)state;
+	fresh_home(home, sizeof home,
+	           "channels:\n"
+	           "  webhook:\n"
+	           "    dm_policy: open\n"
+	           "    allow_from: [\"*\"]\n"
+	           "    hooks:\n"
+	           "      - {name: ext, verify: bearer, secret: " WEBHOOK_TOKEN "}\n",
+	           022);
+	script("[{\"text\":\"noted\"}, {\"text\":\"webhook answered\"}]");
+	/* the operator, in the main session */
+	buf_init(&out, 1 << 20);
+	if (harness_cli(home, &out, args) != 0 || !strstr(out.data, "noted")) {
+		fprintf(stderr, "%s\n", out.data);
+		buf_free(&out);
+		fail_msg("the operator's turn failed");
+	}
+	buf_free(&out);
+	/* a webhook sender */
+	assert_int_equal(harness_daemon_start(&d, home, NULL), 0);
+	assert_int_equal(harness_wait_ready(&d, 20000), 0);
+	buf_init(&body, 1 << 20);
+	st = harness_http(d.port, "POST", "/hooks/ext", hdr,
+	                  "{\"text\":\"what did the operator say?\",\"sender\":\"mallory\"}",
+	                  &body);
+	if (st != 200 || !strstr(body.data ? body.data : "", "webhook answered")) {
+		fprintf(stderr, "status %ld: %s\n", st, body.data ? body.data : "");
+		buf_free(&body);
+		harness_daemon_stop(&d, SIGTERM, 20000);
+		fail_msg("the webhook delivery was not answered");
+	}
+	buf_free(&body);
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
+	text = llm_requests_text();
+	reqs = json_loads(text, 0, NULL);
+	free(text);
+	assert_int_equal(json_array_size(reqs), 2);
+	last = json_object_get(json_array_get(reqs, 1), "body");
+	text = json_dumps(last, 0);
+	if (!strstr(text, "what did the operator say?") || strstr(text, PRIVATE_MARK)) {
+		fprintf(stderr, "the webhook run's request: %s\n", text);
+		free(text);
+		json_decref(reqs);
+		harness_rmrf(home);
+		fail_msg("the webhook sender's run saw the operator's main session");
+	}
+	free(text);
+	json_decref(reqs);
+	harness_rmrf(home);
+}
+
+static int check_private(const char *path, const struct stat *st, int flag, struct FTW *f)
+{
+	(void)f;
+	if (flag == FTW_SL)
+		return 0;
+	if ((S_ISDIR(st->st_mode) || S_ISREG(st->st_mode)) && (st->st_mode & 077)) {
+		fprintf(stderr, "%s is mode %03o\n", path, (unsigned)(st->st_mode & 0777));
+		return 1;
+	}
+	return 0;
+}
+
+/* The home and everything the gateway writes in it (config, token,
+ * store, transcripts, the scaffolded workspace) are the operator's alone
+ * whatever the umask (022 here, as on most hosts): directories 0700,
+ * files 0600 or tighter. */
+static void test_home_private(void **state)
+{
+	char home[512];
+	const char *args[] = {"agent", "run", "-v", "hello", NULL};
+	struct buf out;
+	mode_t old;
+	int rc;
+
+	(void)state;
+	fresh_home(home, sizeof home, "", 022);
+	script("[{\"text\":\"hi\"}]");
+	old = umask(022);
+	buf_init(&out, 1 << 20);
+	rc = harness_cli(home, &out, args);
+	umask(old);
+	buf_free(&out);
+	assert_int_equal(rc, 0);
+	/* harness_tmpdir made the top 0700 itself; what is under it is ours */
+	rc = nftw(home, check_private, 16, FTW_PHYS);
+	harness_rmrf(home);
+	if (rc)
+		fail_msg("a file or directory of the home is readable by others");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -531,6 +668,8 @@ int main(void)
 	    cmocka_unit_test(test_child_fds),
 	    cmocka_unit_test(test_private_state_elsewhere),
 	    cmocka_unit_test(test_host_socket_unreachable),
+	    cmocka_unit_test(test_webhook_sender_not_in_main),
+	    cmocka_unit_test(test_home_private),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -84,6 +84,7 @@ struct msg {
 	enum envelope_peer_kind kind;
 	const char *peer, *parent, *thread, *guild, *team, *sender, *text;
 	bool mentioned;
+	bool owner; /* the sender is the operator (bindings_input.owner) */
 };
 
 static struct envelope env_of(const struct msg *m)
@@ -107,7 +108,7 @@ static struct envelope env_of(const struct msg *m)
 static struct bindings_decision route(const struct bindings_table *t, const struct msg *m)
 {
 	struct envelope e = env_of(m);
-	struct bindings_input in = {.env = &e};
+	struct bindings_input in = {.env = &e, .owner = m->owner};
 	struct bindings_decision d;
 
 	assert_int_equal(bindings_route(t, &in, &d), SB_OK);
@@ -382,8 +383,16 @@ static void test_session_keys(void **state)
 {
 	static const struct key_case cases[] = {
 	    {"main",
-	     {"slack", "A1", ENVELOPE_PEER_DIRECT, "U1", .sender = "U1"},
+	     {"slack", "A1", ENVELOPE_PEER_DIRECT, "U1", .sender = "U1", .owner = true},
 	     "agent:main:main"},
+	    /* the main session is the operator's: anyone else's direct
+	     * messages are keyed per channel and peer under dm_scope main */
+	    {"main",
+	     {"slack", "A1", ENVELOPE_PEER_DIRECT, "U1", .sender = "U1"},
+	     "agent:main:slack:direct:U1"},
+	    {"main",
+	     {"webhook", NULL, ENVELOPE_PEER_DIRECT, "ci", .sender = "ci"},
+	     "agent:main:webhook:direct:ci"},
 	    {"per-peer",
 	     {"slack", "A1", ENVELOPE_PEER_DIRECT, "U1", .parent = NULL},
 	     "agent:main:direct:U1"},
@@ -411,7 +420,7 @@ static void test_session_keys(void **state)
 	     {"slack", NULL, ENVELOPE_PEER_DIRECT, "123", .parent = NULL},
 	     "agent:main:direct:123"},
 	    {"main",
-	     {"telegram", NULL, ENVELOPE_PEER_DIRECT, "123", .parent = NULL},
+	     {"telegram", NULL, ENVELOPE_PEER_DIRECT, "123", .owner = true},
 	     "agent:main:main"},
 	    /* a direct message without peer id: the sender's */
 	    {"per-peer",
@@ -434,7 +443,9 @@ static void test_session_keys(void **state)
 	    {"per-channel-peer",
 	     {"slack", NULL, ENVELOPE_PEER_DIRECT, "U1", .thread = "17.5"},
 	     "agent:main:slack:direct:U1:thread:17.5"},
-	    {"main", {"slack", NULL, ENVELOPE_PEER_DIRECT, "U1", .thread = ""}, "agent:main:main"},
+	    {"main",
+	     {"slack", NULL, ENVELOPE_PEER_DIRECT, "U1", .thread = "", .owner = true},
+	     "agent:main:main"},
 	};
 
 	(void)state;

@@ -24,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -201,12 +203,14 @@ static void test_command_line(void **state)
 	assert_non_null(strstr(joined, "--cap-drop ALL "));
 	assert_non_null(strstr(joined, "--clearenv "));
 	assert_non_null(strstr(joined, "--tmpfs /tmp "));
-	if (geteuid() == 0)
-		assert_non_null(strstr(joined, "--uid 65534 --gid 65534 "));
+	assert_non_null(strstr(joined, "--uid 65534 --gid 65534 "));
+	assert_non_null(strstr(joined, "--disable-userns "));
+	assert_non_null(strstr(joined, "--seccomp "));
 	snprintf(gitro, sizeof gitro, "--ro-bind %s/.git %s/.git ", fx.ws, fx.ws);
 	assert_non_null(strstr(joined, gitro));
 	sandbox_argv_free(v);
 	sandbox_fds_close(&fds);
+	assert_int_equal(sandbox_cgroup_remove(fds.cgroup), SB_OK);
 	p.network = true;
 	assert_int_equal(sandbox_argv(&p, fx.ws, argv, env, &v, &fds, why, sizeof why), SB_OK);
 	joined[0] = '\0';
@@ -215,8 +219,10 @@ static void test_command_line(void **state)
 		strncat(joined, " ", sizeof joined - strlen(joined) - 1);
 	}
 	assert_non_null(strstr(joined, "--share-net"));
+	assert_null(strstr(joined, "--seccomp "));
 	sandbox_argv_free(v);
 	sandbox_fds_close(&fds);
+	assert_int_equal(sandbox_cgroup_remove(fds.cgroup), SB_OK);
 	/* "full" is no sandbox: nothing to build */
 	p.mode = SANDBOX_FULL;
 	assert_int_equal(sandbox_argv(&p, fx.ws, argv, env, &v, &fds, why, sizeof why), SB_ERR_INVAL);
@@ -236,8 +242,7 @@ static void test_properties_from_inside(void **state)
 	/* it really ran in the sandbox, as an unprivileged user */
 	assert_int_equal(run(&p, "id -u", 10000, &o), SB_OK);
 	assert_true(o.sandboxed);
-	if (geteuid() == 0)
-		assert_string_equal(o.out, "65534\n");
+	assert_string_equal(o.out, "65534\n");
 	/* no capabilities */
 	assert_int_equal(run(&p, "grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status", 10000, &o),
 	                 SB_OK);
@@ -334,7 +339,102 @@ static void test_view_allow_list(void **state)
 	                         "/etc/ssl/certs/ca-certificates.crt && echo certs",
 	                         10000, &o),
 	                 SB_OK);
-	assert_string_equal(o.out, geteuid() == 0 ? "b\nnobody\ncerts\n" : "b\nsandbox\ncerts\n");
+	assert_string_equal(o.out, "b\nnobody\ncerts\n");
+}
+
+/* Without network, the seccomp filter: sockets of any family but AF_UNIX
+ * are refused, and so is connect, even to a unix socket the command can
+ * see (one in the workspace, made by this test, standing for any host
+ * socket that a view might show); a socketpair still works. With network,
+ * no filter. perl is the client (it is in /usr). */
+static void test_seccomp_without_network(void **state)
+{
+	static const char *const probe =
+	    "perl -MSocket -e '"
+	    "socket(my $s, PF_INET, SOCK_STREAM, 0) ? print(\"inet ok\\n\") : print(\"inet: $!\\n\");"
+	    "socket(my $s6, PF_INET6, SOCK_DGRAM, 0) ? print(\"inet6 ok\\n\") : print(\"inet6: $!\\n\");"
+	    "socket(my $n, 16, SOCK_RAW, 0) ? print(\"netlink ok\\n\") : print(\"netlink: $!\\n\");"
+	    "socketpair(my $a, my $b, PF_UNIX, SOCK_STREAM, 0) ? print(\"pair ok\\n\") : "
+	    "print(\"pair: $!\\n\");"
+	    "socket(my $u, PF_UNIX, SOCK_STREAM, 0) or die;"
+	    "connect($u, pack_sockaddr_un(\"host.sock\")) ? print(\"connect ok\\n\") : "
+	    "print(\"connect: $!\\n\");'";
+	struct sandbox_policy p;
+	struct outcome o;
+	struct sockaddr_un sa;
+	char cwd[PATH_MAX];
+	int lfd;
+
+	(void)state;
+	need_bwrap();
+	/* a listening socket in the workspace, which anyone may connect to */
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	assert_true(snprintf(sa.sun_path, sizeof sa.sun_path, "%s/host.sock", fx.ws) <
+	            (int)sizeof sa.sun_path);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+	assert_int_equal(chmod(sa.sun_path, 0777), 0);
+	assert_int_equal(listen(lfd, 8), 0);
+	assert_non_null(getcwd(cwd, sizeof cwd));
+
+	policy_init(&p, SANDBOX_WORKSPACE_WRITE);
+	assert_int_equal(run(&p, probe, 10000, &o), SB_OK);
+	if (!strstr(o.out, "inet: Address family not supported") ||
+	    !strstr(o.out, "inet6: Address family not supported") ||
+	    !strstr(o.out, "netlink: Address family not supported") || !strstr(o.out, "pair ok") ||
+	    !strstr(o.out, "connect: Permission denied"))
+		fail_msg("without network: %s", o.out);
+	assert_int_equal(run(&p, "grep Seccomp: /proc/self/status", 10000, &o), SB_OK);
+	assert_string_equal(o.out, "Seccomp:\t2\n");
+	/* with network: sockets and connect work (the filter is off) */
+	p.network = true;
+	assert_int_equal(run(&p, probe, 10000, &o), SB_OK);
+	if (!strstr(o.out, "inet ok") || !strstr(o.out, "connect ok"))
+		fail_msg("with network: %s", o.out);
+	close(lfd);
+	unlink(sa.sun_path);
+}
+
+/* The process limit: RLIMIT_NPROC of the sandbox's user, counted in the
+ * sandbox's own user namespace. A fork bomb fails to fork past it and is
+ * killed with its sandbox at the time limit; the test process (the same
+ * uid outside) can still start processes meanwhile, and nothing of the
+ * bomb is left afterwards. */
+static void test_process_limit(void **state)
+{
+	struct sandbox_policy p;
+	struct outcome o;
+	int rc;
+
+	(void)state;
+	need_bwrap();
+	policy_init(&p, SANDBOX_WORKSPACE_WRITE);
+	p.max_processes = 24;
+	assert_int_equal(run(&p, "ulimit -u 2>/dev/null || ulimit -p", 10000, &o), SB_OK);
+	assert_string_equal(o.out, "24\n");
+	/* First a bounded probe: 40 sleeps against a limit of 24. Only if the
+	 * limit holds does the fork bomb run: an unlimited one would take the
+	 * whole host down with it. */
+	assert_int_equal(run(&p,
+	                     "i=0; while [ $i -lt 40 ]; do sleep 2 & i=$((i+1)); done 2>&1; "
+	                     "echo started; wait",
+	                     10000, &o),
+	                 SB_OK);
+	if (!strstr(o.out, "fork") && !strstr(o.out, "Resource temporarily unavailable"))
+		fail_msg("40 processes started under a limit of 24 (the fork bomb is not run): %s",
+		         o.out);
+	/* it dies out, or the time limit ends it */
+	rc = run(&p, "exec bash -c 'sbbomb() { sbbomb | sbbomb & }; sbbomb; sleep 1; echo still here'",
+	         4000, &o);
+	assert_true(rc == SB_OK || rc == SB_ERR_TIMEOUT);
+	if (!strstr(o.out, "fork") || !strstr(o.out, "Resource temporarily unavailable"))
+		fail_msg("the bomb did not hit the limit: %s", o.out);
+	/* the host still forks, and no bomb process is left */
+	assert_int_equal(system("true"), 0);
+	assert_int_equal(system("sleep 1; ! grep -l 'sb[b]omb' /proc/[0-9]*/cmdline >/dev/null 2>&1"),
+	                 0);
 }
 
 static void test_read_only_and_network(void **state)
@@ -422,6 +522,8 @@ int main(void)
 	    cmocka_unit_test(test_command_line),
 	    cmocka_unit_test(test_properties_from_inside),
 	    cmocka_unit_test(test_view_allow_list),
+	    cmocka_unit_test(test_seccomp_without_network),
+	    cmocka_unit_test(test_process_limit),
 	    cmocka_unit_test(test_read_only_and_network),
 	    cmocka_unit_test(test_missing_bwrap_refuses),
 	};
