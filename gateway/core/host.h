@@ -111,7 +111,9 @@ struct host {
 	                  const char *methods, host_http_handler handler, void *ud);
 	const struct host_http_ops *http_ops;
 	/* Calls cb once the message inbox_id has been answered (or after
-	 * timeout_ms with rc SB_ERR_TIMEOUT). For synchronous webhooks. */
+	 * timeout_ms with rc SB_ERR_TIMEOUT); a message answered before the call
+	 * (also before a restart) gets the reply committed with it. For
+	 * synchronous webhooks and retries of the OpenAI endpoint. */
 	int (*await_reply)(void *ctx, int64_t inbox_id, int64_t timeout_ms, host_reply_cb cb,
 	                   void *ud);
 	/* Small durable values (a poll offset, a cursor) in the store's kv

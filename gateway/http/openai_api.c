@@ -22,7 +22,9 @@
  * Idempotency-Key would be a second message, so answers about a message
  * that was accepted carry "x-should-retry: false" unless the request had
  * an Idempotency-Key (a retry with the key is a duplicate: it waits for the
- * same run, or gets the remembered answer).
+ * same run, or gets the answer remembered in memory, or, when the process
+ * that answered is gone, the reply committed in the store: see
+ * dispatcher_await_reply).
  */
 #include "gateway/http/openai_api.h"
 

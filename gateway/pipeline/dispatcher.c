@@ -78,6 +78,9 @@ struct waiter {
 	void *ud;
 	uv_timer_t timer;
 	struct waiter *next;
+	bool looking; /* its store lookup has not answered yet */
+	bool removed; /* answered (or the dispatcher stops): its timer is closing */
+	bool closed;  /* its timer closed while looking: the lookup frees it */
 };
 
 struct dispatcher {
@@ -168,13 +171,19 @@ static void dispatch_done_silent(struct dispatcher *d, int64_t inbox_id)
 
 static void waiter_closed(uv_handle_t *h)
 {
-	free(h->data);
+	struct waiter *w = h->data;
+
+	if (w->looking)
+		w->closed = true;
+	else
+		free(w);
 }
 
 static void waiter_remove(struct waiter *w)
 {
 	struct waiter **pp = &w->d->waiters;
 
+	w->removed = true;
 	while (*pp && *pp != w)
 		pp = &(*pp)->next;
 	if (*pp)
@@ -219,6 +228,42 @@ static void dispatch_notify(struct dispatcher *d, int64_t inbox_id, int rc, cons
 	dispatch_notify_usage(d, inbox_id, rc, text, status, NULL);
 }
 
+/* The store's answer about a waiter's message: a message whose run committed
+ * already (before a restart, or before this waiter came) is answered with the
+ * reply committed with it, found by its inbox id; otherwise (pending, running,
+ * or done without a reply of its own) the waiter waits for the run as before.
+ * The run's own notice and this answer may come in either order: whichever
+ * comes second finds the waiter removed and does nothing. */
+static void waiter_stored(void *ud, int rc, const char *state, const char *payload)
+{
+	struct waiter *w = ud;
+	json_t *o = NULL, *text, *usage;
+	const char *status;
+
+	w->looking = false;
+	if (w->closed) {
+		free(w);
+		return;
+	}
+	if (w->removed || rc != SB_OK || !state || strcmp(state, "done") != 0 || !payload)
+		return;
+	o = json_loads(payload, 0, NULL);
+	text = json_object_get(o, "text");
+	if (json_is_string(text)) {
+		struct host_reply r = {.inbox_id = w->inbox_id, .rc = SB_OK};
+
+		status = json_string_value(json_object_get(o, "status"));
+		usage = json_object_get(o, "usage");
+		r.text = json_string_value(text);
+		r.status = status ? status : "";
+		r.input_tokens = json_integer_value(json_object_get(usage, "input_tokens"));
+		r.output_tokens = json_integer_value(json_object_get(usage, "output_tokens"));
+		waiter_remove(w);
+		w->cb(w->ud, &r);
+	}
+	json_decref(o);
+}
+
 int dispatcher_await_reply(struct dispatcher *d, int64_t inbox_id, int64_t timeout_ms,
                            host_reply_cb cb, void *ud)
 {
@@ -235,6 +280,7 @@ int dispatcher_await_reply(struct dispatcher *d, int64_t inbox_id, int64_t timeo
 	uv_timer_start(&w->timer, waiter_timeout, (uint64_t)(timeout_ms > 0 ? timeout_ms : 1), 0);
 	w->next = d->waiters;
 	d->waiters = w;
+	w->looking = store_inbox_reply(d->opt.store, inbox_id, waiter_stored, w) == SB_OK;
 	return SB_OK;
 }
 
@@ -386,7 +432,8 @@ static void active_free_cb(uv_handle_t *h)
 }
 
 /* The reply for the run that answered a->items (JSON payload, caller frees). */
-static char *active_reply_payload(struct active *a, const char *text, const char *status)
+static char *active_reply_payload(struct active *a, const char *text, const char *status,
+                                  const struct model_usage *u)
 {
 	const struct envelope *e = &a->items->env;
 	json_t *o = json_pack("{ssssssssss}", "text", text, "status", status, "session_key",
@@ -395,6 +442,11 @@ static char *active_reply_payload(struct active *a, const char *text, const char
 
 	if (!o)
 		return NULL;
+	/* So that a retry answered from the store reports what the run did. */
+	if (u && (u->input_tokens || u->output_tokens))
+		json_object_set_new(o, "usage",
+		                    json_pack("{sIsI}", "input_tokens", (json_int_t)u->input_tokens,
+		                              "output_tokens", (json_int_t)u->output_tokens));
 	if (e->event_id)
 		json_object_set_new(o, "reply_to", json_string(e->event_id));
 	if (e->thread_id)
@@ -502,7 +554,9 @@ static void run_done(void *ud, const struct run_outcome *o)
 		json_t *scheduled_raw = NULL;
 		struct reply_commit *c = calloc(1, sizeof *c);
 		char key[64],
-		    *payload = active_reply_payload(a, text.data ? text.data : "", status);
+		    *payload = active_reply_payload(a, text.data ? text.data : "", status,
+		                                    o->rc == SB_OK && o->result ? &o->result->usage
+		                                                                : NULL);
 		const struct envelope *e = &a->items->env;
 
 		snprintf(key, sizeof key, "reply:%" PRId64, a->items->inbox_id);

@@ -87,7 +87,12 @@ size_t dispatcher_busy(const struct dispatcher *d);
 void dispatcher_free(struct dispatcher *d);
 
 /* Calls cb once inbox_id has been answered (its reply committed), or after
- * timeout_ms with rc SB_ERR_TIMEOUT. */
+ * timeout_ms with rc SB_ERR_TIMEOUT. A message answered already (by a run
+ * before a restart, or before the call) is answered with the reply committed
+ * with it, read from the store; one done without a reply of its own (folded
+ * into another run's, or interrupted) waits until the timeout. cb runs once,
+ * never from inside the call; rc SB_ERR_CLOSED from dispatcher_free. Loop
+ * thread only. */
 int dispatcher_await_reply(struct dispatcher *d, int64_t inbox_id, int64_t timeout_ms,
                            host_reply_cb cb, void *ud);
 

@@ -154,6 +154,29 @@ void store_reply_inbox_release(struct store_op *op)
 		op->a.inbox_release.cb(op->ud, op->rc);
 }
 
+int store_inbox_reply(struct store *s, int64_t inbox_id, store_reply_cb cb, void *ud)
+{
+	struct store_op *op = NULL;
+	int rc;
+
+	if (inbox_id <= 0)
+		return SB_ERR_INVAL;
+	if ((rc = store_op_new(s, STORE_OP_INBOX_REPLY, ud, &op)) != SB_OK)
+		return rc;
+	op->a.inbox_reply.cb = cb;
+	op->a.inbox_reply.inbox_id = inbox_id;
+	return store_op_submit(s, op);
+}
+
+void store_reply_inbox_reply(struct store_op *op)
+{
+	const struct store_args_inbox_reply *a = &op->a.inbox_reply;
+
+	if (a->cb)
+		a->cb(op->ud, op->rc, op->rc == SB_OK ? a->state : NULL,
+		      op->rc == SB_OK ? a->payload : NULL);
+}
+
 /* ---- outbox ---- */
 
 int store_outbox_put(struct store *s, const struct store_outbox_new *m, store_put_cb cb, void *ud)

@@ -163,6 +163,9 @@ struct store_stats {
  * existed already (id is then the existing row's). */
 typedef void (*store_put_cb)(void *ud, int rc, int64_t id, bool duplicate);
 typedef void (*store_done_cb)(void *ud, int rc);
+/* An inbox entry's state ("pending", "claimed", "done") and the payload of
+ * the reply committed with it (NULL: none); both borrowed for the call. */
+typedef void (*store_reply_cb)(void *ud, int rc, const char *state, const char *payload);
 typedef void (*store_inbox_cb)(void *ud, int rc, const struct store_inbox_item *items, size_t n);
 typedef void (*store_outbox_cb)(void *ud, int rc, const struct store_outbox_item *items, size_t n);
 /* value NULL with rc SB_ERR_NOTFOUND when absent. */
@@ -259,6 +262,10 @@ int store_inbox_done(struct store *s, int64_t inbox_id, const struct store_outbo
 /* Gives a claimed entry back (pending again) without counting it done.
  * SB_ERR_NOTFOUND when no claimed entry has that id. */
 int store_inbox_release(struct store *s, int64_t inbox_id, store_done_cb cb, void *ud);
+/* Reads inbox_id's state and the reply committed with it (the first outbox
+ * entry of that inbox id), so that a retry after a restart is answered from
+ * the store. SB_ERR_NOTFOUND: no such entry. Loop thread only. */
+int store_inbox_reply(struct store *s, int64_t inbox_id, store_reply_cb cb, void *ud);
 
 /* Adds a pending entry; every string is required. A duplicate
  * idempotency key reports the existing id with duplicate=true. */

@@ -47,6 +47,7 @@
 	X(INBOX_CLAIM, inbox_claim, STORE_OP_QUEUED)                                               \
 	X(INBOX_DONE, inbox_done, STORE_OP_FINISHES)                                               \
 	X(INBOX_RELEASE, inbox_release, STORE_OP_FINISHES)                                         \
+	X(INBOX_REPLY, inbox_reply, STORE_OP_QUEUED)                                               \
 	X(OUTBOX_PUT, outbox_put, STORE_OP_QUEUED)                                                 \
 	X(OUTBOX_CLAIM_DUE, outbox_claim_due, STORE_OP_QUEUED)                                     \
 	X(OUTBOX_DONE, outbox_done, STORE_OP_FINISHES)                                             \
@@ -108,6 +109,12 @@ struct store_args_inbox_done {
 struct store_args_inbox_release {
 	int64_t inbox_id;
 	store_done_cb cb;
+};
+struct store_args_inbox_reply {
+	int64_t inbox_id;
+	store_reply_cb cb;
+	const char *state;   /* out */
+	const char *payload; /* out: the reply's outbox payload, or NULL */
 };
 struct store_args_outbox_put {
 	struct store_outbox_new m;

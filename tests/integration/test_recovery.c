@@ -7,6 +7,9 @@
  *     unanswered tool call, as providers do);
  *  2. a transcript left empty (made, header never written) is a new session,
  *     not a session broken for good;
+ *  4. a retry with the same Idempotency-Key on the OpenAI endpoint, after a
+ *     kill and the re-run that committed the reply, gets that reply from the
+ *     store (not 504), and no third run;
  * 10. a Telegram user who is not paired receives the pairing code, read from
  *     the Telegram emulator;
  *     An outbox entry that would send nothing (its payload lost its text) is
@@ -80,7 +83,7 @@ struct oai_fx {
 	struct harness_daemon d;
 };
 
-static void oai_setup(struct oai_fx *f)
+static void oai_setup_sync(struct oai_fx *f, const char *sync_timeout)
 {
 	const char *init[] = {"init", NULL};
 	char cfg[2048];
@@ -95,11 +98,16 @@ static void oai_setup(struct oai_fx *f)
 	         "agents:\n"
 	         "  - {id: main, default: true, model: oa/gpt-test, sandbox: full, "
 	         "timezone: UTC}\n"
-	         "openai_api: {enabled: true, sync_timeout: 60s}\n",
-	         f->llm.port);
+	         "openai_api: {enabled: true, sync_timeout: %s}\n",
+	         f->llm.port, sync_timeout);
 	write_home(f->home, "switchboard.yaml", cfg);
 	assert_int_equal(harness_cli(f->home, NULL, init), 0);
 	assert_int_equal(harness_oai_token(f->home, f->token, sizeof f->token), 0);
+}
+
+static void oai_setup(struct oai_fx *f)
+{
+	oai_setup_sync(f, "60s");
 }
 
 static void oai_start(struct oai_fx *f)
@@ -127,17 +135,20 @@ static void llm_script(struct oai_fx *f, const char *json)
 	assert_int_equal(harness_http(f->llm.port, "POST", "/__script", NULL, json, NULL), 200);
 }
 
-/* One chat completion for user as the SDK would send it; the reply's text
- * (caller frees), or NULL with the status in *status. */
-static char *oai_ask(struct oai_fx *f, const char *user, const char *text, long *status)
+/* One chat completion for user as the SDK would send it, with an
+ * Idempotency-Key when key is not NULL; the reply's text (caller frees), or
+ * NULL with the status in *status. */
+static char *oai_ask_key(struct oai_fx *f, const char *user, const char *text, const char *key,
+                         long *status)
 {
-	char auth[400], *body;
-	const char *h[] = {auth, "Content-Type: application/json", NULL};
+	char auth[400], idem[300], *body;
+	const char *h[] = {auth, "Content-Type: application/json", key ? idem : NULL, NULL};
 	struct buf resp;
 	json_t *req, *res;
 	char *out = NULL;
 
 	snprintf(auth, sizeof auth, "Authorization: Bearer %s", f->token);
+	snprintf(idem, sizeof idem, "Idempotency-Key: %s", key ? key : "");
 	req = json_pack("{sssss[{ssss}]}", "model", "switchboard/main", "user", user, "messages",
 	                "role", "user", "content", text);
 	body = json_dumps(req, JSON_COMPACT);
@@ -156,6 +167,11 @@ static char *oai_ask(struct oai_fx *f, const char *user, const char *text, long 
 	json_decref(res);
 	buf_free(&resp);
 	return out;
+}
+
+static char *oai_ask(struct oai_fx *f, const char *user, const char *text, long *status)
+{
+	return oai_ask_key(f, user, text, NULL, status);
 }
 
 /* The path of the only transcript of agent main (NULL when none). */
@@ -185,16 +201,135 @@ struct asker {
 };
 
 /* Sends the request from a child process (it dies with the gateway). */
-static void ask_in_background(struct oai_fx *f, struct asker *a, const char *user, const char *text)
+static void ask_key_in_background(struct oai_fx *f, struct asker *a, const char *user,
+                                  const char *text, const char *key)
 {
 	a->pid = fork();
 	assert_true(a->pid >= 0);
 	if (a->pid == 0) {
 		long st;
 
-		free(oai_ask(f, user, text, &st));
+		free(oai_ask_key(f, user, text, key, &st));
 		_exit(0);
 	}
+}
+
+static void ask_in_background(struct oai_fx *f, struct asker *a, const char *user, const char *text)
+{
+	ask_key_in_background(f, a, user, text, NULL);
+}
+
+/* How many requests the model server received. */
+static size_t llm_requests(struct oai_fx *f)
+{
+	struct buf resp;
+	json_t *r;
+	size_t n = 0;
+
+	buf_init(&resp, 64 << 20);
+	if (harness_http(f->llm.port, "GET", "/__requests", NULL, NULL, &resp) == 200 &&
+	    resp.data && (r = json_loads(resp.data, 0, NULL)) != NULL) {
+		n = json_array_size(r);
+		json_decref(r);
+	}
+	buf_free(&resp);
+	return n;
+}
+
+/* How many inbox entries are done, and how many are not. */
+static void inbox_counts(const char *home, int *done, int *open)
+{
+	char path[1024];
+	sqlite3 *db;
+	sqlite3_stmt *st;
+
+	*done = *open = 0;
+	snprintf(path, sizeof path, "%s/state.db", home);
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+		sqlite3_close(db);
+		return;
+	}
+	sqlite3_busy_timeout(db, 5000);
+	if (sqlite3_prepare_v2(db,
+	                       "SELECT count(*) FILTER (WHERE state = 'done'), "
+	                       "count(*) FILTER (WHERE state != 'done') FROM inbox",
+	                       -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW) {
+		*done = sqlite3_column_int(st, 0);
+		*open = sqlite3_column_int(st, 1);
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+
+/* 4: the OpenAI endpoint, killed while the model answers; the message runs
+ * again after the restart and commits its reply. A retry with the same
+ * Idempotency-Key then gets that reply, found in the store by its key (the
+ * answers remembered in memory died with the process), not a 504, and no
+ * third run. */
+static void test_idempotency_after_restart(void **state)
+{
+	struct oai_fx f;
+	struct asker a;
+	char *reply;
+	int64_t deadline;
+	int done = 0, open = 0;
+	long st = 0;
+
+	(void)state;
+	oai_setup_sync(&f, "5s");
+	llm_script(&f, "[{\"match\": \"idem\", \"delay_ms\": 3000, \"text\": \"lost\"},"
+	               " {\"match\": \"idem\", \"text\": \"the committed answer\"},"
+	               " {\"match\": \"idem\", \"text\": \"a third run\"}]");
+	oai_start(&f);
+	ask_key_in_background(&f, &a, "u4", "an idem question", "key-4");
+	deadline = now_ms() + 20000;
+	while (llm_requests(&f) < 1) {
+		if (now_ms() > deadline) {
+			dump_log(&f.d);
+			fail_msg("the model never got the request");
+		}
+		usleep(50000);
+	}
+	assert_int_equal(harness_daemon_stop(&f.d, SIGKILL, 10000), 128 + SIGKILL);
+	harness_wait(a.pid, 10000);
+	oai_start(&f);
+	/* the message runs again and its reply is committed */
+	deadline = now_ms() + 30000;
+	for (;;) {
+		inbox_counts(f.home, &done, &open);
+		if (done == 1 && open == 0)
+			break;
+		if (now_ms() > deadline) {
+			dump_log(&f.d);
+			fail_msg("the message did not run again after the restart (%d done, %d open)",
+			         done, open);
+		}
+		usleep(50000);
+	}
+	reply = oai_ask_key(&f, "u4", "an idem question", "key-4", &st);
+	if (!reply || strcmp(reply, "the committed answer") != 0) {
+		dump_log(&f.d);
+		fail_msg("the retry with the key: status %ld, reply \"%s\"", st,
+		         reply ? reply : "(none)");
+	}
+	free(reply);
+	assert_int_equal(llm_requests(&f), 2);
+	/* and across a clean restart too */
+	assert_int_equal(harness_daemon_stop(&f.d, SIGTERM, 20000), 0);
+	oai_start(&f);
+	reply = oai_ask_key(&f, "u4", "an idem question", "key-4", &st);
+	if (!reply || strcmp(reply, "the committed answer") != 0) {
+		dump_log(&f.d);
+		fail_msg("the retry after a clean restart: status %ld, reply \"%s\"", st,
+		         reply ? reply : "(none)");
+	}
+	free(reply);
+	assert_int_equal(llm_requests(&f), 2);
+	inbox_counts(f.home, &done, &open);
+	assert_int_equal(done, 1);
+	assert_int_equal(open, 0);
+	oai_teardown(&f);
 }
 
 /* 1: killed while a tool runs; the session answers afterwards. */
@@ -618,6 +753,7 @@ int main(void)
 	    cmocka_unit_test(test_empty_entry_not_sent),
 	    cmocka_unit_test(test_empty_transcript),
 	    cmocka_unit_test(test_kill_during_tool),
+	    cmocka_unit_test(test_idempotency_after_restart),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

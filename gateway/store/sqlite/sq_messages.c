@@ -34,6 +34,9 @@ static const char SQ_OUTBOX_INSERT[] =
     " attempts, due_at, inbox_id, created_at)"
     " VALUES (?1, ?2, ?3, ?4, ?5, 'pending', 0, ?6, ?7, ?8)"
     " ON CONFLICT (idempotency_key) DO NOTHING";
+static const char SQ_INBOX_REPLY[] =
+    "SELECT i.state, (SELECT o.payload FROM outbox o WHERE o.inbox_id = i.id ORDER BY o.id"
+    " LIMIT 1) FROM inbox i WHERE i.id = ?1";
 static const char SQ_OUTBOX_FIND[] = "SELECT id FROM outbox WHERE idempotency_key = ?1";
 static const char SQ_OUTBOX_CLAIM[] =
     "UPDATE outbox SET state = 'claimed', lease_until = ?2, attempts = attempts + 1"
@@ -251,6 +254,32 @@ out:
 }
 
 /* ---- outbox ---- */
+
+int sq_run_inbox_reply(struct sq_store *s, struct store_op *op)
+{
+	struct store_args_inbox_reply *a = &op->a.inbox_reply;
+	sqlite3_stmt *st = NULL;
+	int src;
+	int rc = sq_stmt(s, SQ_INBOX_REPLY, &st);
+
+	if (rc != SB_OK)
+		goto out;
+	sqlite3_bind_int64(st, 1, a->inbox_id);
+	src = sqlite3_step(st);
+	if (src == SQLITE_DONE) {
+		rc = SB_ERR_NOTFOUND;
+		goto out;
+	}
+	if (src != SQLITE_ROW) {
+		rc = sq_rc(s, src, "inbox_reply");
+		goto out;
+	}
+	if ((rc = sq_column(op, st, 0, &a->state)) == SB_OK)
+		rc = sq_column(op, st, 1, &a->payload); /* NULL: no reply */
+out:
+	sq_finish(st);
+	return rc;
+}
 
 int sq_run_outbox_put(struct sq_store *s, struct store_op *op)
 {
