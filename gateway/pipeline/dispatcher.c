@@ -553,10 +553,9 @@ static void run_done(void *ud, const struct run_outcome *o)
 		struct store_outbox_new reply;
 		json_t *scheduled_raw = NULL;
 		struct reply_commit *c = calloc(1, sizeof *c);
-		char key[64],
-		    *payload = active_reply_payload(a, text.data ? text.data : "", status,
-		                                    o->rc == SB_OK && o->result ? &o->result->usage
-		                                                                : NULL);
+		char key[64], *payload = active_reply_payload(
+		                  a, text.data ? text.data : "", status,
+		                  o->rc == SB_OK && o->result ? &o->result->usage : NULL);
 		const struct envelope *e = &a->items->env;
 
 		snprintf(key, sizeof key, "reply:%" PRId64, a->items->inbox_id);
@@ -1037,12 +1036,13 @@ static void dispatch_explicit(struct dispatcher *d, struct pending *p)
 	dec.tier = BINDINGS_TIER_DEFAULT;
 	dec.binding = BINDINGS_NONE;
 	dec.verdict = BINDINGS_ALLOW;
-	if ((p->env.route_session ? FMT(dec.session_key, "%s", p->env.route_session)
-	                          : FMT(dec.session_key, "agent:%s:main", p->env.route_agent)) !=
-	    SB_OK) {
+	if ((p->env.route_session
+	         ? FMT(dec.session_key, "%s", p->env.route_session)
+	         : FMT(dec.session_key, "agent:%s:main", p->env.route_agent)) != SB_OK) {
 		/* Cut, it would name another session. */
 		log_warn("dispatch", "message names a session key that is too long",
-		         LOG_S("channel", p->env.channel), LOG_I("max", sizeof dec.session_key - 1));
+		         LOG_S("channel", p->env.channel),
+		         LOG_I("max", sizeof dec.session_key - 1));
 		dispatch_done_silent(d, p->inbox_id);
 		dispatch_notify(d, p->inbox_id, SB_ERR_TOOBIG, "", "denied");
 		d->held--;

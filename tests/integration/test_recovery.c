@@ -8,8 +8,9 @@
  *  2. a transcript left empty (made, header never written) is a new session,
  *     not a session broken for good;
  *  4. a retry with the same Idempotency-Key on the OpenAI endpoint, after a
- *     kill and the re-run that committed the reply, gets that reply from the
- *     store (not 504), and no third run;
+ *     kill and the re-run that committed the reply (or after a kill past the
+ *     commit), gets that reply from the store (not 504), and no further run;
+ *     a retry during the re-run waits for it;
  * 10. a Telegram user who is not paired receives the pairing code, read from
  *     the Telegram emulator;
  *     An outbox entry that would send nothing (its payload lost its text) is
@@ -236,6 +237,20 @@ static size_t llm_requests(struct oai_fx *f)
 	return n;
 }
 
+/* Waits until the model server has received n requests. */
+static void wait_llm_requests(struct oai_fx *f, size_t n)
+{
+	int64_t deadline = now_ms() + 20000;
+
+	while (llm_requests(f) < n) {
+		if (now_ms() > deadline) {
+			dump_log(&f->d);
+			fail_msg("the model never got request %zu", n);
+		}
+		usleep(50000);
+	}
+}
+
 /* How many inbox entries are done, and how many are not. */
 static void inbox_counts(const char *home, int *done, int *open)
 {
@@ -283,14 +298,7 @@ static void test_idempotency_after_restart(void **state)
 	               " {\"match\": \"idem\", \"text\": \"a third run\"}]");
 	oai_start(&f);
 	ask_key_in_background(&f, &a, "u4", "an idem question", "key-4");
-	deadline = now_ms() + 20000;
-	while (llm_requests(&f) < 1) {
-		if (now_ms() > deadline) {
-			dump_log(&f.d);
-			fail_msg("the model never got the request");
-		}
-		usleep(50000);
-	}
+	wait_llm_requests(&f, 1);
 	assert_int_equal(harness_daemon_stop(&f.d, SIGKILL, 10000), 128 + SIGKILL);
 	harness_wait(a.pid, 10000);
 	oai_start(&f);
@@ -302,8 +310,9 @@ static void test_idempotency_after_restart(void **state)
 			break;
 		if (now_ms() > deadline) {
 			dump_log(&f.d);
-			fail_msg("the message did not run again after the restart (%d done, %d open)",
-			         done, open);
+			fail_msg(
+			    "the message did not run again after the restart (%d done, %d open)",
+			    done, open);
 		}
 		usleep(50000);
 	}
@@ -315,19 +324,44 @@ static void test_idempotency_after_restart(void **state)
 	}
 	free(reply);
 	assert_int_equal(llm_requests(&f), 2);
-	/* and across a clean restart too */
-	assert_int_equal(harness_daemon_stop(&f.d, SIGTERM, 20000), 0);
+	/* killed again now that the reply is committed: the retry gets it from
+	 * the store, and the model is not asked again */
+	assert_int_equal(harness_daemon_stop(&f.d, SIGKILL, 10000), 128 + SIGKILL);
 	oai_start(&f);
 	reply = oai_ask_key(&f, "u4", "an idem question", "key-4", &st);
 	if (!reply || strcmp(reply, "the committed answer") != 0) {
 		dump_log(&f.d);
-		fail_msg("the retry after a clean restart: status %ld, reply \"%s\"", st,
+		fail_msg("the retry after a kill past the commit: status %ld, reply \"%s\"", st,
 		         reply ? reply : "(none)");
 	}
 	free(reply);
 	assert_int_equal(llm_requests(&f), 2);
 	inbox_counts(f.home, &done, &open);
 	assert_int_equal(done, 1);
+	assert_int_equal(open, 0);
+
+	/* a retry that comes while the re-run is still going waits for it (the
+	 * new script starts the model's count of requests again) */
+	llm_script(
+	    &f, "[{\"match\": \"second\", \"delay_ms\": 3000, \"text\": \"lost\"},"
+	        " {\"match\": \"second\", \"delay_ms\": 1500, \"text\": \"the re-run's answer\"},"
+	        " {\"match\": \"second\", \"text\": \"a third run\"}]");
+	ask_key_in_background(&f, &a, "u4b", "a second idem question", "key-4b");
+	wait_llm_requests(&f, 1);
+	assert_int_equal(harness_daemon_stop(&f.d, SIGKILL, 10000), 128 + SIGKILL);
+	harness_wait(a.pid, 10000);
+	oai_start(&f);
+	wait_llm_requests(&f, 2);
+	reply = oai_ask_key(&f, "u4b", "a second idem question", "key-4b", &st);
+	if (!reply || strcmp(reply, "the re-run's answer") != 0) {
+		dump_log(&f.d);
+		fail_msg("the retry during the re-run: status %ld, reply \"%s\"", st,
+		         reply ? reply : "(none)");
+	}
+	free(reply);
+	assert_int_equal(llm_requests(&f), 2);
+	inbox_counts(f.home, &done, &open);
+	assert_int_equal(done, 2);
 	assert_int_equal(open, 0);
 	oai_teardown(&f);
 }
@@ -624,7 +658,8 @@ static void test_empty_entry_not_sent(void **state)
 	deadline = now_ms() + 30000;
 	while (!after && now_ms() < deadline) {
 		texts = 0;
-		r = emu_post(emu.port, "/getUpdates", json_pack("{sssi}", "token", TOKEN, "chatId", 77));
+		r = emu_post(emu.port, "/getUpdates",
+		             json_pack("{sssi}", "token", TOKEN, "chatId", 77));
 		json_array_foreach(json_object_get(r, "result"), i, m)
 		{
 			const char *t = json_string_value(
@@ -661,8 +696,8 @@ static void test_empty_entry_not_sent(void **state)
 		for (i = 0; i < 2; i++) {
 			outbox_state(home, keys[i], st, sizeof st, err, sizeof err);
 			if (strcmp(st, "failed") != 0)
-				fail_msg("%s: state %s (want failed), error '%s'\n%s", keys[i], st, err,
-				         log.data ? log.data : "");
+				fail_msg("%s: state %s (want failed), error '%s'\n%s", keys[i], st,
+				         err, log.data ? log.data : "");
 			assert_non_null(strstr(err, "no text to send"));
 		}
 	}
