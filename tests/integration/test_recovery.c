@@ -209,7 +209,8 @@ static void test_kill_during_tool(void **state)
 	llm_script(&f, "[{\"match\": \"slow tool\", \"tool_calls\": [{\"name\": \"bash\", "
 	               "\"input\": {\"command\": \"sleep 30\"}}]},"
 	               " {\"match\": \"slow tool\", \"text\": \"the tool was cut\"},"
-	               " {\"match\": \"and now\", \"text\": \"still here\"}]");
+	               " {\"match\": \"and now\", \"text\": \"still here\"},"
+	               " {\"match\": \"one more\", \"text\": \"again\"}]");
 	oai_start(&f);
 	ask_in_background(&f, &a, "u1", "run the slow tool");
 	/* The tool call is in the transcript: the tool runs. */
@@ -239,11 +240,22 @@ static void test_kill_during_tool(void **state)
 		fail_msg("after the kill: status %ld, reply \"%s\"", st, reply ? reply : "(none)");
 	}
 	free(reply);
-	/* Every transcript loads with every tool_use paired. */
+	/* And one more: the repair is written once, not at every run. */
+	reply = oai_ask(&f, "u1", "one more", &st);
+	if (!reply || strcmp(reply, "again") != 0) {
+		dump_log(&f.d);
+		fail_msg("the second message after the kill: status %ld, reply \"%s\"", st,
+		         reply ? reply : "(none)");
+	}
+	free(reply);
+	/* Every transcript loads with every tool_use paired, and with nothing
+	 * left to repair: the resumed run wrote the results of the cut call
+	 * into the file, once, as a "repair" event. */
 	{
 		char dir[700], why[512];
 		struct dirent *de;
 		size_t repaired = 0;
+		int repair_events = 0;
 		DIR *dd;
 
 		snprintf(dir, sizeof dir, "%s/agents/main/sessions", f.home);
@@ -259,10 +271,19 @@ static void test_kill_during_tool(void **state)
 			repaired += tl.repaired;
 			if (msg_check_pairing(tl.messages, why, sizeof why) != 0)
 				fail_msg("pairing broken in %s: %s", path, why);
+			for (size_t i = 0; i < json_array_size(tl.entries); i++) {
+				const char *ev = json_string_value(
+				    json_object_get(json_array_get(tl.entries, i), "event"));
+
+				repair_events += ev && strcmp(ev, "repair") == 0;
+			}
 			transcript_loaded_free(&tl);
 		}
 		closedir(dd);
-		assert_true(repaired >= 1);
+		if (repaired != 0 || repair_events != 1)
+			fail_msg("%zu tool calls still repaired at load, %d repair events in the "
+			         "file (want 0 and 1)",
+			         repaired, repair_events);
 	}
 	oai_teardown(&f);
 }
