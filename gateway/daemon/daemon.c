@@ -548,6 +548,9 @@ static int daemon_start_server(struct daemon *d)
 	so.port = d->opt->port > 0 ? d->opt->port : (int)d->cfg->gateway.port;
 	so.max_body_bytes = (size_t)d->cfg->gateway.max_body_bytes;
 	so.max_connections = (int)d->cfg->gateway.max_connections;
+	so.max_per_address = (int)d->cfg->gateway.max_connections_per_address;
+	so.header_timeout_ms = d->cfg->gateway.header_timeout_ms;
+	so.body_timeout_ms = d->cfg->gateway.body_timeout_ms;
 	so.metrics = &d->metrics;
 	rc = server_start(&d->server, &d->loop, &so);
 	if (rc == SB_ERR_CONFIG)
