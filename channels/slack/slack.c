@@ -1179,6 +1179,14 @@ static int slack_send(struct channel *c, const struct channel_outbound *msg, cha
 		rc = SB_ERR_CONFIG;
 		goto out;
 	}
+	if (!text || !*text) {
+		/* An entry that would post nothing is an error, never "sent". */
+		log_error("slack", "an outbox entry has no text to send; not sent",
+		          LOG_S("account", s->base.account), LOG_I("outbox_id", msg->outbox_id),
+		          LOG_S("channel", msg->target ? msg->target : ""));
+		rc = SB_ERR_INVAL;
+		goto out;
+	}
 	x = calloc(1, sizeof *x);
 	l = calloc(1, sizeof *l);
 	if (!x || !l)
@@ -1196,15 +1204,12 @@ static int slack_send(struct channel *c, const struct channel_outbound *msg, cha
 		         *slack_dedupe_key_ts(reply_to, tsbuf, sizeof tsbuf))
 			x->thread_ts = strdup(tsbuf);
 	}
-	/* An empty reply posts nothing (Slack refuses empty text). */
-	if (text && *text) {
-		md = slack_mrkdwn(text);
-		if (!md)
-			goto out;
-		x->n = slack_chunk(md, (size_t)a->chunk_limit, &x->chunks);
-		if (!x->n)
-			goto out;
-	}
+	md = slack_mrkdwn(text);
+	if (!md)
+		goto out;
+	x->n = slack_chunk(md, (size_t)a->chunk_limit, &x->chunks);
+	if (!x->n)
+		goto out;
 	if (x->n > 1 && msg->idempotency_key) {
 		x->key = strdup(msg->idempotency_key);
 		snprintf(x->ns, sizeof x->ns, "slack:%s", s->base.account);

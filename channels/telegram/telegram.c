@@ -115,6 +115,7 @@ struct tg_job {
 	char thread[24];
 	int64_t reply_mid;
 	bool fallback, migrated;
+	bool nomem;               /* the text could not be cut: retry later */
 	const char *final_error; /* static: fail at once, not retryable */
 	char *ids;               /* message ids accepted so far, comma-separated */
 };
@@ -1159,6 +1160,10 @@ static void tg_job_next(struct tg_job *j)
 		tg_job_fail(j, SB_ERR_INVAL, false, -1, j->final_error);
 		return;
 	}
+	if (j->nomem) {
+		tg_job_fail(j, SB_ERR_NOMEM, true, -1, "out of memory");
+		return;
+	}
 	if (j->idx >= j->n) {
 		struct channel_send_result res = {
 		    .rc = SB_OK, .retry_after_ms = -1, .channel_msg_id = j->ids};
@@ -1249,8 +1254,21 @@ static int tg_send(struct channel *c, const struct channel_outbound *msg, channe
 		json_decref(payload);
 		return tg_send_later(t, j);
 	}
-	j->n = telegram_chunks(text ? text : "", (size_t)t->cfg->chunk_limit, &j->chunks);
+	if (!text || !*text) {
+		/* An entry that would send nothing is an error, never "sent": a
+		 * reply whose payload lost its text would otherwise vanish. */
+		log_error("telegram", "an outbox entry has no text to send; not sent",
+		          LOG_S("account", t->base.account), LOG_I("outbox_id", msg->outbox_id),
+		          LOG_S("chat", j->chat));
+		j->final_error = "the outbox entry has no text to send";
+		json_decref(payload);
+		return tg_send_later(t, j);
+	}
+	j->n = telegram_chunks(text, (size_t)t->cfg->chunk_limit, &j->chunks);
 	json_decref(payload);
+	/* telegram_chunks gives no piece of a non-empty text only when out of
+	 * memory: try again later. */
+	j->nomem = j->n == 0;
 	if (j->key && (p = strmap_get(t->progress, j->key)) != NULL && p->idx <= j->n) {
 		j->idx = p->idx;
 		if (p->ids)

@@ -9,6 +9,8 @@
  *     not a session broken for good;
  * 10. a Telegram user who is not paired receives the pairing code, read from
  *     the Telegram emulator;
+ *     An outbox entry that would send nothing (its payload lost its text) is
+ *     a failure with a log line, never recorded as sent;
  * 11. a gateway whose port is taken exits 78 (EX_CONFIG), naming the port and
  *     what holds it, and never says it is ready.
  *
@@ -34,6 +36,7 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include "agents/message.h"
 #include "agents/transcript.h"
@@ -414,6 +417,159 @@ static void test_pairing_code_reaches_telegram(void **state)
 	harness_rmrf(home);
 }
 
+/* Outbox entries as a reply whose payload lost its text would leave them,
+ * put into the store while the gateway is stopped; the last one has text,
+ * so once it reached the user the others were tried before it. */
+static void put_outbox(const char *home, const char *key, const char *payload)
+{
+	char path[1024], *sql;
+	sqlite3 *db;
+
+	snprintf(path, sizeof path, "%s/state.db", home);
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	sql = sqlite3_mprintf("INSERT INTO outbox (idempotency_key, channel, account, target, "
+	                      "payload, due_at, created_at) VALUES (%Q, 'telegram', 'emu', '77', "
+	                      "%Q, 0, 0)",
+	                      key, payload);
+	assert_non_null(sql);
+	assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_free(sql);
+	sqlite3_close(db);
+}
+
+static void outbox_state(const char *home, const char *key, char *state, size_t n, char *err,
+                         size_t en)
+{
+	char path[1024];
+	sqlite3 *db;
+	sqlite3_stmt *st;
+
+	snprintf(path, sizeof path, "%s/state.db", home);
+	assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+	sqlite3_busy_timeout(db, 5000);
+	assert_int_equal(sqlite3_prepare_v2(db,
+	                                    "SELECT state, coalesce(last_error, '') FROM outbox "
+	                                    "WHERE idempotency_key = ?1",
+	                                    -1, &st, NULL),
+	                 SQLITE_OK);
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+	snprintf(state, n, "%s", (const char *)sqlite3_column_text(st, 0));
+	snprintf(err, en, "%s", (const char *)sqlite3_column_text(st, 1));
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+
+static void test_empty_entry_not_sent(void **state)
+{
+	const char *init[] = {"init", NULL};
+	struct harness_peer emu;
+	struct harness_daemon d;
+	char home[512], cfg[2048], st[32], err[512];
+	json_t *r, *m;
+	int64_t deadline;
+	size_t i;
+	int texts = 0, after = 0;
+	struct buf log;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_peer_start(&emu, "telegram_emulator.js", NULL), 0);
+	write_home(home, "script.yaml", "steps:\n  - text: \"hi\"\n");
+	snprintf(cfg, sizeof cfg,
+	         "providers:\n"
+	         "  - {id: s, api: scripted, script: script.yaml}\n"
+	         "agents:\n"
+	         "  - {id: main, default: true, model: s/echo}\n"
+	         "channels:\n"
+	         "  telegram:\n"
+	         "    accounts:\n"
+	         "      - id: emu\n"
+	         "        token: \"%s\"\n"
+	         "        api_base: http://127.0.0.1:%d\n"
+	         "        poll_timeout: 0s\n"
+	         "        poll_interval: 200ms\n"
+	         "        typing: false\n",
+	         TOKEN, emu.port);
+	write_home(home, "switchboard.yaml", cfg);
+	assert_int_equal(harness_cli(home, NULL, init), 0);
+	/* a first start makes the store */
+	if (harness_daemon_start(&d, home, NULL) != 0 || harness_wait_ready(&d, 20000)) {
+		dump_log(&d);
+		fail_msg("the gateway did not start");
+	}
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
+	put_outbox(home, "empty:nofield", "{}");
+	put_outbox(home, "empty:text", "{\"text\":\"\"}");
+	put_outbox(home, "after", "{\"text\":\"after the empty ones\"}");
+	if (harness_daemon_start(&d, home, NULL) != 0 || harness_wait_ready(&d, 20000)) {
+		dump_log(&d);
+		fail_msg("the gateway did not start");
+	}
+	deadline = now_ms() + 30000;
+	while (!after && now_ms() < deadline) {
+		texts = 0;
+		r = emu_post(emu.port, "/getUpdates", json_pack("{sssi}", "token", TOKEN, "chatId", 77));
+		json_array_foreach(json_object_get(r, "result"), i, m)
+		{
+			const char *t = json_string_value(
+			    json_object_get(json_object_get(m, "message"), "text"));
+
+			if (t) {
+				texts++;
+				after += strcmp(t, "after the empty ones") == 0;
+			}
+		}
+		json_decref(r);
+		if (!after)
+			usleep(100000);
+	}
+	if (!after) {
+		dump_log(&d);
+		fail_msg("the entry with text never reached the Telegram user");
+	}
+	assert_int_equal(texts, 1);
+	/* the outcome of the empty ones is recorded before the next claim */
+	deadline = now_ms() + 10000;
+	do {
+		outbox_state(home, "empty:text", st, sizeof st, err, sizeof err);
+		if (strcmp(st, "claimed") != 0 && strcmp(st, "pending") != 0)
+			break;
+		usleep(100000);
+	} while (now_ms() < deadline);
+	buf_init(&log, 64 << 20);
+	harness_daemon_log(&d, &log);
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
+	{
+		const char *keys[] = {"empty:nofield", "empty:text"};
+
+		for (i = 0; i < 2; i++) {
+			outbox_state(home, keys[i], st, sizeof st, err, sizeof err);
+			if (strcmp(st, "failed") != 0)
+				fail_msg("%s: state %s (want failed), error '%s'\n%s", keys[i], st, err,
+				         log.data ? log.data : "");
+			assert_non_null(strstr(err, "no text to send"));
+		}
+	}
+	outbox_state(home, "after", st, sizeof st, err, sizeof err);
+	assert_string_equal(st, "sent");
+	/* and the log says so, for each */
+	{
+		const char *p = log.data ? log.data : "";
+		int n = 0;
+
+		while ((p = strstr(p, "msg=\"an outbox entry has no text to send")) != NULL) {
+			n++;
+			p++;
+		}
+		assert_int_equal(n, 2);
+	}
+	buf_free(&log);
+	harness_peer_stop(&emu);
+	harness_rmrf(home);
+}
+
 /* ---- 11: a taken port is an exit, not a silent gateway ---- */
 
 static void test_port_taken(void **state)
@@ -480,6 +636,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_port_taken),
 	    cmocka_unit_test(test_pairing_code_reaches_telegram),
+	    cmocka_unit_test(test_empty_entry_not_sent),
 	    cmocka_unit_test(test_empty_transcript),
 	    cmocka_unit_test(test_kill_during_tool),
 	};
