@@ -728,6 +728,8 @@ static void run_start_turn(struct run_job *j)
 	to.tool_ctx.memory = j->memory.index ? &j->memory : NULL;
 	to.tool_ctx.perms = &j->perms;
 	to.tool_ctx.sandbox = &j->sandbox;
+	to.tool_ctx.private_paths = (const char *const *)j->cfg->private_paths;
+	to.tool_ctx.n_private_paths = j->cfg->n_private_paths;
 	to.max_turns = a->max_turns;
 	to.budget = &j->budget;
 	to.transcript = j->transcript;
