@@ -847,6 +847,9 @@ int daemon_run(const struct daemon_options *opt)
 		log_error("gateway", "invalid configuration; not starting",
 		          LOG_S("path", opt->config_path),
 		          LOG_S("hint", "run `switchboard config check` to list every problem"));
+		/* sysexits' EX_CONFIG: a service manager can stop restarting
+		 * (systemd's RestartPreventExitStatus=78) until the file is fixed. */
+		rc = EX_CONFIG;
 		goto out_free;
 	}
 	daemon_apply_logging(d->cfg);

@@ -136,8 +136,9 @@ static void test_cli_usage(void **state)
 	assert_int_equal(harness_cli(home, &out, version), 0);
 	assert_non_null(strstr(out.data, "switchboard 0."));
 	buf_reset(&out);
-	/* No home yet: the gateway says how to make one. */
-	assert_int_equal(harness_cli(home, &out, no_cfg), 1);
+	/* No home yet: the gateway says how to make one, with EX_CONFIG (78)
+	 * so that a service manager does not restart it in a loop. */
+	assert_int_equal(harness_cli(home, &out, no_cfg), 78);
 	assert_non_null(strstr(out.data, "run `switchboard init`"));
 	buf_free(&out);
 	harness_rmrf(home);
@@ -175,6 +176,15 @@ static void test_config_check_lists_every_error(void **state)
 	assert_non_null(strstr(out.data, "switchboard.yaml:3:18: gateway.drain_timeout: "));
 	assert_non_null(strstr(out.data, "switchboard.yaml:5:10: log.level: "));
 	assert_non_null(strstr(out.data, "3 errors in "));
+	/* the gateway refuses the same file with each error and EX_CONFIG */
+	{
+		const char *gw[] = {"gateway", NULL};
+
+		buf_reset(&out);
+		assert_int_equal(harness_cli(home, &out, gw), 78);
+		assert_non_null(strstr(out.data, "switchboard.yaml:2:3: gateway.prot: "));
+		assert_non_null(strstr(out.data, "invalid configuration; not starting"));
+	}
 	buf_free(&out);
 	harness_rmrf(home);
 }
