@@ -93,6 +93,12 @@ struct tool_ctx {
 	const struct tool_web *web;
 	/* The memory tools' scope; NULL: they are refused. */
 	const struct tool_memory *memory;
+	/* The gateway's private paths (config.h: its configuration file,
+	 * home, store, token and secret files), absolute: the file tools
+	 * refuse those inside the workspace, reading and writing, as the
+	 * sandbox hides them. NULL: none (tests of a single tool). */
+	const char *const *private_paths;
+	size_t n_private_paths;
 };
 
 /* The call's outcome, exactly once. content is handed over (the callee frees

@@ -696,6 +696,7 @@ void transcript_loaded_free(struct transcript_loaded *l)
 	json_decref(l->header);
 	json_decref(l->messages);
 	json_decref(l->entries);
+	json_decref(l->repair);
 	memset(l, 0, sizeof *l);
 }
 
@@ -764,22 +765,40 @@ static bool transcript_has_result(const json_t *content, const char *id)
 	return false;
 }
 
-/* A process killed while a tool ran leaves a tool_use without its result;
- * every provider refuses such a history. Each missing result is added as an
- * error result, in the user message after the tool_use (made when there is
- * none), so the session goes on. */
-static int transcript_repair_pairing(json_t *messages, size_t *repaired)
+/* Appends to edits a splice replacing messages [from, to) with m (taken). */
+static int transcript_add_splice(json_t *edits, size_t from, size_t to, json_t *m)
 {
-	*repaired = 0;
-	for (size_t i = 0; i < json_array_size(messages); i++) {
-		json_t *m = json_array_get(messages, i), *next, *results = NULL, *b;
+	json_t *e = m ? json_pack("{sssIsIs[o]}", "op", "splice", "from", (json_int_t)from, "to",
+	                          (json_int_t)to, "insert", m)
+	              : NULL;
+
+	return e && json_array_append_new(edits, e) == 0 ? SB_OK : SB_ERR_NOMEM;
+}
+
+/* A process killed while a tool ran leaves a tool_use without its result;
+ * every provider refuses such a history. The edits that pair them: each
+ * missing result as an error result, in the user message after the
+ * tool_use (made when there is none), results first as the turn writes
+ * them. Splices, applied in order by compact_apply; *edits is NULL when
+ * every tool_use has its result, *added the number of results made. */
+static int transcript_repair_edits(const json_t *messages, json_t **edits, size_t *added)
+{
+	json_t *work = json_copy((json_t *)messages), *one;
+	int rc = SB_ERR_NOMEM;
+
+	*edits = NULL;
+	*added = 0;
+	if (!work)
+		goto out;
+	for (size_t i = 0; i < json_array_size(work); i++) {
+		json_t *m = json_array_get(work, i), *next, *results = NULL, *b, *fixed, *e;
 		const char *role = json_string_value(json_object_get(m, "role"));
 		const char *next_role;
 		size_t k;
 
 		if (!role || strcmp(role, "assistant") != 0)
 			continue;
-		next = json_array_get(messages, i + 1);
+		next = json_array_get(work, i + 1);
 		next_role = json_string_value(json_object_get(next, "role"));
 		if (next && (!next_role || strcmp(next_role, "user") != 0))
 			next = NULL; /* another assistant message: the results go between */
@@ -792,7 +811,7 @@ static int transcript_repair_pairing(json_t *messages, size_t *repaired)
 			    (next && transcript_has_result(json_object_get(next, "content"), id)))
 				continue;
 			if (!results && !(results = json_array()))
-				return SB_ERR_NOMEM;
+				goto out;
 			if (json_array_append_new(
 			        results,
 			        json_pack("{sssssssb}", "type", "tool_result", "tool_use_id", id,
@@ -802,34 +821,46 @@ static int transcript_repair_pairing(json_t *messages, size_t *repaired)
 			                  "doing it again",
 			                  "is_error", 1)) != 0) {
 				json_decref(results);
-				return SB_ERR_NOMEM;
+				goto out;
 			}
 		}
 		if (!results)
 			continue;
-		*repaired += json_array_size(results);
+		*added += json_array_size(results);
 		if (next) {
-			/* Results first, as the turn writes them; on a copy. */
-			json_t *copy = json_deep_copy(next);
-
-			if (!copy ||
-			    json_array_extend(results, json_object_get(next, "content")) != 0 ||
-			    json_object_set(copy, "content", results) != 0 ||
-			    json_array_set_new(messages, i + 1, copy) != 0) {
+			fixed = json_deep_copy(next);
+			if (!fixed || json_array_extend(results, json_object_get(next, "content")) != 0 ||
+			    json_object_set(fixed, "content", results) != 0) {
+				json_decref(fixed);
 				json_decref(results);
-				return SB_ERR_NOMEM;
+				goto out;
 			}
-			json_decref(results);
-		} else if (json_array_insert_new(
-		               messages, i + 1,
-		               json_pack("{sssO}", "role", "user", "content", results)) != 0) {
-			json_decref(results);
-			return SB_ERR_NOMEM;
 		} else {
-			json_decref(results);
+			fixed = json_pack("{sssO}", "role", "user", "content", results);
 		}
+		json_decref(results);
+		if (!*edits && !(*edits = json_array())) {
+			json_decref(fixed);
+			goto out;
+		}
+		if (transcript_add_splice(*edits, i + 1, next ? i + 2 : i + 1, fixed) != SB_OK)
+			goto out;
+		e = json_array_get(*edits, json_array_size(*edits) - 1);
+		one = json_pack("[O]", e);
+		if (!one || compact_apply(work, one) != SB_OK) {
+			json_decref(one);
+			goto out;
+		}
+		json_decref(one);
 	}
-	return SB_OK;
+	rc = SB_OK;
+out:
+	json_decref(work);
+	if (rc != SB_OK) {
+		json_decref(*edits);
+		*edits = NULL;
+	}
+	return rc;
 }
 
 int transcript_load(const char *path, struct transcript_loaded *out)
@@ -926,16 +957,30 @@ int transcript_load(const char *path, struct transcript_loaded *out)
 			} else if (ev && strcmp(ev, "note") == 0 &&
 			           json_is_object(json_object_get(j, "edit"))) {
 				json_t *edits = json_pack("[O]", json_object_get(j, "edit"));
-				size_t fixed = 0;
 
-				/* The note may edit a result the repair below makes
-				 * (written by the run after a restart): repair first. */
-				rc = transcript_repair_pairing(out->messages, &fixed);
-				out->repaired += fixed;
-				if (rc == SB_OK)
-					rc = edits ? compact_apply(out->messages, edits)
-					           : SB_ERR_NOMEM;
+				rc = edits ? compact_apply(out->messages, edits) : SB_ERR_NOMEM;
+				if (rc == SB_ERR_INVAL) {
+					/* A file from before "repair" events: its
+					 * resumed run's note may edit a result only
+					 * the repair in memory makes. */
+					json_t *fix = NULL;
+					size_t fixed = 0;
+
+					rc = transcript_repair_edits(out->messages, &fix, &fixed);
+					if (rc == SB_OK && fix)
+						rc = compact_apply(out->messages, fix);
+					if (rc == SB_OK)
+						rc = compact_apply(out->messages, edits);
+					out->repaired += fixed;
+					json_decref(fix);
+				}
 				json_decref(edits);
+				if (rc != SB_OK)
+					goto out;
+			} else if (ev && strcmp(ev, "repair") == 0) {
+				/* Results for tool calls a restart cut, written once
+				 * by the run that resumed the session. */
+				rc = compact_apply(out->messages, json_object_get(j, "edits"));
 				if (rc != SB_OK)
 					goto out;
 			} else if (ev && strcmp(ev, "todo") == 0 &&
@@ -951,11 +996,16 @@ int transcript_load(const char *path, struct transcript_loaded *out)
 			goto out;
 		snprintf(out->last_id, sizeof out->last_id, "%s", id);
 	}
+	/* Tool calls still without a result: a file no run resumed since the
+	 * cut. Repaired here in memory; the resuming run writes the same
+	 * edits (out->repair) as a "repair" event, so this happens once. */
 	{
 		size_t fixed = 0;
 
-		rc = transcript_repair_pairing(out->messages, &fixed);
+		rc = transcript_repair_edits(out->messages, &out->repair, &fixed);
 		out->repaired += fixed;
+		if (rc == SB_OK && out->repair)
+			rc = compact_apply(out->messages, out->repair);
 	}
 out:
 	for (i = 0; i < n; i++)

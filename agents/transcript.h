@@ -89,6 +89,10 @@ struct transcript_loaded {
 	size_t torn;      /* ignored torn lines: the last one, and isolated ones */
 	size_t repaired;  /* tool_use blocks without a result (a kill while a tool
 	                   * ran): given an error result in messages */
+	json_t *repair;   /* the edits that gave them (NULL when none): the run
+	                   * that resumes the session appends them as the event
+	                   * {"event": "repair", "edits": ...}, once, so that the
+	                   * file itself is paired from then on */
 	/* Context bookkeeping (compact.h, docs/context.md): tokens the session
 	 * has spent (the "usage" of every message entry and compaction entry,
 	 * also of messages a compaction removed since), consecutive failed

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "gateway/cli/cli.h"
+#include "gateway/core/crash.h"
 #include "gateway/cli/cli_ctl.h"
 #include "gateway/cli/cli_route.h"
 
@@ -63,6 +64,7 @@ int main(int argc, char **argv)
 	 * transcripts, logs) is the operator's alone, whatever the umask it
 	 * was started with; commands inherit it too. */
 	umask(077);
+	SB_CRASH_ARM();
 	if (argc < 2) {
 		main_usage(stderr);
 		return 2;

@@ -16,10 +16,11 @@
  *     target could be anywhere);
  *   - PATHS_WRITE refuses anything inside the workspace's .git directory.
  *
- * The check and the later open are separate steps (a process that races to
- * swap a directory for a symlink in between can win); the sandbox that wraps
- * tool processes is the boundary against that, this is the boundary against
- * the model's mistakes and ordinary symlinks.
+ * This is a check for the gates (matching rules, wording refusals), not what
+ * the file tools open: they open every path beneath the workspace's
+ * directory fd without following symlinks (agents/tools/common.h,
+ * gateway/core/beneath.h), so a symlink swapped in after this check leads
+ * nowhere.
  *
  * Blocking (realpath, lstat): call it from the thread pool, not the loop.
  * Thread-safe.

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "gateway/core/beneath.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 
@@ -170,31 +171,9 @@ void tool_result_text(struct tool_job_result *res, const char *text)
 
 /* ---- files ---- */
 
-/* Opens a regular file for reading. O_NONBLOCK: a FIFO swapped in after the
- * caller's stat must not hang a pool thread (it is refused below). */
-static int tool_open_regular(const char *abs)
+int tool_lines_open_fd(struct tool_lines *lr, int fd)
 {
-	struct stat st;
-	int fd = open(abs, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-
-	if (fd < 0)
-		return -1;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		errno = EINVAL;
-		return -1;
-	}
-	return fd;
-}
-
-int tool_lines_open(struct tool_lines *lr, const char *abs)
-{
-	int fd;
-
 	memset(lr, 0, sizeof *lr);
-	fd = tool_open_regular(abs);
-	if (fd < 0)
-		return errno == ENOENT ? SB_ERR_NOTFOUND : SB_ERR_IO;
 	lr->f = fdopen(fd, "rb");
 	if (!lr->f) {
 		close(fd);
@@ -289,24 +268,20 @@ bool tool_is_binary(const char *data, size_t len)
 	return memchr(data, '\0', len < TOOL_BINARY_PROBE ? len : TOOL_BINARY_PROBE) != NULL;
 }
 
-bool tool_file_is_binary(const char *abs)
+bool tool_fd_is_binary(int fd)
 {
 	char probe[TOOL_BINARY_PROBE];
-	int fd = tool_open_regular(abs);
 	ssize_t n;
 	size_t got = 0;
 
-	if (fd < 0)
-		return false;
 	while (got < sizeof probe) {
-		n = read(fd, probe + got, sizeof probe - got);
+		n = pread(fd, probe + got, sizeof probe - got, (off_t)got);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0)
 			break;
 		got += (size_t)n;
 	}
-	close(fd);
 	return tool_is_binary(probe, got);
 }
 
@@ -343,84 +318,6 @@ out:
 	return rc;
 }
 
-int tool_write_atomic(const char *abs, const char *data, size_t len, char *why, size_t why_size)
-{
-	int rc = SB_ERR_IO;
-	int fd = -1, dfd;
-	const char *slash = strrchr(abs, '/');
-	struct buf tmp;
-	struct stat st;
-	mode_t mode = 0644;
-	bool created = false;
-	size_t done = 0;
-	ssize_t n;
-
-	buf_init(&tmp, PATH_MAX * 4);
-	if (!slash) {
-		errno = EINVAL;
-		tool_why(why, why_size, "cannot write", abs);
-		goto out;
-	}
-	if (buf_append(&tmp, abs, (size_t)(slash - abs) + 1) != SB_OK ||
-	    buf_printf(&tmp, ".%s.sb-tmp-XXXXXX", slash + 1) != SB_OK) {
-		errno = ENAMETOOLONG;
-		tool_why(why, why_size, "cannot write", abs);
-		goto out;
-	}
-	if (stat(abs, &st) == 0)
-		mode = st.st_mode & 07777;
-	fd = mkostemp(tmp.data, O_CLOEXEC);
-	if (fd < 0) {
-		tool_why(why, why_size, "cannot create a temporary file for", abs);
-		goto out;
-	}
-	created = true;
-	if (fchmod(fd, mode) != 0) {
-		tool_why(why, why_size, "cannot set the mode of", abs);
-		goto out;
-	}
-	while (done < len) {
-		n = write(fd, data + done, len - done);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			tool_why(why, why_size, "cannot write", abs);
-			goto out;
-		}
-		done += (size_t)n;
-	}
-	if (fsync(fd) != 0) {
-		tool_why(why, why_size, "cannot write", abs);
-		goto out;
-	}
-	if (close(fd) != 0) {
-		fd = -1;
-		tool_why(why, why_size, "cannot write", abs);
-		goto out;
-	}
-	fd = -1;
-	if (rename(tmp.data, abs) != 0) {
-		tool_why(why, why_size, "cannot replace", abs);
-		goto out;
-	}
-	created = false;
-	/* The rename itself is durable once the directory is synced. */
-	tmp.data[slash - abs + 1] = '\0';
-	dfd = open(tmp.data, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		(void)fsync(dfd);
-		close(dfd);
-	}
-	rc = SB_OK;
-out:
-	if (fd >= 0)
-		close(fd);
-	if (created)
-		unlink(tmp.data);
-	buf_free(&tmp);
-	return rc;
-}
-
 size_t tool_utf8_floor(const char *s, size_t len)
 {
 	const unsigned char *u = (const unsigned char *)s;
@@ -445,19 +342,40 @@ static int tool_dirent_cmp(const void *a, const void *b)
 
 int tool_dir_list(const char *abs, size_t max, struct tool_dirent **out, size_t *n, size_t *more)
 {
+	int fd = open(abs, O_RDONLY | O_DIRECTORY | O_CLOEXEC), rc;
+
+	*out = NULL;
+	*n = 0;
+	*more = 0;
+	if (fd < 0)
+		return SB_ERR_IO;
+	rc = tool_dir_list_fd(fd, max, out, n, more);
+	close(fd);
+	return rc;
+}
+
+int tool_dir_list_fd(int dir_fd, size_t max, struct tool_dirent **out, size_t *n, size_t *more)
+{
 	int rc = SB_ERR_IO;
 	DIR *d = NULL;
 	struct dirent *de;
 	struct tool_dirent *ents = NULL, *grown;
 	size_t cnt = 0, cap = 0, skipped = 0;
 	struct stat st;
+	int fd;
 
 	*out = NULL;
 	*n = 0;
 	*more = 0;
-	d = opendir(abs);
-	if (!d)
+	/* Its own descriptor: readdir moves the offset, closedir closes. */
+	fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
 		goto out;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		goto out;
+	}
 	for (;;) {
 		errno = 0;
 		de = readdir(d);
@@ -538,6 +456,374 @@ void tool_dir_free(struct tool_dirent *ents, size_t n)
 	for (i = 0; i < n; i++)
 		free(ents[i].name);
 	free(ents);
+}
+
+/* ---- the workspace, beneath its directory fd ---- */
+
+#define TOOL_FS_UP_MAX 256 /* parents looked at above a directory */
+
+static void tool_fs_say(char *why, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static void tool_fs_say(char *why, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!why || !size)
+		return;
+	va_start(ap, fmt);
+	if (vsnprintf(why, size, fmt, ap) < 0)
+		why[0] = '\0';
+	va_end(ap);
+}
+
+int tool_fs_spec_init(struct tool_fs_spec *s, const struct tool_ctx *ctx)
+{
+	memset(s, 0, sizeof *s);
+	s->workspace = strdup(ctx->workspace ? ctx->workspace : "");
+	if (!s->workspace)
+		return SB_ERR_NOMEM;
+	if (!ctx->private_paths || !ctx->n_private_paths)
+		return SB_OK;
+	s->priv = calloc(ctx->n_private_paths, sizeof *s->priv);
+	if (!s->priv)
+		return SB_ERR_NOMEM;
+	for (; s->n_priv < ctx->n_private_paths; s->n_priv++) {
+		const char *p = ctx->private_paths[s->n_priv];
+
+		s->priv[s->n_priv] = strdup(p ? p : "");
+		if (!s->priv[s->n_priv])
+			return SB_ERR_NOMEM;
+	}
+	return SB_OK;
+}
+
+void tool_fs_spec_free(struct tool_fs_spec *s)
+{
+	for (size_t i = 0; s->priv && i < s->n_priv; i++)
+		free(s->priv[i]);
+	free(s->priv);
+	free(s->workspace);
+	memset(s, 0, sizeof *s);
+}
+
+int tool_fs_open(struct tool_fs *fs, const struct tool_fs_spec *s, char *why, size_t why_size)
+{
+	struct stat st;
+	int rc;
+
+	memset(fs, 0, sizeof *fs);
+	fs->root = -1;
+	if (!s->workspace || !*s->workspace) {
+		tool_fs_say(why, why_size, "this agent has no workspace");
+		return SB_ERR_IO;
+	}
+	rc = beneath_root(s->workspace, &fs->root);
+	if (rc == SB_OK && fstat(fs->root, &fs->root_st) != 0)
+		rc = SB_ERR_IO;
+	if (rc) {
+		tool_fs_say(why, why_size, "the workspace is not accessible: %s", sb_strerror(rc));
+		tool_fs_close(fs);
+		return rc == SB_ERR_NOMEM ? rc : SB_ERR_IO;
+	}
+	if (s->n_priv) {
+		fs->priv = calloc(s->n_priv, sizeof *fs->priv);
+		if (!fs->priv) {
+			tool_fs_close(fs);
+			tool_fs_say(why, why_size, "out of memory");
+			return SB_ERR_NOMEM;
+		}
+	}
+	/* A private path that does not exist now has nothing to protect; one
+	 * made later in the workspace is a file the agent made. */
+	for (size_t i = 0; i < s->n_priv; i++) {
+		if (s->priv[i][0] == '/' && stat(s->priv[i], &st) == 0) {
+			fs->priv[fs->n_priv].dev = st.st_dev;
+			fs->priv[fs->n_priv].ino = st.st_ino;
+			fs->n_priv++;
+		}
+	}
+	return SB_OK;
+}
+
+void tool_fs_close(struct tool_fs *fs)
+{
+	if (fs->root >= 0)
+		close(fs->root);
+	free(fs->priv);
+	memset(fs, 0, sizeof *fs);
+	fs->root = -1;
+}
+
+int tool_fs_rel(const char *path, enum paths_mode mode, char *rel, size_t size, char *why,
+                size_t why_size)
+{
+	int rc;
+
+	if (!path || !*path) {
+		tool_fs_say(why, why_size, "the path is empty");
+		return SB_ERR_INVAL;
+	}
+	if (path[0] == '/') {
+		tool_fs_say(
+		    why, why_size,
+		    "absolute paths are not allowed: %s (give a path relative to the workspace)",
+		    path);
+		return SB_ERR_PERM;
+	}
+	rc = beneath_normalize(path, rel, size);
+	if (rc == SB_ERR_PERM) {
+		tool_fs_say(why, why_size, "path escapes the workspace: %s", path);
+		return rc;
+	}
+	if (rc) {
+		tool_fs_say(why, why_size, "the path is too long: %s", path);
+		return SB_ERR_INVAL;
+	}
+	if (mode != PATHS_EXISTING && (strcmp(rel, ".git") == 0 || strncmp(rel, ".git/", 5) == 0)) {
+		tool_fs_say(why, why_size,
+		            "refusing to write inside the workspace's .git directory: %s (use git "
+		            "through bash instead)",
+		            path);
+		return SB_ERR_PERM;
+	}
+	return SB_OK;
+}
+
+const char *tool_fs_shown(const char *rel)
+{
+	return rel[0] ? rel : ".";
+}
+
+/* Explains a refused rel by looking at its components one by one. */
+static void tool_fs_explain(const struct tool_fs *fs, const char *path, const char *rel, char *why,
+                            size_t why_size)
+{
+	char buf[BENEATH_PATH_MAX], target[BENEATH_PATH_MAX], joined[2 * BENEATH_PATH_MAX + 2];
+	char folded[BENEATH_PATH_MAX];
+	char *name, *slash;
+	struct stat st;
+	ssize_t n;
+	int fd, next;
+
+	snprintf(buf, sizeof buf, "%s", rel);
+	fd = openat(fs->root, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	for (name = buf; fd >= 0 && name && *name; name = slash ? slash + 1 : NULL) {
+		slash = strchr(name, '/');
+		if (slash)
+			*slash = '\0';
+		if (fstatat(fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			break;
+		if (S_ISLNK(st.st_mode)) {
+			n = readlinkat(fd, name, target, sizeof target - 1);
+			target[n > 0 ? n : 0] = '\0';
+			/* The link's directory is buf up to name. */
+			snprintf(joined, sizeof joined, "%.*s%s", (int)(name - buf), buf, target);
+			if (n <= 0 || target[0] == '/' ||
+			    beneath_normalize(joined, folded, sizeof folded) != SB_OK)
+				tool_fs_say(why, why_size,
+				            "path escapes the workspace (through a symlink): %s",
+				            path);
+			else
+				tool_fs_say(
+				    why, why_size,
+				    "path goes through a symlink (%s -> %s), which the file "
+				    "tools do not follow: %s (give the path it points to, %s)",
+				    buf, target, path, tool_fs_shown(folded));
+			close(fd);
+			return;
+		}
+		if (!slash)
+			break;
+		if (!S_ISDIR(st.st_mode)) {
+			tool_fs_say(why, why_size, "not a directory: a parent of %s is a file",
+			            path);
+			close(fd);
+			return;
+		}
+		next = openat(fd, name, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		close(fd);
+		fd = next;
+		*slash = '/';
+	}
+	if (fd >= 0)
+		close(fd);
+	tool_fs_say(why, why_size, "cannot open %s: permission denied", path);
+}
+
+void tool_fs_why(const struct tool_fs *fs, const char *path, const char *rel, int rc, char *why,
+                 size_t why_size)
+{
+	switch (rc) {
+	case SB_ERR_NOTFOUND:
+		tool_fs_say(why, why_size, "no such file or directory: %s", path);
+		break;
+	case SB_ERR_PERM:
+		tool_fs_explain(fs, path, rel, why, why_size);
+		break;
+	case SB_ERR_TOOBIG:
+		tool_fs_say(why, why_size, "the path is too long: %s", path);
+		break;
+	case SB_ERR_NOMEM:
+		tool_fs_say(why, why_size, "out of memory");
+		break;
+	default:
+		tool_fs_say(why, why_size, "cannot open %s: %s", path, sb_strerror(rc));
+		break;
+	}
+}
+
+static void tool_fs_private_why(const char *path, char *why, size_t why_size)
+{
+	tool_fs_say(why, why_size,
+	            "%s is one of the gateway's own files (its configuration, home, store or "
+	            "secrets); the file tools neither read nor write it",
+	            path);
+}
+
+bool tool_fs_private_st(const struct tool_fs *fs, const struct stat *st)
+{
+	for (size_t i = 0; i < fs->n_priv; i++)
+		if (fs->priv[i].dev == st->st_dev && fs->priv[i].ino == st->st_ino)
+			return true;
+	return false;
+}
+
+bool tool_fs_private_dir(const struct tool_fs *fs, int dirfd)
+{
+	struct stat st, up;
+	bool found = false;
+	int cur, next;
+
+	if (!fs->n_priv)
+		return false;
+	cur = openat(dirfd, ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cur < 0)
+		return true; /* unknown: refused */
+	/* The workspace itself is not refused: it was asked for, like the
+	 * sandbox's view (the private paths inside it are). */
+	for (int i = 0; i < TOOL_FS_UP_MAX; i++) {
+		if (fstat(cur, &st) != 0) {
+			found = true;
+			break;
+		}
+		if (st.st_dev == fs->root_st.st_dev && st.st_ino == fs->root_st.st_ino)
+			break;
+		if (tool_fs_private_st(fs, &st)) {
+			found = true;
+			break;
+		}
+		next = openat(cur, "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (next < 0 || fstat(next, &up) != 0 ||
+		    (up.st_dev == st.st_dev && up.st_ino == st.st_ino)) {
+			if (next >= 0)
+				close(next);
+			break; /* the top of the file system */
+		}
+		close(cur);
+		cur = next;
+	}
+	close(cur);
+	return found;
+}
+
+int tool_fs_parent(const struct tool_fs *fs, const char *path, const char *rel, int *pfd,
+                   const char **last, char *why, size_t why_size)
+{
+	char dir[BENEATH_PATH_MAX];
+	const char *slash = strrchr(rel, '/');
+	size_t n = slash ? (size_t)(slash - rel) : 0;
+	struct stat st;
+	int rc;
+
+	*pfd = -1;
+	*last = slash ? slash + 1 : rel;
+	if (n >= sizeof dir) {
+		tool_fs_why(fs, path, rel, SB_ERR_TOOBIG, why, why_size);
+		return SB_ERR_TOOBIG;
+	}
+	memcpy(dir, rel, n);
+	dir[n] = '\0';
+	rc = beneath_open(fs->root, dir, O_PATH, 0, BENEATH_DIRECTORY, pfd);
+	if (rc) {
+		tool_fs_why(fs, path, rel, rc, why, why_size);
+		return rc;
+	}
+	if (tool_fs_private_dir(fs, *pfd) ||
+	    (**last && fstatat(*pfd, *last, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	     tool_fs_private_st(fs, &st))) {
+		close(*pfd);
+		*pfd = -1;
+		tool_fs_private_why(path, why, why_size);
+		return SB_ERR_PERM;
+	}
+	return SB_OK;
+}
+
+int tool_fs_open_file(const struct tool_fs *fs, const char *path, const char *rel, int *fd,
+                      struct stat *st, char *why, size_t why_size)
+{
+	const char *last;
+	int pfd, rc;
+
+	*fd = -1;
+	if ((rc = tool_fs_parent(fs, path, rel, &pfd, &last, why, why_size)))
+		return rc;
+	rc = beneath_open(pfd, last, O_RDONLY, 0, BENEATH_REGULAR, fd);
+	close(pfd);
+	if (rc == SB_OK && fstat(*fd, st) != 0)
+		rc = SB_ERR_IO;
+	if (rc == SB_OK && tool_fs_private_st(fs, st)) {
+		tool_fs_private_why(path, why, why_size);
+		rc = SB_ERR_PERM;
+	} else if (rc) {
+		tool_fs_why(fs, path, rel, rc, why, why_size);
+	}
+	if (rc && *fd >= 0) {
+		close(*fd);
+		*fd = -1;
+	}
+	return rc;
+}
+
+int tool_fs_open_dir(const struct tool_fs *fs, const char *path, const char *rel, int *fd,
+                     char *why, size_t why_size)
+{
+	int rc = beneath_open(fs->root, rel, O_RDONLY, 0, BENEATH_DIRECTORY, fd);
+
+	if (rc) {
+		tool_fs_why(fs, path, rel, rc, why, why_size);
+		return rc;
+	}
+	if (tool_fs_private_dir(fs, *fd)) {
+		close(*fd);
+		*fd = -1;
+		tool_fs_private_why(path, why, why_size);
+		return SB_ERR_PERM;
+	}
+	return SB_OK;
+}
+
+int tool_fs_open_child(const struct tool_fs *fs, int dirfd, const char *name, bool dir)
+{
+	struct stat st;
+	int fd, fl;
+
+	fd =
+	    openat(dirfd, name,
+	           O_RDONLY | O_NOFOLLOW | O_CLOEXEC | (dir ? O_DIRECTORY : O_NONBLOCK | O_NOCTTY));
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) != 0 || (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) ||
+	    tool_fs_private_st(fs, &st)) {
+		close(fd);
+		return -1;
+	}
+	if (!dir && ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0)) {
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 /* ---- glob ---- */

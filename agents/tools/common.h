@@ -15,6 +15,10 @@
 #include <stdio.h>
 #include <uv.h>
 
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "agents/safety/paths.h"
 #include "agents/tool.h"
 
 /* What a tool's own output aims to stay under (the executor's cut is the
@@ -73,8 +77,9 @@ struct tool_lines {
 	bool eof;
 };
 
-/* Opens abs for reading. SB_OK, SB_ERR_NOTFOUND, SB_ERR_IO, SB_ERR_NOMEM. */
-int tool_lines_open(struct tool_lines *lr, const char *abs);
+/* Reads fd (handed over: tool_lines_close closes it) line by line.
+ * SB_OK or SB_ERR_NOMEM (fd closed then too). */
+int tool_lines_open_fd(struct tool_lines *lr, int fd);
 
 /* The next line into line (reset first; no newline; at most keep bytes kept,
  * *cut set when more were dropped). Returns 1 for a line, 0 at the end,
@@ -87,16 +92,12 @@ void tool_lines_close(struct tool_lines *lr);
 /* Does data look binary (a NUL byte in its first TOOL_BINARY_PROBE bytes)? */
 bool tool_is_binary(const char *data, size_t len);
 
-/* Reads the first TOOL_BINARY_PROBE bytes of abs and says if it is binary.
- * false when it cannot be read (the real read reports the error). */
-bool tool_file_is_binary(const char *abs);
+/* Reads the first TOOL_BINARY_PROBE bytes of fd (pread: its offset is
+ * kept) and says if it is binary. false when it cannot be read. */
+bool tool_fd_is_binary(int fd);
 
-/* Replaces abs with data atomically: a temp file in the same directory,
- * fsync, rename. Keeps the mode of an existing file (0644 for a new one).
- * SB_OK or SB_ERR_IO with why set. Blocking. */
-int tool_write_atomic(const char *abs, const char *data, size_t len, char *why, size_t why_size);
-
-/* mkdir -p for the parents of abs (which the caller confined). Blocking. */
+/* mkdir -p for the parents of abs, a trusted path (tests build fixtures
+ * with it; the tools use beneath_mkdirs). Blocking. */
 int tool_mkdir_parents(const char *abs, char *why, size_t why_size);
 
 /* The largest n <= len such that s[0..n) ends on a UTF-8 character
@@ -112,11 +113,99 @@ struct tool_dirent {
 	enum tool_kind kind;
 };
 
-/* Lists the directory abs (without "." and ".."), sorted by name (strcmp),
- * keeping at most max entries; *more receives how many were left out.
- * *out is the caller's (tool_dir_free). SB_OK, SB_ERR_IO, SB_ERR_NOMEM. */
+/* Lists the directory open at dirfd (borrowed; read from its own
+ * descriptor), without "." and "..", sorted by name (strcmp), keeping at
+ * most max entries; *more receives how many were left out. *out is the
+ * caller's (tool_dir_free). SB_OK, SB_ERR_IO, SB_ERR_NOMEM. */
+int tool_dir_list_fd(int dir_fd, size_t max, struct tool_dirent **out, size_t *n, size_t *more);
+
+/* tool_dir_list_fd of the directory at abs, a trusted path (tests). */
 int tool_dir_list(const char *abs, size_t max, struct tool_dirent **out, size_t *n, size_t *more);
 void tool_dir_free(struct tool_dirent *ents, size_t n);
+
+/* ---- the workspace, beneath its directory fd ----
+ *
+ * Every path operation of the file tools resolves from the workspace's
+ * directory fd with gateway/core/beneath.h: no symlink is followed, no
+ * path leaves the workspace, and nothing is checked by name and then opened
+ * again by name. Directory walks open each child from its parent's fd with
+ * O_NOFOLLOW. The gateway's private paths (its configuration, home, store
+ * and secret files: config.h) that lie inside the workspace are refused by
+ * identity (device and inode), reading and writing alike. */
+
+/* What a job copies from the tool_ctx on the loop thread. */
+struct tool_fs_spec {
+	char *workspace;
+	char **priv; /* the private paths */
+	size_t n_priv;
+};
+
+/* Copies ctx's workspace and private paths. SB_OK or SB_ERR_NOMEM. */
+int tool_fs_spec_init(struct tool_fs_spec *s, const struct tool_ctx *ctx);
+void tool_fs_spec_free(struct tool_fs_spec *s);
+
+struct tool_fs_id {
+	dev_t dev;
+	ino_t ino;
+};
+
+struct tool_fs {
+	int root; /* the workspace, O_PATH */
+	struct stat root_st;
+	struct tool_fs_id *priv; /* the private paths that exist */
+	size_t n_priv;
+};
+
+/* Opens the workspace as the root and stats the private paths. SB_OK,
+ * SB_ERR_IO (why says so) or SB_ERR_NOMEM. Pool thread. */
+int tool_fs_open(struct tool_fs *fs, const struct tool_fs_spec *s, char *why, size_t why_size);
+void tool_fs_close(struct tool_fs *fs);
+
+/* Folds the model's path into rel ("" for the workspace itself), with the
+ * messages of paths.h: empty, absolute, climbing above the workspace, too
+ * long, and (mode not PATHS_EXISTING) inside .git. SB_OK or the code. */
+int tool_fs_rel(const char *path, enum paths_mode mode, char *rel, size_t size, char *why,
+                size_t why_size);
+
+/* rel for the model: "." for the workspace. */
+const char *tool_fs_shown(const char *rel);
+
+/* A sentence for the model about rc, a beneath_* failure on rel (path is
+ * the model's text): a symlink on the way (which leaves the workspace, or
+ * which the tools do not follow), a missing file, a file where a directory
+ * must be. Looks again only to explain; decides nothing. */
+void tool_fs_why(const struct tool_fs *fs, const char *path, const char *rel, int rc, char *why,
+                 size_t why_size);
+
+/* Is st one of the private paths? */
+bool tool_fs_private_st(const struct tool_fs *fs, const struct stat *st);
+
+/* Is the directory at dirfd, or one of its parents below the workspace,
+ * a private path? */
+bool tool_fs_private_dir(const struct tool_fs *fs, int dirfd);
+
+/* Opens the parent directory of rel (not "") beneath the root, O_PATH,
+ * into *pfd (the caller closes it) and points *last at rel's last
+ * component. Refuses (SB_ERR_PERM, why set) a private parent or a private
+ * last component. Other failures: beneath's codes, why set. */
+int tool_fs_parent(const struct tool_fs *fs, const char *path, const char *rel, int *pfd,
+                   const char **last, char *why, size_t why_size);
+
+/* Opens rel's regular file for reading beneath the root (through
+ * tool_fs_parent, O_NOFOLLOW), *fd the caller's, *st its fstat. why set on
+ * failure. */
+int tool_fs_open_file(const struct tool_fs *fs, const char *path, const char *rel, int *fd,
+                      struct stat *st, char *why, size_t why_size);
+
+/* Opens rel's directory for reading beneath the root into *fd (the
+ * caller's); refuses a private one. why set on failure. */
+int tool_fs_open_dir(const struct tool_fs *fs, const char *path, const char *rel, int *fd,
+                     char *why, size_t why_size);
+
+/* Opens the child name of the directory dirfd (O_NOFOLLOW: a symlink
+ * swapped in fails) as a directory (dir) or a regular file for reading;
+ * -1 when it cannot be, is not what was asked, or is private. */
+int tool_fs_open_child(const struct tool_fs *fs, int dirfd, const char *name, bool dir);
 
 /* ---- glob ---- */
 

@@ -4,17 +4,18 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#include "agents/safety/paths.h"
 #include "agents/tool.h"
 #include "agents/tools/common.h"
+#include "gateway/core/beneath.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
-#include "gateway/core/fsutil.h"
 
 struct edit_job {
-	char *workspace;
+	struct tool_fs_spec fs;
 	char *path;
 	char *old_s, *new_s;
 	size_t old_len, new_len;
@@ -25,7 +26,7 @@ static void edit_job_free(void *p)
 {
 	struct edit_job *j = p;
 
-	free(j->workspace);
+	tool_fs_spec_free(&j->fs);
 	free(j->path);
 	free(j->old_s);
 	free(j->new_s);
@@ -47,8 +48,11 @@ static size_t edit_count(const char *data, size_t len, const char *s, size_t n)
 static void edit_work(void *p, struct tool_job_result *res)
 {
 	struct edit_job *j = p;
-	char why[512];
-	char *abs = NULL, *rel = NULL, *data = NULL;
+	char why[512], rel[BENEATH_PATH_MAX];
+	char *data = NULL;
+	struct tool_fs fs = {.root = -1};
+	const char *last;
+	int pfd = -1;
 	const char *q, *end, *hit;
 	size_t len = 0, count;
 	struct stat st;
@@ -61,24 +65,35 @@ static void edit_work(void *p, struct tool_job_result *res)
 		                   "old_string and new_string are the same; nothing to change");
 		goto out;
 	}
-	rc =
-	    paths_resolve(j->workspace, j->path, PATHS_WRITE_EXISTING, &abs, &rel, why, sizeof why);
-	if (rc == SB_ERR_NOMEM)
-		goto out;
-	if (rc) {
-		tool_result_errorf(res, "%s", why);
+	if ((rc = tool_fs_rel(j->path, PATHS_WRITE_EXISTING, rel, sizeof rel, why, sizeof why)) ||
+	    (rc = tool_fs_open(&fs, &j->fs, why, sizeof why))) {
+		if (rc != SB_ERR_NOMEM)
+			tool_result_errorf(res, "%s", why);
 		goto out;
 	}
-	if (stat(abs, &st) != 0 || !S_ISREG(st.st_mode)) {
+	rc = beneath_stat(fs.root, rel, &st);
+	if (rc == SB_OK && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
 		tool_result_errorf(res, "%s is not a regular file", j->path);
 		goto out;
 	}
-	rc = fs_read_all(abs, TOOL_FILE_MAX, &data, &len);
+	/* One directory fd for the read and the atomic write. */
+	if (rc == SB_OK)
+		rc = tool_fs_parent(&fs, j->path, rel, &pfd, &last, why, sizeof why);
+	else
+		tool_fs_why(&fs, j->path, rel, rc, why, sizeof why);
+	if (rc == SB_OK)
+		rc = beneath_read_all(pfd, last, TOOL_FILE_MAX, &data, &len);
 	if (rc == SB_ERR_NOMEM)
 		goto out;
 	if (rc == SB_ERR_TOOBIG) {
 		tool_result_errorf(res, "%s is too large to edit (over %d MiB); use bash", j->path,
 		                   TOOL_FILE_MAX >> 20);
+		goto out;
+	}
+	if (rc == SB_ERR_PERM && pfd >= 0)
+		tool_fs_why(&fs, j->path, rel, rc, why, sizeof why);
+	if (rc == SB_ERR_PERM || (rc == SB_ERR_NOTFOUND && pfd < 0)) {
+		tool_result_errorf(res, "%s", why);
 		goto out;
 	}
 	if (rc) {
@@ -123,8 +138,12 @@ static void edit_work(void *p, struct tool_job_result *res)
 		tool_result_errorf(res, "the edited %s would be too large", j->path);
 		goto out;
 	}
-	if ((rc = tool_write_atomic(abs, out.data ? out.data : "", out.len, why, sizeof why)) !=
+	if ((rc = beneath_write_atomic(pfd, last, out.data ? out.data : "", out.len, 0644)) !=
 	    SB_OK) {
+		if (rc == SB_ERR_PERM)
+			tool_fs_why(&fs, j->path, rel, rc, why, sizeof why);
+		else
+			snprintf(why, sizeof why, "cannot write %s: %s", j->path, sb_strerror(rc));
 		tool_result_errorf(res, "%s", why);
 		goto out;
 	}
@@ -133,8 +152,9 @@ static void edit_work(void *p, struct tool_job_result *res)
 out:
 	buf_free(&out);
 	free(data);
-	free(rel);
-	free(abs);
+	if (pfd >= 0)
+		close(pfd);
+	tool_fs_close(&fs);
 }
 
 static char *edit_dup(const json_t *s, size_t *len)
@@ -154,15 +174,16 @@ static int edit_call(const struct tool_ctx *ctx, const json_t *input, tool_done_
                      struct tool_run **run)
 {
 	struct edit_job *j = calloc(1, sizeof *j);
+	int rc;
 
 	if (!j)
 		return SB_ERR_NOMEM;
-	j->workspace = strdup(ctx->workspace ? ctx->workspace : "");
+	rc = tool_fs_spec_init(&j->fs, ctx);
 	j->path = strdup(tool_in_str(input, "path", ""));
 	j->old_s = edit_dup(json_object_get(input, "old_string"), &j->old_len);
 	j->new_s = edit_dup(json_object_get(input, "new_string"), &j->new_len);
 	j->replace_all = tool_in_bool(input, "replace_all", false);
-	if (!j->workspace || !j->path || !j->old_s || !j->new_s) {
+	if (rc || !j->path || !j->old_s || !j->new_s) {
 		edit_job_free(j);
 		return SB_ERR_NOMEM;
 	}

@@ -12,10 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#include "agents/safety/paths.h"
 #include "agents/tool.h"
 #include "agents/tools/common.h"
+#include "gateway/core/beneath.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 
@@ -25,12 +26,13 @@
 #define GLOB_MAX_SEGMENTS 64
 
 struct glob_job {
-	char *workspace;
+	struct tool_fs_spec fs;
 	char *pattern;
 	char *path;
 };
 
 struct glob_walk {
+	const struct tool_fs *fs;
 	char *segs[GLOB_MAX_SEGMENTS];
 	size_t nseg;
 	char **results;
@@ -44,7 +46,7 @@ static void glob_job_free(void *p)
 {
 	struct glob_job *j = p;
 
-	free(j->workspace);
+	tool_fs_spec_free(&j->fs);
 	free(j->pattern);
 	free(j->path);
 	free(j);
@@ -90,22 +92,24 @@ static void glob_add(struct glob_walk *g, const char *rel, const char *name, boo
 	g->n++;
 }
 
-static void glob_walk_dir(struct glob_walk *g, const char *abs, const char *rel, size_t si,
-                          int depth)
+/* dirfd: the directory at rel, borrowed. Each subdirectory is opened from
+ * it with O_NOFOLLOW, never by its path. */
+static void glob_walk_dir(struct glob_walk *g, int dirfd, const char *rel, size_t si, int depth)
 {
 	struct tool_dirent *ents = NULL;
 	size_t n = 0, more = 0, i;
 	const char *seg = g->segs[si];
 	bool last = si + 1 == g->nseg, any = strcmp(seg, "**") == 0, dir;
-	char *sub_abs = NULL, *sub_rel = NULL;
+	char *sub_rel = NULL;
+	int sub;
 
 	if (glob_stopped(g) || depth > GLOB_MAX_DEPTH)
 		return;
 	if (any && !last)
-		glob_walk_dir(g, abs, rel, si + 1, depth); /* "**" as no directory */
+		glob_walk_dir(g, dirfd, rel, si + 1, depth); /* "**" as no directory */
 	if (glob_stopped(g))
 		return;
-	if (tool_dir_list(abs, GLOB_MAX_SCANNED, &ents, &n, &more) != SB_OK)
+	if (tool_dir_list_fd(dirfd, GLOB_MAX_SCANNED, &ents, &n, &more) != SB_OK)
 		return; /* unreadable directories are skipped */
 	g->scanned += n + more;
 	for (i = 0; i < n && !glob_stopped(g); i++) {
@@ -118,13 +122,17 @@ static void glob_walk_dir(struct glob_walk *g, const char *abs, const char *rel,
 			glob_add(g, rel, ents[i].name, dir);
 		if (!dir || (!any && last) || glob_stopped(g))
 			continue;
-		sub_abs = glob_join(abs, ents[i].name, "");
+		/* A directory swapped for a symlink since the listing fails
+		 * to open and is skipped, as is a private one. */
+		sub = tool_fs_open_child(g->fs, dirfd, ents[i].name, true);
+		if (sub < 0)
+			continue;
 		sub_rel = glob_join(rel, ents[i].name, "");
-		if (!sub_abs || !sub_rel)
+		if (!sub_rel)
 			g->rc = SB_ERR_NOMEM;
 		else
-			glob_walk_dir(g, sub_abs, sub_rel, any ? si : si + 1, depth + 1);
-		free(sub_abs);
+			glob_walk_dir(g, sub, sub_rel, any ? si : si + 1, depth + 1);
+		close(sub);
 		free(sub_rel);
 	}
 	if (g->scanned > GLOB_MAX_SCANNED)
@@ -141,8 +149,10 @@ static void glob_work(void *p, struct tool_job_result *res)
 {
 	struct glob_job *j = p;
 	struct glob_walk g = {.rc = SB_OK};
-	char why[512];
-	char *abs = NULL, *rel = NULL, *s, *next;
+	char why[512], rel[BENEATH_PATH_MAX];
+	char *s, *next;
+	struct tool_fs fs = {.root = -1};
+	int fd = -1;
 	struct stat st;
 	struct buf out;
 	size_t i, shown = 0;
@@ -179,18 +189,24 @@ static void glob_work(void *p, struct tool_job_result *res)
 		tool_result_errorf(res, "the pattern is empty");
 		goto out;
 	}
-	rc = paths_resolve(j->workspace, j->path, PATHS_EXISTING, &abs, &rel, why, sizeof why);
-	if (rc == SB_ERR_NOMEM)
-		goto out;
-	if (rc) {
-		tool_result_errorf(res, "%s", why);
+	if ((rc = tool_fs_rel(j->path, PATHS_EXISTING, rel, sizeof rel, why, sizeof why)) ||
+	    (rc = tool_fs_open(&fs, &j->fs, why, sizeof why))) {
+		if (rc != SB_ERR_NOMEM)
+			tool_result_errorf(res, "%s", why);
 		goto out;
 	}
-	if (stat(abs, &st) != 0 || !S_ISDIR(st.st_mode)) {
+	rc = beneath_stat(fs.root, rel, &st);
+	if (rc == SB_OK && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)) {
 		tool_result_errorf(res, "%s is not a directory", j->path);
 		goto out;
 	}
-	glob_walk_dir(&g, abs, strcmp(rel, ".") == 0 ? "" : rel, 0, 0);
+	if ((rc = tool_fs_open_dir(&fs, j->path, rel, &fd, why, sizeof why)) != SB_OK) {
+		if (rc != SB_ERR_NOMEM)
+			tool_result_errorf(res, "%s", why);
+		goto out;
+	}
+	g.fs = &fs;
+	glob_walk_dir(&g, fd, rel, 0, 0);
 	if (g.rc != SB_OK)
 		goto out;
 	if (g.n == 0) {
@@ -225,8 +241,9 @@ out:
 	for (i = 0; i < g.n; i++)
 		free(g.results[i]);
 	free(g.results);
-	free(abs);
-	free(rel);
+	if (fd >= 0)
+		close(fd);
+	tool_fs_close(&fs);
 	buf_free(&out);
 }
 
@@ -234,13 +251,14 @@ static int glob_call(const struct tool_ctx *ctx, const json_t *input, tool_done_
                      struct tool_run **run)
 {
 	struct glob_job *j = calloc(1, sizeof *j);
+	int rc;
 
 	if (!j)
 		return SB_ERR_NOMEM;
-	j->workspace = strdup(ctx->workspace ? ctx->workspace : "");
+	rc = tool_fs_spec_init(&j->fs, ctx);
 	j->pattern = strdup(tool_in_str(input, "pattern", ""));
 	j->path = strdup(tool_in_str(input, "path", "."));
-	if (!j->workspace || !j->pattern || !j->path) {
+	if (rc || !j->pattern || !j->path) {
 		glob_job_free(j);
 		return SB_ERR_NOMEM;
 	}

@@ -11,10 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#include "agents/safety/paths.h"
 #include "agents/tool.h"
 #include "agents/tools/common.h"
+#include "gateway/core/beneath.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 
@@ -27,7 +28,7 @@
 #define GREP_MAX_DEPTH 64
 
 struct grep_job {
-	char *workspace;
+	struct tool_fs_spec fs;
 	char *pattern;
 	char *path;
 	char *glob; /* or NULL */
@@ -35,6 +36,7 @@ struct grep_job {
 };
 
 struct grep_state {
+	const struct tool_fs *fs;
 	regex_t re;
 	const char *glob;
 	bool glob_path; /* the filter has a '/': match the path, not the name */
@@ -50,7 +52,7 @@ static void grep_job_free(void *p)
 {
 	struct grep_job *j = p;
 
-	free(j->workspace);
+	tool_fs_spec_free(&j->fs);
 	free(j->pattern);
 	free(j->path);
 	free(j->glob);
@@ -62,7 +64,8 @@ static bool grep_stopped(const struct grep_state *g)
 	return g->rc != SB_OK || g->cap_matches || g->cap_files || g->cap_scan || g->cap_budget;
 }
 
-static void grep_file(struct grep_state *g, const char *abs, const char *rel)
+/* fd: the regular file at rel, handed over. */
+static void grep_file(struct grep_state *g, int fd, const char *rel)
 {
 	struct tool_lines lr;
 	struct stat st;
@@ -71,15 +74,20 @@ static void grep_file(struct grep_state *g, const char *abs, const char *rel)
 	size_t shown;
 	int r;
 
-	if (stat(abs, &st) != 0 || !S_ISREG(st.st_mode))
-		return;
-	if (st.st_size > GREP_FILE_MAX) {
-		g->skipped_large++;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
 		return;
 	}
-	if (tool_file_is_binary(abs))
+	if (st.st_size > GREP_FILE_MAX) {
+		g->skipped_large++;
+		close(fd);
 		return;
-	if ((r = tool_lines_open(&lr, abs)) != SB_OK) {
+	}
+	if (tool_fd_is_binary(fd)) {
+		close(fd);
+		return;
+	}
+	if ((r = tool_lines_open_fd(&lr, fd)) != SB_OK) {
 		if (r == SB_ERR_NOMEM)
 			g->rc = r;
 		return;
@@ -126,28 +134,33 @@ static char *grep_join(const char *a, const char *b)
 
 /* rel: relative to the workspace (shown); under: relative to the search
  * root (for a glob filter with a '/'). */
-static void grep_dir(struct grep_state *g, const char *abs, const char *rel, const char *under,
-                     int depth)
+static void grep_dir(struct grep_state *g, int dirfd, const char *rel, const char *under, int depth)
 {
 	struct tool_dirent *ents = NULL;
 	size_t n = 0, more = 0, i;
-	char *sub_abs, *sub_rel, *sub_under;
+	char *sub_rel, *sub_under;
 	bool want;
+	int sub;
 
-	if (depth > GREP_MAX_DEPTH || tool_dir_list(abs, GREP_MAX_SCANNED, &ents, &n, &more))
+	if (depth > GREP_MAX_DEPTH || tool_dir_list_fd(dirfd, GREP_MAX_SCANNED, &ents, &n, &more))
 		return;
 	for (i = 0; i < n && !grep_stopped(g); i++) {
 		if (strcmp(ents[i].name, ".git") == 0)
 			continue;
 		if (ents[i].kind != TOOL_DIR && ents[i].kind != TOOL_FILE)
 			continue;
-		sub_abs = grep_join(abs, ents[i].name);
 		sub_rel = grep_join(rel, ents[i].name);
 		sub_under = grep_join(under, ents[i].name);
-		if (!sub_abs || !sub_rel || !sub_under) {
+		if (!sub_rel || !sub_under) {
 			g->rc = SB_ERR_NOMEM;
 		} else if (ents[i].kind == TOOL_DIR) {
-			grep_dir(g, sub_abs, sub_rel, sub_under, depth + 1);
+			/* From this directory's fd, O_NOFOLLOW: a symlink swapped
+			 * in since the listing is skipped, as is a private one. */
+			sub = tool_fs_open_child(g->fs, dirfd, ents[i].name, true);
+			if (sub >= 0) {
+				grep_dir(g, sub, sub_rel, sub_under, depth + 1);
+				close(sub);
+			}
 		} else {
 			want = !g->glob || (g->glob_path ? tool_glob_match(g->glob, sub_under)
 			                                 : fnmatch(g->glob, ents[i].name, 0) == 0);
@@ -155,10 +168,11 @@ static void grep_dir(struct grep_state *g, const char *abs, const char *rel, con
 				g->cap_scan = true;
 			else if (want) {
 				g->files_scanned++;
-				grep_file(g, sub_abs, sub_rel);
+				sub = tool_fs_open_child(g->fs, dirfd, ents[i].name, false);
+				if (sub >= 0)
+					grep_file(g, sub, sub_rel);
 			}
 		}
-		free(sub_abs);
 		free(sub_rel);
 		free(sub_under);
 	}
@@ -169,9 +183,10 @@ static void grep_work(void *p, struct tool_job_result *res)
 {
 	struct grep_job *j = p;
 	struct grep_state g;
-	char why[512];
-	char *abs = NULL, *rel = NULL;
+	char why[512], rel[BENEATH_PATH_MAX];
+	struct tool_fs fs = {.root = -1};
 	bool compiled = false;
+	int fd = -1;
 	struct stat st;
 	int rc;
 
@@ -186,25 +201,34 @@ static void grep_work(void *p, struct tool_job_result *res)
 		goto out;
 	}
 	compiled = true;
-	rc = paths_resolve(j->workspace, j->path, PATHS_EXISTING, &abs, &rel, why, sizeof why);
-	if (rc == SB_ERR_NOMEM)
-		goto out;
-	if (rc) {
-		tool_result_errorf(res, "%s", why);
-		goto out;
-	}
-	if (stat(abs, &st) != 0) {
-		tool_result_errorf(res, "cannot search %s", j->path);
+	if ((rc = tool_fs_rel(j->path, PATHS_EXISTING, rel, sizeof rel, why, sizeof why)) ||
+	    (rc = tool_fs_open(&fs, &j->fs, why, sizeof why))) {
+		if (rc != SB_ERR_NOMEM)
+			tool_result_errorf(res, "%s", why);
 		goto out;
 	}
-	if (S_ISDIR(st.st_mode))
-		grep_dir(&g, abs, strcmp(rel, ".") == 0 ? "" : rel, "", 0);
-	else if (!S_ISREG(st.st_mode))
+	g.fs = &fs;
+	rc = beneath_stat(fs.root, rel, &st);
+	if (rc == SB_OK && S_ISDIR(st.st_mode)) {
+		if ((rc = tool_fs_open_dir(&fs, j->path, rel, &fd, why, sizeof why)) == SB_OK)
+			grep_dir(&g, fd, rel, "", 0);
+	} else if (rc == SB_OK && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
 		tool_result_errorf(res, "%s is not a regular file", j->path);
-	else if (tool_file_is_binary(abs))
-		tool_result_errorf(res, "%s is a binary file", j->path);
-	else
-		grep_file(&g, abs, rel);
+		goto out;
+	} else if ((rc = tool_fs_open_file(&fs, j->path, rel, &fd, &st, why, sizeof why)) ==
+	           SB_OK) {
+		if (tool_fd_is_binary(fd)) {
+			tool_result_errorf(res, "%s is a binary file", j->path);
+			goto out;
+		}
+		grep_file(&g, fd, rel);
+		fd = -1;
+	}
+	if (rc) {
+		if (rc != SB_ERR_NOMEM)
+			tool_result_errorf(res, "%s", why);
+		goto out;
+	}
 	if (g.rc != SB_OK || res->content)
 		goto out;
 	g.out.max += 1000; /* room for the notes */
@@ -239,8 +263,9 @@ out:
 		regfree(&g.re);
 	free(g.line);
 	buf_free(&g.out);
-	free(abs);
-	free(rel);
+	if (fd >= 0)
+		close(fd);
+	tool_fs_close(&fs);
 }
 
 static int grep_call(const struct tool_ctx *ctx, const json_t *input, tool_done_cb done, void *ud,
@@ -248,15 +273,16 @@ static int grep_call(const struct tool_ctx *ctx, const json_t *input, tool_done_
 {
 	struct grep_job *j = calloc(1, sizeof *j);
 	const char *glob = tool_in_str(input, "glob", NULL);
+	int rc;
 
 	if (!j)
 		return SB_ERR_NOMEM;
-	j->workspace = strdup(ctx->workspace ? ctx->workspace : "");
+	rc = tool_fs_spec_init(&j->fs, ctx);
 	j->pattern = strdup(tool_in_str(input, "pattern", ""));
 	j->path = strdup(tool_in_str(input, "path", "."));
 	j->glob = glob ? strdup(glob) : NULL;
 	j->icase = tool_in_bool(input, "case_insensitive", false);
-	if (!j->workspace || !j->pattern || !j->path || (glob && !j->glob)) {
+	if (rc || !j->pattern || !j->path || (glob && !j->glob)) {
 		grep_job_free(j);
 		return SB_ERR_NOMEM;
 	}

@@ -4,10 +4,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#include "agents/safety/paths.h"
 #include "agents/tool.h"
 #include "agents/tools/common.h"
+#include "gateway/core/beneath.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 
@@ -15,7 +16,7 @@
 #define LS_MAX_LISTED 100000 /* entries read and sorted; the rest are counted */
 
 struct ls_job {
-	char *workspace;
+	struct tool_fs_spec fs;
 	char *path;
 };
 
@@ -23,7 +24,7 @@ static void ls_job_free(void *p)
 {
 	struct ls_job *j = p;
 
-	free(j->workspace);
+	tool_fs_spec_free(&j->fs);
 	free(j->path);
 	free(j);
 }
@@ -31,8 +32,9 @@ static void ls_job_free(void *p)
 static void ls_work(void *p, struct tool_job_result *res)
 {
 	struct ls_job *j = p;
-	char why[512];
-	char *abs = NULL;
+	char why[512], rel[BENEATH_PATH_MAX];
+	struct tool_fs fs = {.root = -1};
+	int fd = -1;
 	struct tool_dirent *ents = NULL;
 	size_t n = 0, more = 0, i, shown = 0;
 	struct stat st;
@@ -40,18 +42,23 @@ static void ls_work(void *p, struct tool_job_result *res)
 	int rc;
 
 	buf_init(&out, TOOL_OUTPUT_BUDGET);
-	rc = paths_resolve(j->workspace, j->path, PATHS_EXISTING, &abs, NULL, why, sizeof why);
-	if (rc == SB_ERR_NOMEM)
-		goto out;
-	if (rc) {
-		tool_result_errorf(res, "%s", why);
+	if ((rc = tool_fs_rel(j->path, PATHS_EXISTING, rel, sizeof rel, why, sizeof why)) ||
+	    (rc = tool_fs_open(&fs, &j->fs, why, sizeof why))) {
+		if (rc != SB_ERR_NOMEM)
+			tool_result_errorf(res, "%s", why);
 		goto out;
 	}
-	if (stat(abs, &st) != 0 || !S_ISDIR(st.st_mode)) {
+	rc = beneath_stat(fs.root, rel, &st);
+	if (rc == SB_OK && !S_ISDIR(st.st_mode) && !S_ISLNK(st.st_mode)) {
 		tool_result_errorf(res, "%s is not a directory (use read for a file)", j->path);
 		goto out;
 	}
-	rc = tool_dir_list(abs, LS_MAX_LISTED, &ents, &n, &more);
+	if ((rc = tool_fs_open_dir(&fs, j->path, rel, &fd, why, sizeof why)) != SB_OK) {
+		if (rc != SB_ERR_NOMEM)
+			tool_result_errorf(res, "%s", why);
+		goto out;
+	}
+	rc = tool_dir_list_fd(fd, LS_MAX_LISTED, &ents, &n, &more);
 	if (rc == SB_ERR_NOMEM)
 		goto out;
 	if (rc) {
@@ -77,7 +84,9 @@ static void ls_work(void *p, struct tool_job_result *res)
 	res->is_error = false;
 out:
 	tool_dir_free(ents, n);
-	free(abs);
+	if (fd >= 0)
+		close(fd);
+	tool_fs_close(&fs);
 	buf_free(&out);
 }
 
@@ -85,12 +94,13 @@ static int ls_call(const struct tool_ctx *ctx, const json_t *input, tool_done_cb
                    struct tool_run **run)
 {
 	struct ls_job *j = calloc(1, sizeof *j);
+	int rc;
 
 	if (!j)
 		return SB_ERR_NOMEM;
-	j->workspace = strdup(ctx->workspace ? ctx->workspace : "");
+	rc = tool_fs_spec_init(&j->fs, ctx);
 	j->path = strdup(tool_in_str(input, "path", "."));
-	if (!j->workspace || !j->path) {
+	if (rc || !j->path) {
 		ls_job_free(j);
 		return SB_ERR_NOMEM;
 	}

@@ -4,10 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "agents/safety/paths.h"
 #include "agents/tool.h"
 #include "agents/tools/common.h"
+#include "gateway/core/beneath.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 
@@ -16,7 +18,7 @@
 #define READ_COUNT_MAX ((off_t)64 << 20)
 
 struct read_job {
-	char *workspace;
+	struct tool_fs_spec fs;
 	char *path;
 	int64_t offset; /* 1-based */
 	int64_t limit;
@@ -26,7 +28,7 @@ static void read_job_free(void *p)
 {
 	struct read_job *j = p;
 
-	free(j->workspace);
+	tool_fs_spec_free(&j->fs);
 	free(j->path);
 	free(j);
 }
@@ -34,8 +36,10 @@ static void read_job_free(void *p)
 static void read_work(void *p, struct tool_job_result *res)
 {
 	struct read_job *j = p;
-	char why[512];
-	char *abs = NULL, *line = NULL;
+	char why[512], rel[BENEATH_PATH_MAX];
+	char *line = NULL;
+	struct tool_fs fs = {.root = -1};
+	int fd = -1;
 	size_t line_len = 0, line_cap = 0, keep;
 	struct tool_lines lr = {0};
 	struct stat st;
@@ -46,37 +50,38 @@ static void read_work(void *p, struct tool_job_result *res)
 
 	buf_init(&out, TOOL_OUTPUT_BUDGET);
 	buf_init(&one, TOOL_LINE_MAX + 64);
-	rc = paths_resolve(j->workspace, j->path, PATHS_EXISTING, &abs, NULL, why, sizeof why);
-	if (rc == SB_ERR_NOMEM)
-		goto out;
-	if (rc) {
-		tool_result_errorf(res, "%s", why);
-		goto out;
-	}
-	if (stat(abs, &st) != 0) {
-		tool_result_errorf(res, "cannot read %s", j->path);
+	if ((rc = tool_fs_rel(j->path, PATHS_EXISTING, rel, sizeof rel, why, sizeof why)) ||
+	    (rc = tool_fs_open(&fs, &j->fs, why, sizeof why))) {
+		if (rc != SB_ERR_NOMEM)
+			tool_result_errorf(res, "%s", why);
 		goto out;
 	}
-	if (S_ISDIR(st.st_mode)) {
+	/* The stat words the message; the open decides (a swap in between
+	 * is refused by it). */
+	rc = beneath_stat(fs.root, rel, &st);
+	if (rc == SB_OK && S_ISDIR(st.st_mode)) {
 		tool_result_errorf(res, "%s is a directory; use ls to list it", j->path);
 		goto out;
 	}
-	if (!S_ISREG(st.st_mode)) {
+	if (rc == SB_OK && !S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
 		tool_result_errorf(res, "%s is not a regular file", j->path);
 		goto out;
 	}
-	if (tool_file_is_binary(abs)) {
+	if ((rc = tool_fs_open_file(&fs, j->path, rel, &fd, &st, why, sizeof why)) != SB_OK) {
+		if (rc != SB_ERR_NOMEM)
+			tool_result_errorf(res, "%s", why);
+		goto out;
+	}
+	if (tool_fd_is_binary(fd)) {
 		tool_result_errorf(res,
 		                   "%s is a binary file (%lld bytes); read shows text files only",
 		                   j->path, (long long)st.st_size);
 		goto out;
 	}
-	if ((rc = tool_lines_open(&lr, abs)) != SB_OK) {
-		if (rc == SB_ERR_NOMEM)
-			goto out;
-		tool_result_errorf(res, "cannot read %s", j->path);
+	rc = tool_lines_open_fd(&lr, fd);
+	fd = -1;
+	if (rc != SB_OK)
 		goto out;
-	}
 	while ((r = tool_lines_next(&lr, &line, &line_len, &line_cap, TOOL_LINE_MAX, &cut)) == 1) {
 		lineno++;
 		if (lineno < j->offset)
@@ -136,8 +141,10 @@ static void read_work(void *p, struct tool_job_result *res)
 	res->is_error = false;
 out:
 	tool_lines_close(&lr);
+	if (fd >= 0)
+		close(fd);
+	tool_fs_close(&fs);
 	free(line);
-	free(abs);
 	buf_free(&one);
 	buf_free(&out);
 }
@@ -146,14 +153,16 @@ static int read_call(const struct tool_ctx *ctx, const json_t *input, tool_done_
                      struct tool_run **run)
 {
 	struct read_job *j = calloc(1, sizeof *j);
+	int rc;
 
 	if (!j)
 		return SB_ERR_NOMEM;
-	j->workspace = strdup(ctx->workspace ? ctx->workspace : "");
+	rc = tool_fs_spec_init(&j->fs, ctx);
+
 	j->path = strdup(tool_in_str(input, "path", ""));
 	j->offset = tool_in_int(input, "offset", 1);
 	j->limit = tool_in_int(input, "limit", READ_LIMIT_DEFAULT);
-	if (!j->workspace || !j->path) {
+	if (rc || !j->path) {
 		read_job_free(j);
 		return SB_ERR_NOMEM;
 	}

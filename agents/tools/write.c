@@ -5,17 +5,19 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "agents/safety/paths.h"
 #include "agents/tool.h"
 #include "agents/tools/common.h"
+#include "gateway/core/beneath.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
-#include "gateway/core/fsutil.h"
 
 struct write_job {
-	char *workspace;
+	struct tool_fs_spec fs;
 	char *path;
 	char *content;
 	size_t len;
@@ -26,33 +28,67 @@ static void write_job_free(void *p)
 {
 	struct write_job *j = p;
 
-	free(j->workspace);
+	tool_fs_spec_free(&j->fs);
 	free(j->path);
 	free(j->content);
 	free(j);
 }
 
+/* The parent directories of rel (not ""), made beneath the root. */
+static int write_parents(const struct tool_fs *fs, const char *path, const char *rel, char *why,
+                         size_t why_size)
+{
+	char dir[BENEATH_PATH_MAX];
+	const char *slash = strrchr(rel, '/');
+	size_t n = slash ? (size_t)(slash - rel) : 0;
+	int rc;
+
+	if (!n)
+		return SB_OK;
+	if (n >= sizeof dir) {
+		tool_fs_why(fs, path, rel, SB_ERR_TOOBIG, why, why_size);
+		return SB_ERR_TOOBIG;
+	}
+	memcpy(dir, rel, n);
+	dir[n] = '\0';
+	rc = beneath_mkdirs(fs->root, dir, 0755);
+	if (rc == SB_ERR_PERM || rc == SB_ERR_NOMEM)
+		tool_fs_why(fs, path, rel, rc, why, why_size);
+	else if (rc)
+		snprintf(why, why_size, "cannot create the directories of %s: %s", path,
+		         sb_strerror(rc));
+	return rc;
+}
+
 static void write_work(void *p, struct tool_job_result *res)
 {
 	struct write_job *j = p;
-	char why[512];
-	char *abs = NULL, *rel = NULL;
+	char why[512], rel[BENEATH_PATH_MAX];
+	struct tool_fs fs = {.root = -1};
+	const char *last;
 	struct stat st;
 	bool existed;
-	int rc;
+	int rc, pfd = -1;
 
-	rc = paths_resolve(j->workspace, j->path, PATHS_WRITE, &abs, &rel, why, sizeof why);
-	if (rc == SB_ERR_NOMEM)
-		goto out;
-	if (rc) {
-		tool_result_errorf(res, "%s", why);
-		goto out;
-	}
-	existed = stat(abs, &st) == 0;
-	if (existed && S_ISDIR(st.st_mode)) {
+	if ((rc = tool_fs_rel(j->path, PATHS_WRITE, rel, sizeof rel, why, sizeof why)) ||
+	    (rc = tool_fs_open(&fs, &j->fs, why, sizeof why)))
+		goto fail;
+	rc = beneath_stat(fs.root, rel, &st);
+	existed = rc == SB_OK;
+	if (!rel[0] || (existed && S_ISDIR(st.st_mode))) {
 		tool_result_errorf(res, "%s is a directory", j->path);
 		goto out;
 	}
+	if (rc && rc != SB_ERR_NOTFOUND) {
+		tool_fs_why(&fs, j->path, rel, rc, why, sizeof why);
+		goto fail;
+	}
+	if (!existed && (rc = write_parents(&fs, j->path, rel, why, sizeof why)))
+		goto fail;
+	/* From here on one directory fd: the read, the temporary file and the
+	 * rename all happen in it, whatever its path becomes. */
+	if ((rc = tool_fs_parent(&fs, j->path, rel, &pfd, &last, why, sizeof why)))
+		goto fail;
 	if (j->append && existed) {
 		/* The old content and the new part, replaced atomically like
 		 * any write: a reader never sees half a part. */
@@ -60,9 +96,13 @@ static void write_work(void *p, struct tool_job_result *res)
 		size_t old_len = 0;
 		struct buf all;
 
-		rc = fs_read_all(abs, TOOL_FILE_MAX, &old, &old_len);
+		rc = beneath_read_all(pfd, last, TOOL_FILE_MAX, &old, &old_len);
 		if (rc == SB_ERR_NOMEM)
 			goto out;
+		if (rc == SB_ERR_PERM || rc == SB_ERR_NOTFOUND) {
+			tool_fs_why(&fs, j->path, rel, rc, why, sizeof why);
+			goto fail;
+		}
 		if (rc) {
 			tool_result_errorf(res, "cannot append to %s: %s", j->path,
 			                   rc == SB_ERR_TOOBIG ? "the file is over 16 MiB"
@@ -75,30 +115,34 @@ static void write_work(void *p, struct tool_job_result *res)
 			rc = buf_append(&all, j->content, j->len);
 		free(old);
 		if (rc == SB_OK)
-			rc = tool_write_atomic(abs, all.data ? all.data : "", all.len, why,
-			                       sizeof why);
+			rc = beneath_write_atomic(pfd, last, all.data ? all.data : "", all.len,
+			                          0644);
 		if (rc == SB_OK)
 			tool_result_textf(res, "appended %zu bytes to %s (now %zu bytes)", j->len,
 			                  rel, all.len);
 		buf_free(&all);
-		if (rc == SB_ERR_NOMEM)
+		if (rc == SB_OK || rc == SB_ERR_NOMEM)
 			goto out;
-		if (rc)
-			tool_result_errorf(res, "%s", why);
-		goto out;
+		goto fail_write;
 	}
-	if ((rc = tool_mkdir_parents(abs, why, sizeof why)) != SB_OK ||
-	    (rc = tool_write_atomic(abs, j->content, j->len, why, sizeof why)) != SB_OK) {
-		if (rc == SB_ERR_NOMEM)
-			goto out;
-		tool_result_errorf(res, "%s", why);
-		goto out;
-	}
+	rc = beneath_write_atomic(pfd, last, j->content, j->len, 0644);
+	if (rc)
+		goto fail_write;
 	tool_result_textf(res, "wrote %zu bytes to %s (%s)", j->len, rel,
 	                  existed ? "replaced the old content" : "new file");
+	goto out;
+fail_write:
+	if (rc == SB_ERR_PERM)
+		tool_fs_why(&fs, j->path, rel, rc, why, sizeof why);
+	else
+		snprintf(why, sizeof why, "cannot write %s: %s", j->path, sb_strerror(rc));
+fail:
+	if (rc != SB_ERR_NOMEM)
+		tool_result_errorf(res, "%s", why);
 out:
-	free(rel);
-	free(abs);
+	if (pfd >= 0)
+		close(pfd);
+	tool_fs_close(&fs);
 }
 
 static int write_call(const struct tool_ctx *ctx, const json_t *input, tool_done_cb done, void *ud,
@@ -106,15 +150,16 @@ static int write_call(const struct tool_ctx *ctx, const json_t *input, tool_done
 {
 	struct write_job *j = calloc(1, sizeof *j);
 	const json_t *content = json_object_get(input, "content");
+	int rc;
 
 	if (!j)
 		return SB_ERR_NOMEM;
-	j->workspace = strdup(ctx->workspace ? ctx->workspace : "");
+	rc = tool_fs_spec_init(&j->fs, ctx);
 	j->path = strdup(tool_in_str(input, "path", ""));
 	j->len = json_string_length(content);
 	j->append = tool_in_bool(input, "append", false);
 	j->content = malloc(j->len + 1);
-	if (!j->workspace || !j->path || !j->content) {
+	if (rc || !j->path || !j->content) {
 		write_job_free(j);
 		return SB_ERR_NOMEM;
 	}

@@ -16,6 +16,9 @@
  * instead, so that Slack sends the event again rather than believing it
  * delivered; the commit still completes, and the retry is then a
  * duplicate of the inbox entry, answered 200 and not processed again.
+ * Until auth.test has told the bot's ids, event callbacks are answered 503
+ * (mention gating and dropping the bot's own messages need them), so that
+ * no acknowledged event is judged on an identity not known yet.
  * The inbox dedupe key is team:channel:ts, so Slack's retries
  * (X-Slack-Retry-Num, same event_id) and the app_mention and message
  * events of one message are one entry. Events that are not messages to
@@ -925,6 +928,17 @@ static void slack_on_request(void *ud, struct host_http_req *r)
 	if (slack_header(s, r, "x-slack-retry-num", retry, sizeof retry) > 0)
 		log_debug("slack", "a retried event", LOG_S("account", s->base.account),
 		          LOG_S("retry", retry));
+	if (!s->authed) {
+		/* Whether the event mentions the bot, or is the bot's own, needs
+		 * the bot's ids (auth.test): not acknowledged until they are
+		 * known, so Slack sends it again rather than it being stored
+		 * as not mentioning the bot and dropped. */
+		log_warn("slack", "event refused until the bot's identity is known; Slack sends it again",
+		         LOG_S("account", s->base.account));
+		slack_respond(s, r, 503, "application/json",
+		              "{\"error\":\"the bot's identity is not known yet; retry later\"}");
+		goto out;
+	}
 	q = calloc(1, sizeof *q);
 	if (!q) {
 		slack_respond(s, r, 503, "application/json", "{\"error\":\"out of memory\"}");

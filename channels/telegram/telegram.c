@@ -21,8 +21,11 @@
  * reply's Markdown with a single plain-text resend when Telegram cannot
  * parse it, reply_parameters on the first chunk, message_thread_id for
  * forum topics, paced by a per-chat and a global token bucket. 429 is a
- * retryable result carrying retry_after; chunks already accepted are
- * remembered per idempotency key, so a retry continues where it stopped.
+ * retryable result carrying retry_after. A reply in several chunks records
+ * how many were accepted (and their message ids) in the store's kv table
+ * under its idempotency key before it sends the next, so a retry, or the
+ * gateway after a crash, continues where it stopped: at most the one chunk
+ * accepted in the instant before a crash is sent again.
  *
  * activity: sendChatAction "typing" every 4 s while a run works on a
  * message from a chat.
@@ -57,7 +60,8 @@
 #define TG_BACKOFF_MAX_MS 60000
 #define TG_WATCHDOG_GRACE_MS 5000
 #define TG_TYPING_EVERY_MS 4000
-#define TG_PROGRESS_MAX 4096
+/* The kv key of a reply's progress: this prefix and its idempotency key. */
+#define TG_PROGRESS_PREFIX "reply:"
 #define TG_BUCKETS_MAX 4096
 #define TG_SECRET_HEADER "x-telegram-bot-api-secret-token"
 #define TG_NS_PREFIX "telegram:"
@@ -118,12 +122,13 @@ struct tg_job {
 	bool nomem;               /* the text could not be cut: retry later */
 	const char *final_error; /* static: fail at once, not retryable */
 	char *ids;               /* message ids accepted so far, comma-separated */
+	struct tg_jkv *kvop;     /* its progress read or write in flight */
 };
 
-/* Chunks of one idempotency key accepted before a retryable failure. */
-struct tg_progress {
-	size_t idx;
-	char *ids;
+/* A job's progress read or write in flight: the job may end (the channel
+ * stopping) before the store answers. */
+struct tg_jkv {
+	struct tg_job *j; /* NULL once the job ended */
 };
 
 struct tg_typing {
@@ -170,7 +175,6 @@ struct tg {
 	struct tg_hreq *hreqs;
 	struct tg_job *jobs;
 	struct tg_typing *typing;
-	struct strmap *progress;
 	struct strmap *buckets;
 	struct tg_bucket global;
 	/* status */
@@ -1012,37 +1016,53 @@ static void tg_job_unlink(struct tg_job *j)
 	j->t = NULL;
 }
 
-static void tg_progress_free(struct tg_progress *p)
+static void tg_progress_dropped(void *ud, int rc)
 {
-	if (p) {
-		free(p->ids);
-		free(p);
-	}
+	(void)ud;
+	if (rc)
+		log_warn("telegram", "cannot drop a reply's progress record",
+		         LOG_S("error", sb_strerror(rc)));
 }
 
-/* Reports the outcome and ends the job. */
+/* The kv key of job j's progress, or NULL when it has none (one chunk, or
+ * no idempotency key). Freed by the caller. */
+static char *tg_progress_key(const struct tg_job *j)
+{
+	char *k;
+	size_t n;
+
+	if (!j->key || j->n < 2)
+		return NULL;
+	n = sizeof TG_PROGRESS_PREFIX + strlen(j->key);
+	k = malloc(n);
+	if (k)
+		snprintf(k, n, "%s%s", TG_PROGRESS_PREFIX, j->key);
+	return k;
+}
+
+/* Reports the outcome and ends the job. A failed job keeps its progress
+ * record, so the retry continues after the chunks already accepted; a sent
+ * one drops it after the outbox recorded the send (the outcome's write is
+ * queued first, inside cb, and the store runs them in order), so a crash
+ * never finds neither. */
 static void tg_job_end(struct tg_job *j, const struct channel_send_result *res)
 {
 	struct tg *t = j->t;
+	char *pkey = res->rc == SB_OK && t ? tg_progress_key(j) : NULL;
 
-	if (t && j->key) {
-		struct tg_progress *p = strmap_del(t->progress, j->key);
-
-		tg_progress_free(p);
-		/* A retry later continues after the chunks already accepted. */
-		if (res->rc != SB_OK && res->retryable && j->idx > 0 &&
-		    strmap_size(t->progress) < TG_PROGRESS_MAX &&
-		    (p = calloc(1, sizeof *p)) != NULL) {
-			p->idx = j->idx;
-			p->ids = j->ids ? strdup(j->ids) : NULL;
-			if (strmap_put(t->progress, j->key, p) != SB_OK)
-				tg_progress_free(p);
-		}
+	if (j->kvop) {
+		j->kvop->j = NULL;
+		j->kvop = NULL;
 	}
 	tg_job_unlink(j);
 	uv_timer_stop(&j->timer);
 	j->cb(j->ud, res);
 	uv_close((uv_handle_t *)&j->timer, tg_job_closed);
+	if (pkey && t->base.host->kv_put &&
+	    t->base.host->kv_put(t->base.host->ctx, t->ns, pkey, NULL, tg_progress_dropped,
+	                         NULL) != SB_OK)
+		log_warn("telegram", "cannot drop a reply's progress record");
+	free(pkey);
 }
 
 static void tg_job_fail(struct tg_job *j, int rc, bool retryable, int64_t retry_after_ms,
@@ -1073,6 +1093,94 @@ static int tg_ids_add(struct tg_job *j, int64_t id)
 	return SB_OK;
 }
 
+static struct tg_jkv *tg_jkv_new(struct tg_job *j)
+{
+	struct tg_jkv *op = calloc(1, sizeof *op);
+
+	if (op) {
+		op->j = j;
+		j->kvop = op;
+	}
+	return op;
+}
+
+/* Takes op back from its job; NULL when the job has ended. */
+static struct tg_job *tg_jkv_take(struct tg_jkv *op)
+{
+	struct tg_job *j = op->j;
+
+	if (j)
+		j->kvop = NULL;
+	free(op);
+	return j;
+}
+
+static void tg_progress_saved(void *ud, int rc)
+{
+	struct tg_job *j = tg_jkv_take(ud);
+
+	if (!j)
+		return;
+	if (rc)
+		log_warn("telegram", "cannot record a reply's progress",
+		         LOG_S("error", sb_strerror(rc)));
+	tg_job_next(j);
+}
+
+/* Records that j's first j->idx chunks were accepted. SB_OK: the job goes
+ * on when the write is durable; otherwise it goes on at once (a crash then
+ * may send those chunks again, and the caller logs nothing: this only fails
+ * when out of memory or the store is closing). */
+static int tg_progress_save(struct tg *t, struct tg_job *j)
+{
+	const struct host *host = t->base.host;
+	char *key = tg_progress_key(j), *v = NULL;
+	json_t *o = NULL;
+	struct tg_jkv *op = NULL;
+	int rc = SB_ERR_NOMEM;
+
+	if (!key || !host->kv_put)
+		goto out;
+	o = json_pack("{sIss}", "done", (json_int_t)j->idx, "ids", j->ids ? j->ids : "");
+	v = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	if (!v || !(op = tg_jkv_new(j)))
+		goto out;
+	rc = host->kv_put(host->ctx, t->ns, key, v, tg_progress_saved, op);
+	if (rc != SB_OK) {
+		j->kvop = NULL;
+		free(op);
+	}
+out:
+	json_decref(o);
+	free(v);
+	free(key);
+	return rc;
+}
+
+static void tg_progress_loaded(void *ud, int rc, const char *value)
+{
+	struct tg_job *j = tg_jkv_take(ud);
+	json_t *v;
+	json_int_t done;
+	const char *ids;
+
+	if (!j)
+		return;
+	v = rc == SB_OK && value ? json_loads(value, 0, NULL) : NULL;
+	done = json_integer_value(json_object_get(v, "done"));
+	ids = json_string_value(json_object_get(v, "ids"));
+	if (done > 0 && (size_t)done < j->n) {
+		j->idx = (size_t)done;
+		free(j->ids);
+		j->ids = ids && *ids ? strdup(ids) : NULL;
+		log_info("telegram", "resuming a reply after the chunks already accepted",
+		         LOG_S("account", j->t ? j->t->base.account : ""), LOG_I("done", done),
+		         LOG_I("chunks", j->n));
+	}
+	json_decref(v);
+	tg_job_next(j);
+}
+
 static void tg_sent(struct tg *t, void *ud, int rc, long status, const struct telegram_answer *a,
                     const struct httpc_response *resp)
 {
@@ -1091,6 +1199,8 @@ static void tg_sent(struct tg *t, void *ud, int rc, long status, const struct te
 		j->idx++;
 		SB_CRASH_POINT("telegram.piece.accepted");
 		j->fallback = false;
+		if (j->idx < j->n && tg_progress_save(t, j) == SB_OK)
+			return; /* the next chunk goes once the record is durable */
 		tg_job_next(j);
 		return;
 	}
@@ -1220,7 +1330,6 @@ static int tg_send(struct channel *c, const struct channel_outbound *msg, channe
 	struct tg_job *j;
 	json_t *payload = json_loads(msg->payload ? msg->payload : "{}", 0, NULL);
 	const char *text, *thread, *reply_to;
-	struct tg_progress *p;
 
 	j = calloc(1, sizeof *j);
 	if (!j) {
@@ -1269,10 +1378,20 @@ static int tg_send(struct channel *c, const struct channel_outbound *msg, channe
 	/* telegram_chunks gives no piece of a non-empty text only when out of
 	 * memory: try again later. */
 	j->nomem = j->n == 0;
-	if (j->key && (p = strmap_get(t->progress, j->key)) != NULL && p->idx <= j->n) {
-		j->idx = p->idx;
-		if (p->ids)
-			j->ids = strdup(p->ids);
+	{
+		char *pkey = tg_progress_key(j);
+		struct tg_jkv *op = pkey && t->base.host->kv_get ? tg_jkv_new(j) : NULL;
+		int krc = op ? t->base.host->kv_get(t->base.host->ctx, t->ns, pkey,
+		                                    tg_progress_loaded, op)
+		             : SB_ERR_NOMEM;
+
+		free(pkey);
+		if (krc == SB_OK)
+			return SB_OK; /* the job starts when the store answers */
+		if (op) {
+			j->kvop = NULL;
+			free(op);
+		}
 	}
 	return tg_send_later(t, j);
 }
@@ -1426,13 +1545,11 @@ static int tg_create(struct channel **out, const struct host *host, const char *
 
 	if (!t)
 		return SB_ERR_NOMEM;
-	if (strmap_new(&t->progress) != SB_OK || strmap_new(&t->buckets) != SB_OK) {
-		strmap_free(t->progress);
+	if (strmap_new(&t->buckets) != SB_OK) {
 		free(t);
 		return SB_ERR_NOMEM;
 	}
 	if (channel_init(&t->base, host, account) != SB_OK) {
-		strmap_free(t->progress);
 		strmap_free(t->buckets);
 		free(t);
 		return SB_ERR_TOOBIG;
@@ -1449,7 +1566,6 @@ static int tg_create(struct channel **out, const struct host *host, const char *
 		if (!t->token || !t->api) {
 			free(t->token);
 			free(t->api);
-			strmap_free(t->progress);
 			strmap_free(t->buckets);
 			free(t);
 			return SB_ERR_NOMEM;
@@ -1550,13 +1666,6 @@ static void tg_closed(uv_handle_t *h)
 		free(t);
 }
 
-static void tg_progress_each_free(void *ud, const char *key, void *value)
-{
-	(void)ud;
-	(void)key;
-	tg_progress_free(value);
-}
-
 static void tg_destroy(struct channel *c)
 {
 	struct tg *t = (struct tg *)c;
@@ -1585,8 +1694,6 @@ static void tg_destroy(struct channel *c)
 	}
 	while (t->jobs)
 		tg_job_fail(t->jobs, SB_ERR_CLOSED, true, -1, "the channel is stopping");
-	strmap_each(t->progress, tg_progress_each_free, NULL);
-	strmap_free(t->progress);
 	strmap_each(t->buckets, tg_bucket_free, NULL);
 	strmap_free(t->buckets);
 	if (t->pin)

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sysexits.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -243,7 +244,7 @@ int cli_gateway(int argc, char **argv)
 		        "switchboard: no configuration at %s (%s)\n  run `switchboard init` "
 		        "to create a home with a working default\n",
 		        cfg_path, strerror(errno));
-		return 1;
+		return EX_CONFIG;
 	}
 	memset(&o, 0, sizeof o);
 	o.home = home;

@@ -18,10 +18,13 @@
 #include <jansson.h>
 #include <libwebsockets.h>
 #include <limits.h>
+#include <netdb.h>
+#include <poll.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 #include <uv.h>
@@ -91,6 +94,7 @@ struct ctl {
 	struct buf rx;
 	struct ctl_msg *q_head, *q_tail;
 	bool hello_done;
+	bool established; /* the WebSocket is open: it can be closed politely */
 	bool closing;
 	bool finished;
 	int rc;
@@ -190,7 +194,7 @@ static void ctl_finish(struct ctl *c, int rc)
 		uv_read_stop(c->in);
 		uv_close((uv_handle_t *)c->in, NULL);
 	}
-	if (c->wsi) {
+	if (c->wsi && c->established) {
 		c->closing = true;
 		lws_callback_on_writable(c->wsi);
 		lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_SEND, 2);
@@ -340,6 +344,40 @@ static int ctl_writeable(struct ctl *c, struct lws *wsi)
 	return 0;
 }
 
+/* Whether nothing listens where the gateway should be: a TCP connect of
+ * its own, at most 500 ms, told apart from every other failure (lws says
+ * only "closed before established"). */
+static bool ctl_refused(const struct ctl *c)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST}, *ai = NULL;
+	char port[8];
+	bool refused = false;
+	int fd;
+
+	snprintf(port, sizeof port, "%d", c->port);
+	if (getaddrinfo(c->addr, port, &hints, &ai) != 0 || !ai)
+		return false;
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd >= 0) {
+		if (connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+			if (errno == ECONNREFUSED) {
+				refused = true;
+			} else if (errno == EINPROGRESS) {
+				struct pollfd p = {.fd = fd, .events = POLLOUT};
+				int err = 0;
+				socklen_t len = sizeof err;
+
+				if (poll(&p, 1, 500) == 1 &&
+				    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) == 0)
+					refused = err == ECONNREFUSED;
+			}
+		}
+		close(fd);
+	}
+	freeaddrinfo(ai);
+	return refused;
+}
+
 static int ctl_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                   size_t len)
 {
@@ -348,13 +386,22 @@ static int ctl_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 	(void)user;
 	switch (reason) {
 	case LWS_CALLBACK_CLIENT_CONNECTION_ERROR:
-		ctl_err(c, "cannot connect to ws://%s:%d%s: %s", c->host, c->port, c->path,
-		        in ? (const char *)in : "connection failed");
 		c->wsi = NULL;
+		if (c->finished)
+			return 0;
+		if (ctl_refused(c))
+			ctl_err(c,
+			        "connection refused on %s:%d: is the gateway running? start it with "
+			        "`switchboard gateway`",
+			        c->host, c->port);
+		else
+			ctl_err(c, "cannot connect to ws://%s:%d%s: %s", c->host, c->port, c->path,
+			        in ? (const char *)in : "connection failed");
 		ctl_finish(c, 1);
 		ctl_reap(c);
 		return 0;
 	case LWS_CALLBACK_CLIENT_ESTABLISHED:
+		c->established = true;
 		if (c->q_head)
 			lws_callback_on_writable(wsi);
 		return 0;

@@ -310,7 +310,45 @@ static const struct cfg_key config_gateway_keys[] = {
         .min = 1,
         .max = 1000000,
         .def = "1024",
-        .doc = "Most concurrent HTTP and WebSocket connections.",
+        .doc = "Most concurrent HTTP and WebSocket connections. When they are all open, "
+               "a new one closes the oldest that is not doing anything yet (no request "
+               "whole, or a WebSocket not signed in) to make room; only when none is idle "
+               "is it refused.",
+    },
+    {
+        .name = "max_connections_per_address",
+        .type = CFG_INT,
+        .offset = offsetof(struct config_gateway, max_connections_per_address),
+        .min = 0,
+        .max = 1000000,
+        .def = "64",
+        .flags = CFG_RESTART,
+        .doc = "Most concurrent connections from one non-loopback address (0: no cap). "
+               "Over it, a new connection closes that address's oldest idle one, or is "
+               "refused. Loopback (the operator's CLI, a local reverse proxy) is bounded "
+               "by `max_connections` only.",
+    },
+    {
+        .name = "header_timeout",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct config_gateway, header_timeout_ms),
+        .min = 1000,
+        .max = 600000,
+        .def = "10s",
+        .flags = CFG_RESTART,
+        .doc = "How long a connection may take to send a request's headers (from its "
+               "opening, or the end of the previous request) before it is closed.",
+    },
+    {
+        .name = "body_timeout",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct config_gateway, body_timeout_ms),
+        .min = 1000,
+        .max = 3600000,
+        .def = "30s",
+        .flags = CFG_RESTART,
+        .doc = "How long a request's body may take to arrive, from the end of its headers, "
+               "before the connection is closed.",
     },
     {
         .name = "max_concurrent_runs",

@@ -55,6 +55,9 @@ struct config_gateway {
 	int64_t drain_timeout_ms;    /* SIGTERM: finish in-flight work for this long */
 	int64_t max_body_bytes;      /* request body cap */
 	int64_t max_connections;     /* concurrent HTTP/WS connections */
+	int64_t max_connections_per_address; /* from one non-loopback address; 0: no cap */
+	int64_t header_timeout_ms;   /* a request's headers must be in by then */
+	int64_t body_timeout_ms;     /* and its body by then */
 	int64_t max_concurrent_runs; /* agent runs at once, over all sessions */
 	char *auth_token;            /* secret; required for a non-loopback bind */
 	bool watch_config;           /* reload when the file changes */

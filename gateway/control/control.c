@@ -743,6 +743,7 @@ static void control_connected(struct control_conn *c, const json_t *id, int prot
 	snprintf(c->device_id, sizeof c->device_id, "%s", device_id ? device_id : "");
 	control_timer_drop(&c->handshake);
 	server_ws_set_max_message(c->ws, (size_t)cfg->gateway.control.max_payload);
+	server_ws_keep(c->ws);
 	config_unref(cfg);
 	log_info("control", "client connected", LOG_S("conn", c->conn_id), LOG_S("peer", c->peer),
 	         LOG_S("client", c->client_id), LOG_S("device", device_id ? device_id : ""),

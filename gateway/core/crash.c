@@ -38,6 +38,13 @@ static void crash_init(void)
 		crash_log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 }
 
+void sb_crash_arm(void)
+{
+	pthread_once(&crash_once, crash_init);
+	unsetenv("SB_CRASH_AT");
+	unsetenv("SB_CRASH_LOG");
+}
+
 void sb_crash_point(const char *name)
 {
 	pthread_once(&crash_once, crash_init);

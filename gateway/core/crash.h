@@ -26,9 +26,16 @@
 /* Counts a crash point named NAME (a string literal); logs it when
  * SB_CRASH_LOG is set and kills the process when it is the SB_CRASH_AT-th. */
 void sb_crash_point(const char *name);
+/* Reads SB_CRASH_AT and SB_CRASH_LOG and removes them from the environment,
+ * so that no child (a command, the CLI a test starts from a hook) counts
+ * points of its own or dies in the gateway's place. Call first in main(),
+ * before any thread or child exists. */
+void sb_crash_arm(void);
 #define SB_CRASH_POINT(name) sb_crash_point(name)
+#define SB_CRASH_ARM() sb_crash_arm()
 #else
 #define SB_CRASH_POINT(name) ((void)0)
+#define SB_CRASH_ARM() ((void)0)
 #endif
 
 #endif

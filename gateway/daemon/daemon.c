@@ -548,6 +548,9 @@ static int daemon_start_server(struct daemon *d)
 	so.port = d->opt->port > 0 ? d->opt->port : (int)d->cfg->gateway.port;
 	so.max_body_bytes = (size_t)d->cfg->gateway.max_body_bytes;
 	so.max_connections = (int)d->cfg->gateway.max_connections;
+	so.max_per_address = (int)d->cfg->gateway.max_connections_per_address;
+	so.header_timeout_ms = d->cfg->gateway.header_timeout_ms;
+	so.body_timeout_ms = d->cfg->gateway.body_timeout_ms;
 	so.metrics = &d->metrics;
 	rc = server_start(&d->server, &d->loop, &so);
 	if (rc == SB_ERR_CONFIG)
@@ -844,6 +847,9 @@ int daemon_run(const struct daemon_options *opt)
 		log_error("gateway", "invalid configuration; not starting",
 		          LOG_S("path", opt->config_path),
 		          LOG_S("hint", "run `switchboard config check` to list every problem"));
+		/* sysexits' EX_CONFIG: a service manager can stop restarting
+		 * (systemd's RestartPreventExitStatus=78) until the file is fixed. */
+		rc = EX_CONFIG;
 		goto out_free;
 	}
 	daemon_apply_logging(d->cfg);

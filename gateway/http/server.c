@@ -46,6 +46,27 @@ struct server_route {
 	void *ud;
 };
 
+/* What a connection is doing, for the deadlines and for choosing which
+ * one to close when the table is full. */
+enum server_phase {
+	SERVER_HEADERS, /* opened (or between requests): waiting for headers */
+	SERVER_BODY,    /* headers in, the body arriving */
+	SERVER_BUSY,    /* a whole request, being answered */
+	SERVER_WS_NEW,  /* a WebSocket its endpoint has not yet accepted */
+	SERVER_WS_HELD, /* a WebSocket its endpoint keeps (signed in) */
+};
+
+struct server_conn {
+	struct server_conn *prev, *next;
+	struct lws *wsi;
+	unsigned char addr[16]; /* IPv4 in the first 4 bytes (mapped ones too) */
+	int family;             /* AF_INET, AF_INET6, 0 unknown */
+	bool loopback;
+	bool evicting; /* being closed to make room or for a deadline */
+	enum server_phase phase;
+	uint64_t since; /* uv_now() when the phase began */
+};
+
 struct server {
 	struct lws_context *ctx;
 	uv_loop_t *loop;
@@ -53,7 +74,14 @@ struct server {
 	size_t max_body;
 	int port;
 	int max_connections;
+	int max_per_address;
+	uint64_t header_timeout_ms, body_timeout_ms;
 	int connections;
+	int n_conns;  /* in the table (every accepted connection) */
+	int evicting; /* of them being closed */
+	struct server_conn *conns; /* every server connection, oldest first */
+	struct server_conn *conns_tail;
+	uv_timer_t *sweep; /* the deadlines, once a second */
 	size_t pending; /* requests not yet freed */
 	bool accepting;
 	bool draining;
@@ -82,6 +110,7 @@ struct server_request {
 	char *extra_headers; /* "Name: value\n" lines */
 	struct buf resp;
 	size_t sent;
+	bool close_after;  /* close the connection once answered (411) */
 	bool streaming;    /* server_stream_start: resp holds the unsent chunks */
 	bool stream_ended; /* server_stream_end was called */
 };
@@ -94,6 +123,204 @@ struct server_pss {
 static struct server *server_of(struct lws *wsi)
 {
 	return lws_context_user(lws_get_context(wsi));
+}
+
+/* ---- the connection table: caps, room for new ones, deadlines ---- */
+
+static struct server_conn *server_conn_of(struct lws *wsi)
+{
+	return wsi ? lws_get_opaque_user_data(wsi) : NULL;
+}
+
+/* The peer address ss; v4-mapped IPv6 addresses count as IPv4. */
+static void server_addr_of(const struct sockaddr_storage *sa, struct server_conn *c)
+{
+	struct sockaddr_storage ss = *sa;
+
+	c->family = 0;
+	c->loopback = false;
+	memset(c->addr, 0, sizeof c->addr);
+	if (ss.ss_family == AF_INET) {
+		const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+
+		c->family = AF_INET;
+		memcpy(c->addr, &a->sin_addr, 4);
+	} else if (ss.ss_family == AF_INET6) {
+		const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+
+		if (IN6_IS_ADDR_V4MAPPED(&a->sin6_addr)) {
+			c->family = AF_INET;
+			memcpy(c->addr, a->sin6_addr.s6_addr + 12, 4);
+		} else {
+			c->family = AF_INET6;
+			memcpy(c->addr, &a->sin6_addr, 16);
+			c->loopback = IN6_IS_ADDR_LOOPBACK(&a->sin6_addr);
+		}
+	}
+	if (c->family == AF_INET)
+		c->loopback = c->addr[0] == 127;
+}
+
+static bool server_same_addr(const struct server_conn *a, const struct server_conn *b)
+{
+	return a->family && a->family == b->family &&
+	       memcmp(a->addr, b->addr, a->family == AF_INET ? 4 : 16) == 0;
+}
+
+static bool server_conn_idle(const struct server_conn *c)
+{
+	return !c->evicting && c->phase != SERVER_BUSY && c->phase != SERVER_WS_HELD;
+}
+
+static void server_conn_phase(struct lws *wsi, enum server_phase phase)
+{
+	struct server_conn *c = server_conn_of(wsi);
+
+	if (c && c->phase != phase) {
+		c->phase = phase;
+		c->since = uv_now(server_of(wsi)->loop);
+	}
+}
+
+/* Closes c: at once when now (outside any lws callback), else through
+ * lws' own timeout within a second. It stops counting at once. */
+static void server_evict(struct server *s, struct server_conn *c, bool now)
+{
+	if (c->evicting)
+		return;
+	c->evicting = true;
+	s->evicting++;
+	lws_set_timeout(c->wsi, PENDING_TIMEOUT_USER_OK, now ? LWS_TO_KILL_SYNC : 1);
+}
+
+/* The idle connection (of like's address when like is not NULL) that has
+ * been idle longest; NULL when every one is busy. */
+static struct server_conn *server_oldest_idle(struct server *s, const struct server_conn *like)
+{
+	struct server_conn *best = NULL;
+
+	for (struct server_conn *c = s->conns; c; c = c->next)
+		if (server_conn_idle(c) && (!like || server_same_addr(c, like)) &&
+		    (!best || c->since < best->since))
+			best = c;
+	return best;
+}
+
+/* Whether a connection from the address in args may be taken, making room
+ * when it can. */
+static bool server_admit(struct server *s, const struct lws_filter_network_conn_args *args)
+{
+	struct server_conn peer, *victim;
+
+	if (!s->accepting)
+		return false;
+	if (args)
+		server_addr_of(&args->cli_addr, &peer);
+	else
+		memset(&peer, 0, sizeof peer);
+	if (s->max_per_address > 0 && !peer.loopback && peer.family) {
+		int n = 0;
+
+		for (struct server_conn *c = s->conns; c; c = c->next)
+			n += !c->evicting && server_same_addr(c, &peer);
+		if (n >= s->max_per_address) {
+			victim = server_oldest_idle(s, &peer);
+			if (!victim)
+				return false;
+			server_evict(s, victim, false);
+		}
+	}
+	if (s->n_conns - s->evicting >= s->max_connections) {
+		victim = server_oldest_idle(s, NULL);
+		if (!victim)
+			return false;
+		server_evict(s, victim, false);
+	}
+	return true;
+}
+
+static void server_conn_open(struct server *s, struct lws *wsi)
+{
+	struct server_conn *c = server_conn_of(wsi);
+	struct sockaddr_storage ss;
+	socklen_t len = sizeof ss;
+
+	if (c || s->closing)
+		return;
+	/* Only connections with a peer: not the listener, nor lws' own. */
+	memset(&ss, 0, sizeof ss);
+	if (lws_get_socket_fd(wsi) < 0 ||
+	    getpeername(lws_get_socket_fd(wsi), (struct sockaddr *)&ss, &len) != 0)
+		return;
+	c = calloc(1, sizeof *c);
+	if (!c)
+		return; /* untracked: not counted against any cap */
+	c->wsi = wsi;
+	server_addr_of(&ss, c);
+	if (!c->family) {
+		free(c);
+		return;
+	}
+	c->phase = SERVER_HEADERS;
+	c->since = uv_now(s->loop);
+	c->prev = s->conns_tail;
+	if (s->conns_tail)
+		s->conns_tail->next = c;
+	else
+		s->conns = c;
+	s->conns_tail = c;
+	s->n_conns++;
+	lws_set_opaque_user_data(wsi, c);
+}
+
+static void server_conn_close(struct server *s, struct lws *wsi)
+{
+	struct server_conn *c = server_conn_of(wsi);
+
+	if (!c)
+		return;
+	lws_set_opaque_user_data(wsi, NULL);
+	if (c->evicting && s->evicting > 0)
+		s->evicting--;
+	s->n_conns--;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	else
+		s->conns_tail = c->prev;
+	free(c);
+}
+
+/* Slow headers or bodies (slowloris) are closed at their deadline. */
+static void server_sweep(uv_timer_t *t)
+{
+	struct server *s = t->data;
+	uint64_t now = uv_now(s->loop);
+	int64_t closed = 0;
+
+	for (struct server_conn *c = s->conns, *next; c; c = next) {
+		uint64_t age = now - c->since;
+
+		next = c->next; /* a synchronous close frees c */
+		if (c->evicting)
+			continue;
+		if ((c->phase == SERVER_HEADERS && age > s->header_timeout_ms) ||
+		    (c->phase == SERVER_BODY && age > s->body_timeout_ms)) {
+			server_evict(s, c, true);
+			closed++;
+		}
+	}
+	if (closed)
+		log_debug("server", "closed connections past their header or body deadline",
+		          LOG_I("count", closed));
+}
+
+void server_conn_hold(struct lws *wsi)
+{
+	server_conn_phase(wsi, SERVER_WS_HELD);
 }
 
 static void server_req_free(struct server_request *r)
@@ -225,17 +452,44 @@ static int server_begin(struct lws *wsi, struct server_pss *pss, const char *uri
 	lws_get_peer_simple(wsi, r->peer, sizeof r->peer);
 
 	if (r->method & (SERVER_POST | SERVER_PUT | SERVER_PATCH)) {
+		if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_TRANSFER_ENCODING) > 0) {
+			/* libwebsockets 4.1 does not decode chunked request
+			 * bodies: refused at once, and the connection closed
+			 * (the chunks would be read as the next request). */
+			static const char *const hdrs[] = {"Connection: close", NULL};
+
+			r->route_name =
+			    server_find(s, r->path) ? server_find(s, r->path)->name : "unmatched";
+			r->dispatched = true;
+			r->close_after = true;
+			server_conn_phase(wsi, SERVER_BUSY);
+			server_json_error(r, 411,
+			                  "send the body with Content-Length (chunked request bodies "
+			                  "are not accepted)",
+			                  hdrs);
+			return 0;
+		}
+		if (lws_hdr_total_length(wsi, WSI_TOKEN_HTTP_CONTENT_LENGTH) <= 0) {
+			/* No Content-Length and no Transfer-Encoding: no body
+			 * (RFC 9112 6.3); lws would never report one. */
+			server_conn_phase(wsi, SERVER_BUSY);
+			server_dispatch(r);
+			return 0;
+		}
 		if (lws_hdr_copy(wsi, clen, sizeof clen, WSI_TOKEN_HTTP_CONTENT_LENGTH) > 0 &&
 		    strtoull(clen, NULL, 10) > s->max_body) {
 			r->route_name =
 			    server_find(s, r->path) ? server_find(s, r->path)->name : "unmatched";
 			r->dispatched = true;
+			server_conn_phase(wsi, SERVER_BUSY);
 			server_json_error(r, 413, "request body too large", NULL);
 			return 0;
 		}
 		/* The body arrives in LWS_CALLBACK_HTTP_BODY; dispatch at its end. */
+		server_conn_phase(wsi, SERVER_BODY);
 		return 0;
 	}
+	server_conn_phase(wsi, SERVER_BUSY);
 	server_dispatch(r);
 	return 0;
 }
@@ -363,8 +617,14 @@ static int server_write(struct lws *wsi, struct server_pss *pss)
 		}
 	}
 	pss->req = NULL;
+	if (r->close_after) {
+		server_req_free(r);
+		return -1;
+	}
 	server_req_free(r);
 	done = lws_http_transaction_completed(wsi);
+	if (!done)
+		server_conn_phase(wsi, SERVER_HEADERS); /* keep-alive: the next request */
 	return done ? -1 : 0;
 }
 
@@ -377,15 +637,26 @@ static int server_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	/* lws tells only the first protocol that a wsi is destroyed. */
 	if (reason == LWS_CALLBACK_WSI_DESTROY && server_wsc_owns(wsi))
 		return server_wsc_callback(wsi, reason, user, in, len);
+	/* Every accepted connection is in the table from its first moment
+	 * (lws binds the HTTP protocol only once headers arrive). */
+	if (reason == LWS_CALLBACK_SERVER_NEW_CLIENT_INSTANTIATED) {
+		server_conn_open(server_of(wsi), wsi);
+		return 0;
+	}
+	if (reason == LWS_CALLBACK_WSI_DESTROY) {
+		server_conn_close(server_of(wsi), wsi);
+		return 0;
+	}
+	if (reason == LWS_CALLBACK_ESTABLISHED)
+		server_conn_phase(wsi, SERVER_WS_NEW);
 	if (server_ws_handles(reason))
 		return server_ws_callback(server_of(wsi)->ws, wsi, reason, pss ? &pss->ws : NULL,
 		                          in, len);
 	switch (reason) {
 	case LWS_CALLBACK_FILTER_NETWORK_CONNECTION:
-		s = server_of(wsi);
-		if (!s->accepting || s->connections >= s->max_connections)
-			return 1; /* refuse: closing, or over the connection cap */
-		return 0;
+		/* user: the peer (struct lws_filter_network_conn_args); wsi
+		 * is the listener's */
+		return server_admit(server_of(wsi), user) ? 0 : 1;
 	case LWS_CALLBACK_HTTP_BIND_PROTOCOL:
 	case LWS_CALLBACK_WS_SERVER_BIND_PROTOCOL:
 		s = server_of(wsi);
@@ -413,6 +684,7 @@ static int server_cb(struct lws *wsi, enum lws_callback_reasons reason, void *us
 	case LWS_CALLBACK_HTTP_BODY:
 		return pss->req ? server_body(pss->req, in, len) : 0;
 	case LWS_CALLBACK_HTTP_BODY_COMPLETION:
+		server_conn_phase(wsi, SERVER_BUSY);
 		if (pss->req && !pss->req->dispatched)
 			server_dispatch(pss->req);
 		return 0;
@@ -657,6 +929,10 @@ int server_start(struct server **out, uv_loop_t *loop, const struct server_optio
 	s->max_body = opt->max_body_bytes;
 	s->port = opt->port;
 	s->max_connections = opt->max_connections > 0 ? opt->max_connections : 1024;
+	s->max_per_address = opt->max_per_address > 0 ? opt->max_per_address : 0;
+	s->header_timeout_ms =
+	    (uint64_t)(opt->header_timeout_ms > 0 ? opt->header_timeout_ms : 10000);
+	s->body_timeout_ms = (uint64_t)(opt->body_timeout_ms > 0 ? opt->body_timeout_ms : 30000);
 	s->metrics = opt->metrics;
 	s->accepting = true;
 	s->bind = strdup(strcmp(opt->bind, "localhost") == 0 ? "127.0.0.1" : opt->bind);
@@ -675,7 +951,15 @@ int server_start(struct server **out, uv_loop_t *loop, const struct server_optio
 	info.server_string = "switchboard";
 	info.keepalive_timeout = 5;
 	info.timeout_secs = 30;
-	info.fd_limit_per_thread = (unsigned int)s->max_connections + 32;
+	/* Room for the connections being closed to make room for new ones. */
+	info.fd_limit_per_thread = (unsigned int)s->max_connections +
+	                           (unsigned int)s->max_connections / 4 + 64;
+	/* A header table for every connection that may be sending headers:
+	 * with lws' default (a handful), a few slow senders would make every
+	 * other connection wait. */
+	info.max_http_header_pool = (unsigned short)(info.fd_limit_per_thread < 65535
+	                                                 ? info.fd_limit_per_thread
+	                                                 : 65535);
 	info.options = LWS_SERVER_OPTION_LIBUV | LWS_SERVER_OPTION_VALIDATE_UTF8;
 	if (!server_is_ipv6(s->bind))
 		info.options |= LWS_SERVER_OPTION_DISABLE_IPV6;
@@ -701,6 +985,12 @@ int server_start(struct server **out, uv_loop_t *loop, const struct server_optio
 		s = NULL;
 		rc = SB_ERR_CONFIG;
 		goto out;
+	}
+	s->sweep = calloc(1, sizeof *s->sweep);
+	if (s->sweep) {
+		uv_timer_init(loop, s->sweep);
+		s->sweep->data = s;
+		uv_timer_start(s->sweep, server_sweep, 1000, 1000);
 	}
 	*out = s;
 	s = NULL;
@@ -753,12 +1043,22 @@ size_t server_busy(const struct server *s)
 	return s ? s->pending : 0;
 }
 
+static void server_sweep_closed(uv_handle_t *h)
+{
+	free(h);
+}
+
 void server_close(struct server *s)
 {
 	if (!s || s->closing)
 		return;
 	s->closing = true;
 	s->accepting = false;
+	if (s->sweep) {
+		uv_timer_stop(s->sweep);
+		uv_close((uv_handle_t *)s->sweep, server_sweep_closed);
+		s->sweep = NULL;
+	}
 	server_ws_hub_close(s->ws);
 	lws_context_destroy(s->ctx);
 }
@@ -772,6 +1072,12 @@ void server_free(struct server *s)
 	 * (lws clears s->ctx through info.pcontext when it is all gone). */
 	if (s->ctx)
 		lws_context_destroy(s->ctx);
+	while (s->conns) { /* any lws did not report dropped */
+		struct server_conn *c = s->conns;
+
+		s->conns = c->next;
+		free(c);
+	}
 	for (size_t i = 0; i < s->n_routes; i++)
 		free(s->routes[i].path);
 	server_ws_hub_free(s->ws);
@@ -975,6 +1281,8 @@ static int server_stream_writeable(struct lws *wsi, struct server_pss *pss)
 	pss->req = NULL;
 	server_req_free(r);
 	done = lws_http_transaction_completed(wsi);
+	if (!done)
+		server_conn_phase(wsi, SERVER_HEADERS);
 	return done ? -1 : 0;
 }
 

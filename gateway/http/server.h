@@ -47,6 +47,9 @@ struct server_options {
 	int port;
 	size_t max_body_bytes;
 	int max_connections;
+	int max_per_address;     /* from one non-loopback address; 0: no cap */
+	int64_t header_timeout_ms; /* headers in by then, or the connection closes */
+	int64_t body_timeout_ms;   /* the body in by then, from the end of the headers */
 	struct metrics *metrics; /* counts responses by route and status */
 };
 

@@ -423,6 +423,12 @@ void server_ws_hub_free(struct server_ws_hub *h)
 
 /* ---- the lws callback ---- */
 
+void server_ws_keep(struct server_ws *ws)
+{
+	if (ws && ws->wsi)
+		server_conn_hold(ws->wsi);
+}
+
 bool server_ws_handles(enum lws_callback_reasons reason)
 {
 	switch (reason) {

@@ -102,6 +102,12 @@ void server_ws_close(struct server_ws *ws, int code, const char *reason);
 /* Sets the largest message accepted from now on (at least 1 KiB). */
 void server_ws_set_max_message(struct server_ws *ws, size_t max);
 
+/* The endpoint keeps this connection (it signed in): from now on it is not
+ * closed to make room when the server's connection table is full. Until
+ * then a WebSocket counts as idle, like a connection that has not sent a
+ * whole request. */
+void server_ws_keep(struct server_ws *ws);
+
 /* The peer's address as text ("127.0.0.1"); "" if unknown. */
 const char *server_ws_peer(const struct server_ws *ws);
 

@@ -33,6 +33,10 @@ void server_ws_hub_close(struct server_ws_hub *h);
  * context is gone and the loop has run). NULL is a no-op. */
 void server_ws_hub_free(struct server_ws_hub *h);
 
+/* Marks wsi's connection as kept by its endpoint (server.c): it is no
+ * longer closed to make room for new connections. */
+void server_conn_hold(struct lws *wsi);
+
 /* Whether reason belongs to the WebSocket layer. */
 bool server_ws_handles(enum lws_callback_reasons reason);
 

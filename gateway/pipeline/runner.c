@@ -21,6 +21,7 @@
 #include "bindings/bindings.h"
 #include "agents/transcript.h"
 #include "gateway/core/clock.h"
+#include "gateway/core/crash.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fmt.h"
@@ -73,6 +74,7 @@ struct run_job {
 	struct turn_session session; /* from the transcript (last_prompt held below) */
 	json_t *last_prompt;
 	json_t *todo; /* the session's todo list, from the transcript */
+	json_t *repair; /* edits pairing tool calls a restart cut, to write once */
 	char workspace[PATH_MAX];
 	uv_work_t work;
 	int prep_rc;
@@ -156,6 +158,7 @@ static void run_job_free(struct run_job *j)
 	json_decref(j->history);
 	json_decref(j->last_prompt);
 	json_decref(j->todo);
+	json_decref(j->repair);
 	json_decref(j->steer);
 	buf_free(&j->prompt);
 	free(j->chain);
@@ -229,6 +232,8 @@ static void run_restart(struct run_job *j)
 	j->history = NULL;
 	json_decref(j->last_prompt);
 	j->last_prompt = NULL;
+	json_decref(j->repair);
+	j->repair = NULL;
 	memset(&j->session, 0, sizeof j->session);
 	/* j->todo goes on: the new session starts with the list. */
 	buf_reset(&j->prompt);
@@ -636,6 +641,20 @@ static void run_start_turn(struct run_job *j)
 		run_finish(j, SB_ERR_ABORTED, j->abort_why);
 		return;
 	}
+	if (j->repair) {
+		/* The results of the tool calls a restart cut go into the file
+		 * once, before anything of this run: from then on it loads
+		 * paired without a repair. */
+		json_t *ev = json_pack("{sssO}", "event", "repair", "edits", j->repair);
+
+		SB_CRASH_POINT("runner.repair.write");
+		if (!ev || transcript_append(j->transcript, "event", ev, NULL, 0) != SB_OK)
+			log_warn("agent", "cannot record the repair of cut tool calls",
+			         LOG_S("path", j->path));
+		json_decref(ev);
+		json_decref(j->repair);
+		j->repair = NULL;
+	}
 	if (!j->handed_off && (j->result_text = run_recorded_reply(j)) != NULL) {
 		log_info("agent", "the reply was recorded before a restart; delivering it",
 		         LOG_S("session", j->session_key));
@@ -709,6 +728,8 @@ static void run_start_turn(struct run_job *j)
 	to.tool_ctx.memory = j->memory.index ? &j->memory : NULL;
 	to.tool_ctx.perms = &j->perms;
 	to.tool_ctx.sandbox = &j->sandbox;
+	to.tool_ctx.private_paths = (const char *const *)j->cfg->private_paths;
+	to.tool_ctx.n_private_paths = j->cfg->n_private_paths;
 	to.max_turns = a->max_turns;
 	to.budget = &j->budget;
 	to.transcript = j->transcript;
@@ -883,6 +904,8 @@ static void run_prepare_work(uv_work_t *w)
 		if (tl.torn)
 			log_warn("agent", "ignored a torn last line in the transcript",
 			         LOG_S("path", j->path));
+		json_decref(j->repair);
+		j->repair = json_incref(tl.repair);
 		if (tl.repaired)
 			log_warn("agent",
 			         "tool calls cut by a restart got an error result in the history",

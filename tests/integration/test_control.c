@@ -13,8 +13,10 @@
  * status, send, sessions and devices; and, last, the lockout after
  * repeated failures (it locks 127.0.0.1 out for a while).
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -601,6 +604,55 @@ static void test_device_pairing(void **state)
 
 /* ---- the CLI ---- */
 
+static int64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The CLI with no gateway where it looks: nothing listening is said in
+ * words that lead to the fix, and a listener that never answers ends at
+ * --timeout with status 1 (it used to crash or hang there). */
+static void test_cli_without_a_gateway(void **state)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	socklen_t len = sizeof a;
+	char url[64];
+	const char *status[] = {"status", "--url", url, "--timeout", "1", NULL};
+	struct buf out;
+	int fd, rc;
+	int64_t t0;
+
+	(void)state;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+	assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	snprintf(url, sizeof url, "ws://127.0.0.1:%d/", ntohs(a.sin_port));
+
+	/* bound, not listening: refused */
+	buf_init(&out, 1 << 20);
+	rc = harness_cli(fx.home, &out, status);
+	if (rc != 1 || !out.data || !strstr(out.data, "is the gateway running?"))
+		fail_msg("status with nothing listening: exit %d\n%s", rc, out.data ? out.data : "");
+	buf_free(&out);
+
+	/* listening, never accepting: the handshake never comes */
+	assert_int_equal(listen(fd, 16), 0);
+	buf_init(&out, 1 << 20);
+	t0 = mono_ms();
+	rc = harness_cli(fx.home, &out, status);
+	if (rc != 1 || !out.data || !strstr(out.data, "no answer from the gateway within 1 s") ||
+	    strstr(out.data, "Sanitizer") || mono_ms() - t0 > 10000)
+		fail_msg("status against a silent listener: exit %d after %lld ms\n%s", rc,
+		         (long long)(mono_ms() - t0), out.data ? out.data : "");
+	buf_free(&out);
+	close(fd);
+}
+
 static void test_cli(void **state)
 {
 	const char *status[] = {"status", "--json", "--url", fx.url, NULL};
@@ -772,6 +824,7 @@ int main(void)
 	    cmocka_unit_test(test_refusals),
 	    cmocka_unit_test(test_device_pairing),
 	    cmocka_unit_test(test_cli),
+	    cmocka_unit_test(test_cli_without_a_gateway),
 	    cmocka_unit_test(test_idle_and_slow),
 	    cmocka_unit_test(test_lockout),
 	    cmocka_unit_test(test_shutdown_event),

@@ -7,13 +7,17 @@
  */
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -132,8 +136,9 @@ static void test_cli_usage(void **state)
 	assert_int_equal(harness_cli(home, &out, version), 0);
 	assert_non_null(strstr(out.data, "switchboard 0."));
 	buf_reset(&out);
-	/* No home yet: the gateway says how to make one. */
-	assert_int_equal(harness_cli(home, &out, no_cfg), 1);
+	/* No home yet: the gateway says how to make one, with EX_CONFIG (78)
+	 * so that a service manager does not restart it in a loop. */
+	assert_int_equal(harness_cli(home, &out, no_cfg), 78);
 	assert_non_null(strstr(out.data, "run `switchboard init`"));
 	buf_free(&out);
 	harness_rmrf(home);
@@ -171,6 +176,15 @@ static void test_config_check_lists_every_error(void **state)
 	assert_non_null(strstr(out.data, "switchboard.yaml:3:18: gateway.drain_timeout: "));
 	assert_non_null(strstr(out.data, "switchboard.yaml:5:10: log.level: "));
 	assert_non_null(strstr(out.data, "3 errors in "));
+	/* the gateway refuses the same file with each error and EX_CONFIG */
+	{
+		const char *gw[] = {"gateway", NULL};
+
+		buf_reset(&out);
+		assert_int_equal(harness_cli(home, &out, gw), 78);
+		assert_non_null(strstr(out.data, "switchboard.yaml:2:3: gateway.prot: "));
+		assert_non_null(strstr(out.data, "invalid configuration; not starting"));
+	}
 	buf_free(&out);
 	harness_rmrf(home);
 }
@@ -506,11 +520,14 @@ static void test_drain_timeout(void **state)
 }
 
 /* gateway.max_connections bounds open connections. */
+/* The table full of connections that have not sent a whole request: a
+ * new one closes the oldest of them to make room and is served. */
 static void test_connection_cap(void **state)
 {
 	struct harness_daemon d;
 	char home[512], path[700];
 	const char *init[] = {"init", NULL};
+	struct buf out;
 	int fds[2];
 
 	(void)state;
@@ -525,17 +542,178 @@ static void test_connection_cap(void **state)
 	for (int i = 0; i < 2; i++) {
 		fds[i] = harness_connect(d.port);
 		assert_true(fds[i] >= 0);
-		/* a started request makes the connection count for sure */
 		assert_int_equal(write_str(fds[i], "POST /x HTTP/1.1\r\nHost: x\r\n"
 		                                   "Content-Length: 5\r\n\r\n1"),
 		                 0);
+		usleep(50000);
 	}
 	usleep(100000);
-	assert_int_equal(harness_http(d.port, "GET", "/healthz", NULL, NULL, NULL), 0);
+	assert_int_equal(harness_http(d.port, "GET", "/healthz", NULL, NULL, NULL), 200);
+	/* the oldest unfinished upload was the one closed */
+	buf_init(&out, 1 << 16);
+	assert_int_equal(harness_read_response(fds[0], &out, 3000), 0);
+	buf_free(&out);
 	close(fds[0]);
 	close(fds[1]);
-	usleep(100000);
-	assert_int_equal(harness_http(d.port, "GET", "/healthz", NULL, NULL, NULL), 200);
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
+	harness_rmrf(home);
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* One GET /healthz on a raw connection, answered within timeout_ms. */
+static long healthz_within(int port, int timeout_ms)
+{
+	struct buf out;
+	long status;
+	int fd = harness_connect(port);
+
+	if (fd < 0)
+		return -1;
+	if (write_str(fd, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")) {
+		close(fd);
+		return -1;
+	}
+	buf_init(&out, 1 << 16);
+	status = harness_read_response(fd, &out, timeout_ms);
+	buf_free(&out);
+	close(fd);
+	return status;
+}
+
+/* Whether the gateway closed fd within timeout_ms (read returns 0 or an
+ * error). */
+static bool closed_within(int fd, int timeout_ms)
+{
+	long deadline = now_ms() + timeout_ms;
+	char c[512];
+
+	while (now_ms() < deadline) {
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
+
+		if (poll(&pf, 1, 100) > 0) {
+			ssize_t n = read(fd, c, sizeof c);
+
+			if (n <= 0)
+				return true;
+		}
+	}
+	return false;
+}
+
+/* The network front under a crowd, as an attacker makes one with raw
+ * sockets: 1,100 idle connections (more than max_connections), slow
+ * headers, unfinished chunked and Content-Length POSTs. A plain request
+ * and `switchboard status` are still answered at once, a chunked body gets
+ * 411 at once, and the slow ones are closed at their deadlines. */
+static void test_front_under_a_crowd(void **state)
+{
+	enum { IDLE = 1100, SLOW = 20 };
+	static int idle[IDLE];
+	struct harness_daemon d;
+	char home[512], path[700], url[64], cliout[700];
+	const char *init[] = {"init", NULL};
+	const char *status[] = {"status", "--url", url, NULL};
+	int slow_hdr[SLOW], slow_body[SLOW], chunked[SLOW];
+	struct rlimit rl;
+	struct buf out;
+	long t0, status_code;
+	pid_t cli;
+
+	(void)state;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	if (rl.rlim_cur < 4096) {
+		rl.rlim_cur = rl.rlim_max < 4096 ? rl.rlim_max : 4096;
+		assert_int_equal(setrlimit(RLIMIT_NOFILE, &rl), 0);
+	}
+	if (rl.rlim_cur < IDLE + 3 * SLOW + 200)
+		HARNESS_SKIP("the machine does not allow enough file descriptors");
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_cli(home, NULL, init), 0);
+	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
+	assert_int_equal(harness_write_file(path, "gateway:\n  header_timeout: 2s\n"
+	                                          "  body_timeout: 2s\n"
+	                                          "agents:\n  - id: main\n"),
+	                 0);
+	assert_int_equal(harness_daemon_start(&d, home, NULL), 0);
+	assert_int_equal(harness_wait_ready(&d, 20000), 0);
+	snprintf(url, sizeof url, "ws://127.0.0.1:%d", d.port);
+	snprintf(cliout, sizeof cliout, "%s/cli.out", home);
+
+	/* 1,100 idle sockets: more than max_connections (1024) */
+	for (int i = 0; i < IDLE; i++) {
+		idle[i] = harness_connect(d.port);
+		assert_true(idle[i] >= 0);
+	}
+	usleep(200000);
+	t0 = now_ms();
+	status_code = healthz_within(d.port, 1500);
+	if (status_code != 200)
+		fail_msg("with %d idle connections GET /healthz got %ld in %ld ms", IDLE,
+		         status_code, now_ms() - t0);
+	cli = harness_cli_start(home, cliout, status);
+	assert_true(cli > 0);
+	assert_int_equal(harness_wait(cli, 5000), 0);
+
+	/* slow headers, unfinished bodies, chunked bodies */
+	for (int i = 0; i < SLOW; i++) {
+		slow_hdr[i] = harness_connect(d.port);
+		slow_body[i] = harness_connect(d.port);
+		chunked[i] = harness_connect(d.port);
+		assert_true(slow_hdr[i] >= 0 && slow_body[i] >= 0 && chunked[i] >= 0);
+		assert_int_equal(write_str(slow_hdr[i], "GET /healthz HTTP/1.1\r\nHost: x\r\nX-A: "), 0);
+		assert_int_equal(write_str(slow_body[i], "POST /healthz HTTP/1.1\r\nHost: x\r\n"
+		                                         "Content-Length: 100\r\n\r\n{\"a\":"),
+		                 0);
+		assert_int_equal(write_str(chunked[i], "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+		                                       "Transfer-Encoding: chunked\r\n"
+		                                       "Content-Type: application/json\r\n\r\n"
+		                                       "5\r\nhello\r\n"),
+		                 0);
+	}
+	for (int i = 0; i < SLOW; i++) {
+		buf_init(&out, 1 << 16);
+		t0 = now_ms();
+		status_code = harness_read_response(chunked[i], &out, 1500);
+		if (status_code != 411)
+			fail_msg("a chunked POST got %ld in %ld ms: %s", status_code, now_ms() - t0,
+			         out.data ? out.data : "");
+		buf_free(&out);
+		close(chunked[i]);
+	}
+	assert_int_equal(healthz_within(d.port, 1500), 200);
+	cli = harness_cli_start(home, cliout, status);
+	assert_int_equal(harness_wait(cli, 5000), 0);
+	/* the slow ones are closed at their deadline (2 s, swept each second) */
+	for (int i = 0; i < SLOW; i++) {
+		if (!closed_within(slow_hdr[i], 4500))
+			fail_msg("a connection sending its headers slowly was not closed");
+		if (!closed_within(slow_body[i], 4500))
+			fail_msg("a connection sending its body slowly was not closed");
+		close(slow_hdr[i]);
+		close(slow_body[i]);
+	}
+	/* a POST without Content-Length has no body: answered, not held */
+	{
+		int fd = harness_connect(d.port);
+
+		assert_true(fd >= 0);
+		assert_int_equal(write_str(fd, "POST /healthz HTTP/1.1\r\nHost: x\r\n"
+		                               "Connection: close\r\n\r\n"),
+		                 0);
+		buf_init(&out, 1 << 16);
+		assert_int_equal(harness_read_response(fd, &out, 1500), 405);
+		buf_free(&out);
+		close(fd);
+	}
+	for (int i = 0; i < IDLE; i++)
+		close(idle[i]);
 	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
 	harness_rmrf(home);
 }
@@ -553,6 +731,7 @@ int main(void)
 	    cmocka_unit_test(test_drain_finishes_in_flight),
 	    cmocka_unit_test(test_drain_timeout),
 	    cmocka_unit_test(test_connection_cap),
+	    cmocka_unit_test(test_front_under_a_crowd),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

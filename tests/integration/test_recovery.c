@@ -381,7 +381,8 @@ static void test_kill_during_tool(void **state)
 	llm_script(&f, "[{\"match\": \"slow tool\", \"tool_calls\": [{\"name\": \"bash\", "
 	               "\"input\": {\"command\": \"sleep 30\"}}]},"
 	               " {\"match\": \"slow tool\", \"text\": \"the tool was cut\"},"
-	               " {\"match\": \"and now\", \"text\": \"still here\"}]");
+	               " {\"match\": \"and now\", \"text\": \"still here\"},"
+	               " {\"match\": \"one more\", \"text\": \"again\"}]");
 	oai_start(&f);
 	ask_in_background(&f, &a, "u1", "run the slow tool");
 	/* The tool call is in the transcript: the tool runs. */
@@ -411,11 +412,22 @@ static void test_kill_during_tool(void **state)
 		fail_msg("after the kill: status %ld, reply \"%s\"", st, reply ? reply : "(none)");
 	}
 	free(reply);
-	/* Every transcript loads with every tool_use paired. */
+	/* And one more: the repair is written once, not at every run. */
+	reply = oai_ask(&f, "u1", "one more", &st);
+	if (!reply || strcmp(reply, "again") != 0) {
+		dump_log(&f.d);
+		fail_msg("the second message after the kill: status %ld, reply \"%s\"", st,
+		         reply ? reply : "(none)");
+	}
+	free(reply);
+	/* Every transcript loads with every tool_use paired, and with nothing
+	 * left to repair: the resumed run wrote the results of the cut call
+	 * into the file, once, as a "repair" event. */
 	{
 		char dir[700], why[512];
 		struct dirent *de;
 		size_t repaired = 0;
+		int repair_events = 0;
 		DIR *dd;
 
 		snprintf(dir, sizeof dir, "%s/agents/main/sessions", f.home);
@@ -431,10 +443,19 @@ static void test_kill_during_tool(void **state)
 			repaired += tl.repaired;
 			if (msg_check_pairing(tl.messages, why, sizeof why) != 0)
 				fail_msg("pairing broken in %s: %s", path, why);
+			for (size_t i = 0; i < json_array_size(tl.entries); i++) {
+				const char *ev = json_string_value(
+				    json_object_get(json_array_get(tl.entries, i), "event"));
+
+				repair_events += ev && strcmp(ev, "repair") == 0;
+			}
 			transcript_loaded_free(&tl);
 		}
 		closedir(dd);
-		assert_true(repaired >= 1);
+		if (repaired != 0 || repair_events != 1)
+			fail_msg("%zu tool calls still repaired at load, %d repair events in the "
+			         "file (want 0 and 1)",
+			         repaired, repair_events);
 	}
 	oai_teardown(&f);
 }
@@ -719,6 +740,139 @@ static void test_empty_entry_not_sent(void **state)
 	harness_rmrf(home);
 }
 
+/* ---- 5: a reply in several messages resumes after a crash ---- */
+
+/* Appends the texts the Telegram user received since the last call (the
+ * emulator's client getUpdates gives each once) to out, one per line;
+ * returns how many the user has received in all. */
+static int tg_texts(int port, char *out, size_t size)
+{
+	static int total;
+	json_t *r = emu_post(port, "/getUpdates", json_pack("{sssi}", "token", TOKEN, "chatId", 77));
+	json_t *m;
+	size_t i, len = strlen(out);
+
+	if (!*out)
+		total = 0;
+	json_array_foreach(json_object_get(r, "result"), i, m)
+	{
+		const char *t =
+		    json_string_value(json_object_get(json_object_get(m, "message"), "text"));
+
+		if (!t)
+			continue;
+		total++;
+		if (len < size)
+			len += (size_t)snprintf(out + len, size - len, "%s\n", t);
+	}
+	json_decref(r);
+	return total;
+}
+
+static void test_reply_pieces_resume(void **state)
+{
+	const char *init[] = {"init", NULL};
+	struct harness_peer emu;
+	struct harness_daemon d;
+	char home[512], cfg[2048], text[1024], seen[8192], st[32], err[512], *payload;
+	int64_t deadline;
+	int n = 0, k;
+
+	(void)state;
+	seen[0] = '\0';
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_peer_start(&emu, "telegram_emulator.js", NULL), 0);
+	write_home(home, "script.yaml", "steps:\n  - text: \"hi\"\n");
+	/* chunks of at most 64 characters, one every 300 ms */
+	snprintf(cfg, sizeof cfg,
+	         "providers:\n"
+	         "  - {id: s, api: scripted, script: script.yaml}\n"
+	         "agents:\n"
+	         "  - {id: main, default: true, model: s/echo}\n"
+	         "channels:\n"
+	         "  telegram:\n"
+	         "    accounts:\n"
+	         "      - id: emu\n"
+	         "        token: \"%s\"\n"
+	         "        api_base: http://127.0.0.1:%d\n"
+	         "        poll_timeout: 0s\n"
+	         "        poll_interval: 200ms\n"
+	         "        typing: false\n"
+	         "        parse_mode: plain\n"
+	         "        chunk_limit: 64\n"
+	         "        rate_limit: {chat_per_minute: 200, chat_burst: 1}\n",
+	         TOKEN, emu.port);
+	write_home(home, "switchboard.yaml", cfg);
+	assert_int_equal(harness_cli(home, NULL, init), 0);
+	if (harness_daemon_start(&d, home, NULL) != 0 || harness_wait_ready(&d, 20000)) {
+		dump_log(&d);
+		fail_msg("the gateway did not start");
+	}
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
+	/* six paragraphs of 50 characters: six messages */
+	text[0] = '\0';
+	for (k = 1; k <= 6; k++)
+		snprintf(text + strlen(text), sizeof text - strlen(text),
+		         "%spiece %d of the long reply ..........................", k > 1 ? "\n\n" : "",
+		         k);
+	{
+		json_t *o = json_pack("{ss}", "text", text);
+
+		payload = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		json_decref(o);
+	}
+	assert_non_null(payload);
+	put_outbox(home, "long", payload);
+	free(payload);
+	if (harness_daemon_start(&d, home, NULL) != 0) {
+		dump_log(&d);
+		fail_msg("the gateway did not start");
+	}
+	/* killed once the user has four of the six */
+	deadline = now_ms() + 30000;
+	while ((n = tg_texts(emu.port, seen, sizeof seen)) < 4 && now_ms() < deadline)
+		usleep(20000);
+	assert_int_not_equal(harness_daemon_stop(&d, SIGKILL, 20000), -1);
+	if (n < 4 || n >= 6) {
+		harness_peer_stop(&emu);
+		fail_msg("%d messages before the kill (want 4 or 5):\n%s", n, seen);
+	}
+	if (harness_daemon_start(&d, home, NULL) != 0 || harness_wait_ready(&d, 20000)) {
+		dump_log(&d);
+		fail_msg("the gateway did not start again");
+	}
+	deadline = now_ms() + 30000;
+	do {
+		outbox_state(home, "long", st, sizeof st, err, sizeof err);
+		if (strcmp(st, "sent") == 0)
+			break;
+		usleep(100000);
+	} while (now_ms() < deadline);
+	n = tg_texts(emu.port, seen, sizeof seen);
+	/* stopped before any check, so that a failure leaves no gateway behind */
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
+	harness_peer_stop(&emu);
+	assert_string_equal(st, "sent");
+	/* Every piece reached the user, in order, and at most the one piece
+	 * accepted in the instant before the kill came twice (it was 4 + 6
+	 * messages when the progress was kept in memory). */
+	{
+		const char *p = seen;
+
+		for (k = 1; k <= 6; k++) {
+			char want[32];
+
+			snprintf(want, sizeof want, "piece %d of", k);
+			p = strstr(p, want);
+			if (!p)
+				fail_msg("piece %d missing or out of order in:\n%s", k, seen);
+		}
+	}
+	if (n > 7)
+		fail_msg("%d messages for a reply of 6:\n%s", n, seen);
+	harness_rmrf(home);
+}
+
 /* ---- 11: a taken port is an exit, not a silent gateway ---- */
 
 static void test_port_taken(void **state)
@@ -785,6 +939,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_port_taken),
 	    cmocka_unit_test(test_pairing_code_reaches_telegram),
+	    cmocka_unit_test(test_reply_pieces_resume),
 	    cmocka_unit_test(test_empty_entry_not_sent),
 	    cmocka_unit_test(test_empty_transcript),
 	    cmocka_unit_test(test_kill_during_tool),

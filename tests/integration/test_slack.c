@@ -276,6 +276,39 @@ static int teardown(void **state)
 
 /* ---- Events API ---- */
 
+/* Case: events that arrive before auth.test has answered. They are not
+ * acknowledged (503: Slack sends them again) instead of being stored as not
+ * mentioning the bot and dropped; the retry after sign-in is answered. */
+static void test_events_before_identity(void **state)
+{
+	char *m = event_body("message", "channel", "C0EARLY", "U2", NULL, "<@UBOT> early bird",
+	                     "1700000009.000100", NULL, "EvEARLY1");
+	int64_t end;
+	long code;
+
+	(void)state;
+	assert_int_equal(harness_daemon_stop(&fx.d, SIGTERM, 20000), 0);
+	/* auth.test fails for both accounts for a while (backoff 1 s, 2 s) */
+	json_decref(fake_post("/_test/script",
+	                      json_pack("{ss s[{si}{si}{si}{si}]}", "method", "auth.test",
+	                                "responses", "status", 500, "status", 500, "status", 500,
+	                                "status", 500)));
+	assert_int_equal(harness_daemon_start(&fx.d, fx.home, NULL), 0);
+	assert_int_equal(harness_wait_ready(&fx.d, 20000), 0);
+	assert_int_equal(post_event(m), 503);
+	/* Slack's retries, until the identity is known */
+	end = mono_ms() + 20000;
+	do {
+		sleep_ms(200);
+		code = post_signed(m, SECRET, 0, "X-Slack-Retry-Num: 1", NULL);
+	} while (code == 503 && mono_ms() < end);
+	assert_int_equal(code, 200);
+	assert_int_equal(wait_posts("reply to: early bird", "C0EARLY", 1, 20000, NULL), 1);
+	snprintf(fx.url, sizeof fx.url, "ws://127.0.0.1:%d/", fx.d.port);
+	free(m);
+}
+
+
 static void test_url_verification(void **state)
 {
 	const char *body = "{\"token\":\"x\",\"challenge\":"
@@ -767,6 +800,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_url_verification),
 	    cmocka_unit_test(test_bad_signatures),
+	    cmocka_unit_test(test_events_before_identity),
 	    cmocka_unit_test(test_dm_reply_and_retries),
 	    cmocka_unit_test(test_thread_mention_once),
 	    cmocka_unit_test(test_bots_dropped),

@@ -343,7 +343,8 @@ static void test_unknown_key_suggestion(void **state)
 	              "t.yaml:3:5: agents[0].modle: unknown key (hint: did you mean \"model\"?)\n");
 	expect_errors("gateway:\n  colour: red\n" AGENTS,
 	              "t.yaml:2:3: gateway.colour: unknown key (hint: valid keys: bind, port, "
-	              "drain_timeout, max_body, max_connections, max_concurrent_runs, auth_token, "
+	              "drain_timeout, max_body, max_connections, max_connections_per_address, "
+	              "header_timeout, body_timeout, max_concurrent_runs, auth_token, "
 	              "watch_config, control, ui)\n");
 	expect_errors("routes: []\n" AGENTS,
 	              "t.yaml:1:1: routes: unknown key (hint: valid keys: gateway, log, store, "
@@ -709,7 +710,8 @@ static void test_env_interpolation(void **state)
 	expect_errors(
 	    "gateway:\n  ${SB_TEST_HOST}: 1\n" AGENTS,
 	    "t.yaml:2:3: gateway.${SB_TEST_HOST}: unknown key (hint: valid keys: bind, "
-	    "port, drain_timeout, max_body, max_connections, max_concurrent_runs, auth_token, "
+	    "port, drain_timeout, max_body, max_connections, max_connections_per_address, "
+	    "header_timeout, body_timeout, max_concurrent_runs, auth_token, "
 	    "watch_config, control, ui)\n");
 	unsetenv("SB_TEST_PORT");
 	unsetenv("SB_TEST_HOST");

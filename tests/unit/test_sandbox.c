@@ -340,6 +340,9 @@ static void test_view_allow_list(void **state)
 	                         10000, &o),
 	                 SB_OK);
 	assert_string_equal(o.out, "b\nnobody\ncerts\n");
+	/* no user namespace of its own (--disable-userns) */
+	assert_int_equal(run(&p, "unshare -U true 2>/dev/null; echo rc=$?", 10000, &o), SB_OK);
+	assert_string_equal(o.out, "rc=1\n");
 }
 
 /* Without network, the seccomp filter: sockets of any family but AF_UNIX

@@ -1005,7 +1005,12 @@ static void test_refuses_escapes_read_ls_glob_grep(void **state)
 	expect_error(&tool_read, "{\"path\":\"etc/passwd\"}", "escapes the workspace");
 	expect_error(&tool_read, "{\"path\":\"out/secret.txt\"}", "escapes the workspace");
 	expect_error(&tool_read, "{\"path\":\"secret\"}", "escapes the workspace");
-	expect_ok(&tool_read, "{\"path\":\"ok_link\"}", "     1\tinside\n");
+	/* No symlink is followed, even one that stays inside: the kernel
+	 * resolves the path in one step without following any, so a link
+	 * swapped in between a check and a use cannot lead out. */
+	expect_error(&tool_read, "{\"path\":\"ok_link\"}",
+	             "path goes through a symlink (ok_link -> inside.txt), which the file tools "
+	             "do not follow: ok_link (give the path it points to, inside.txt)");
 
 	expect_error(&tool_ls, "{\"path\":\"..\"}", "escapes the workspace");
 	expect_error(&tool_ls, "{\"path\":\"/etc\"}", "absolute");
@@ -1082,6 +1087,81 @@ static void test_refuses_escapes_write_edit(void **state)
 	c = slurp(ws, ".git/config");
 	assert_string_equal(c, "[core]\n");
 	free(c);
+}
+
+/* The gateway's private paths inside the workspace (its configuration,
+ * token, secrets): refused to every file tool, reading and writing, as the
+ * sandbox hides them from commands; so no tool writes the configuration
+ * the watcher reloads. */
+static void ctx_error(const struct tool_ctx *ctx, const struct tool_def *def, const char *input)
+{
+	bool err;
+	char *c = run_ctx(def, ctx, input, &err, NULL);
+
+	if (!err || !strstr(c, "one of the gateway's own files"))
+		fail_msg("%s %s: want the private-path refusal, got (error %d): [%s]", def->name,
+		         input, err, c);
+	free(c);
+}
+
+static void test_private_paths(void **state)
+{
+	struct tool_ctx ctx = base_ctx();
+	char cfg[PATH_MAX], sec[PATH_MAX], tok[PATH_MAX], *c;
+	const char *priv[4];
+	bool err;
+
+	put("switchboard.yaml", "agents: []\n");
+	put("home/secrets/key", "k3y\n");
+	put("home/gateway.token", "tok3n\n");
+	put("notes.txt", "hello\n");
+	in_dir(cfg, ws, "switchboard.yaml");
+	in_dir(sec, ws, "home/secrets");
+	in_dir(tok, ws, "home/gateway.token");
+	priv[0] = cfg;
+	priv[1] = sec;
+	priv[2] = tok;
+	priv[3] = "/nonexistent/private";
+	ctx.private_paths = priv;
+	ctx.n_private_paths = 4;
+
+	ctx_error(&ctx, &tool_write, "{\"path\":\"switchboard.yaml\",\"content\":\"x\"}");
+	ctx_error(&ctx, &tool_write,
+	          "{\"path\":\"./switchboard.yaml\",\"content\":\"x\",\"append\":true}");
+	ctx_error(&ctx, &tool_edit,
+	          "{\"path\":\"switchboard.yaml\",\"old_string\":\"agents\",\"new_string\":\"x\"}");
+	ctx_error(&ctx, &tool_read, "{\"path\":\"switchboard.yaml\"}");
+	ctx_error(&ctx, &tool_read, "{\"path\":\"home/gateway.token\"}");
+	ctx_error(&ctx, &tool_read, "{\"path\":\"home/secrets/key\"}");
+	ctx_error(&ctx, &tool_write, "{\"path\":\"home/secrets/new\",\"content\":\"x\"}");
+	ctx_error(&ctx, &tool_ls, "{\"path\":\"home/secrets\"}");
+	ctx_error(&ctx, &tool_grep, "{\"pattern\":\"x\",\"path\":\"home/gateway.token\"}");
+	ctx_error(&ctx, &tool_glob, "{\"pattern\":\"*\",\"path\":\"home/secrets\"}");
+
+	/* Walks step over them. */
+	c = run_ctx(&tool_grep, &ctx, "{\"pattern\":\"k3y|tok3n|agents\"}", &err, NULL);
+	assert_false(err);
+	assert_string_equal(c, "no matches\n");
+	free(c);
+	c = run_ctx(&tool_glob, &ctx, "{\"pattern\":\"**/*\"}", &err, NULL);
+	assert_false(err);
+	assert_null(strstr(c, "home/secrets/key"));
+	expect_contains(c, "notes.txt");
+	free(c);
+
+	/* The rest of the workspace is as before. */
+	c = run_ctx(&tool_write, &ctx, "{\"path\":\"notes.txt\",\"content\":\"bye\\n\"}", &err,
+	            NULL);
+	assert_false(err);
+	free(c);
+	c = run_ctx(&tool_read, &ctx, "{\"path\":\"notes.txt\"}", &err, NULL);
+	assert_false(err);
+	assert_string_equal(c, "     1\tbye\n");
+	free(c);
+	c = slurp(ws, "switchboard.yaml");
+	assert_string_equal(c, "agents: []\n");
+	free(c);
+	assert_null(slurp(ws, "home/secrets/new"));
 }
 
 static void test_paths_resolve(void **state)
@@ -1242,6 +1322,7 @@ int main(void)
 	    T(test_message),
 	    T(test_refuses_escapes_read_ls_glob_grep),
 	    T(test_refuses_escapes_write_edit),
+	    T(test_private_paths),
 	    T(test_paths_resolve),
 	    T(test_cancel_file_job),
 	    T(test_registry),

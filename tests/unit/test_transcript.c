@@ -279,6 +279,102 @@ static void test_append_order_and_chain(void **state)
 	assert_int_equal(transcript_load("/nonexistent/x.jsonl", &l), SB_ERR_NOTFOUND);
 }
 
+/* A cut tool call is repaired in the file once: the repair edits the loader
+ * hands out, appended as a "repair" event, pair the file itself, and a note
+ * the resumed run writes on the synthetic result loads. Both a cut call in
+ * the last message and one followed by a user message are covered. */
+static void test_repair_written_once(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	struct transcript_loaded l;
+	json_t *asst = msg_assistant_new(), *asst2 = msg_assistant_new(), *f;
+	char why[256];
+
+	open_t(fx, &t);
+	append_text(t, "first", NULL);
+	msg_add_tool_use(asst, "call_a", "read", NULL);
+	f = message_fields(json_incref(asst));
+	assert_int_equal(transcript_append(t, "message", f, NULL, 0), SB_OK);
+	json_decref(f);
+	append_text(t, "second", NULL); /* a user turn after the cut call */
+	msg_add_tool_use(asst2, "call_b", "bash", NULL);
+	f = message_fields(json_incref(asst2));
+	assert_int_equal(transcript_append(t, "message", f, NULL, 0), SB_OK);
+	json_decref(f);
+	close_t(fx, t);
+
+	/* Never resumed: repaired in memory, with the edits to write. */
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.repaired, 2);
+	assert_non_null(l.repair);
+	assert_int_equal(json_array_size(l.messages), 5);
+	assert_int_equal(msg_check_pairing(l.messages, why, sizeof why), SB_OK);
+
+	/* The resumed run writes them, then a note on the synthetic result
+	 * of call_b (message 4, block 0). */
+	open_t(fx, &t);
+	f = json_pack("{sssO}", "event", "repair", "edits", l.repair);
+	assert_int_equal(transcript_append(t, "event", f, NULL, 0), SB_OK);
+	json_decref(f);
+	f = json_pack("{sss{sssIsIss}}", "event", "note", "edit", "op", "set_result", "message",
+	              (json_int_t)4, "block", (json_int_t)0, "content", "noted");
+	assert_int_equal(transcript_append(t, "event", f, NULL, 0), SB_OK);
+	json_decref(f);
+	close_t(fx, t);
+	transcript_loaded_free(&l);
+
+	/* Now the file is paired: no repair at load. */
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.repaired, 0);
+	assert_null(l.repair);
+	assert_int_equal(json_array_size(l.messages), 5);
+	assert_int_equal(msg_check_pairing(l.messages, why, sizeof why), SB_OK);
+	{
+		const json_t *c = json_object_get(json_array_get(l.messages, 2), "content");
+
+		/* The result goes first in the user message after call_a. */
+		assert_string_equal(
+		    json_string_value(json_object_get(json_array_get(c, 0), "tool_use_id")), "call_a");
+		assert_int_equal(json_array_size(c), 2);
+		c = json_object_get(json_array_get(l.messages, 4), "content");
+		assert_string_equal(
+		    json_string_value(json_object_get(json_array_get(c, 0), "content")), "noted");
+	}
+	transcript_loaded_free(&l);
+	json_decref(asst);
+	json_decref(asst2);
+}
+
+/* A file written before "repair" events: the resumed run's note edits the
+ * result the loader's repair makes; it still loads, paired. */
+static void test_repair_legacy_note(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript_loaded l;
+	char why[256], path[PATH_MAX + 32];
+
+	snprintf(path, sizeof path, "%s/legacy.jsonl", fx->dir);
+	write_file(path,
+	           "{\"type\":\"session\",\"version\":1,\"id\":\"s1\",\"key\":\"k\",\"agent\":\"a\","
+	           "\"created\":\"2026-01-01T00:00:00.000Z\"}\n"
+	           "{\"type\":\"message\",\"id\":\"e1\",\"parent_id\":null,\"ts\":\"x\",\"message\":"
+	           "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"go\"}]}}\n"
+	           "{\"type\":\"message\",\"id\":\"e2\",\"parent_id\":\"e1\",\"ts\":\"x\",\"message\":"
+	           "{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"c1\","
+	           "\"name\":\"bash\",\"input\":{}}]}}\n"
+	           "{\"type\":\"event\",\"id\":\"e3\",\"parent_id\":\"e2\",\"ts\":\"x\",\"event\":"
+	           "\"note\",\"text\":\"and now?\",\"edit\":{\"op\":\"add_text\",\"message\":2,"
+	           "\"text\":\"and now?\"}}\n");
+	assert_int_equal(transcript_load(path, &l), SB_OK);
+	assert_int_equal(l.repaired, 1);
+	assert_int_equal(json_array_size(l.messages), 3);
+	assert_int_equal(msg_check_pairing(l.messages, why, sizeof why), SB_OK);
+	assert_int_equal(json_array_size(json_object_get(json_array_get(l.messages, 2), "content")),
+	                 2);
+	transcript_loaded_free(&l);
+}
+
 static void test_reopen_continues_chain(void **state)
 {
 	struct fixture *fx = *state;
@@ -770,6 +866,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_header, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_append_order_and_chain, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_reopen_continues_chain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_repair_written_once, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_repair_legacy_note, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_torn_last_line, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_torn_complete_json, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_torn_twice, setup, teardown),
