@@ -94,6 +94,12 @@ static void cron_print_list(const json_t *p)
 		       status && *status ? " (" : "", status && *status ? status : "",
 		       status && *status ? ")" : "",
 		       json_string_value(json_object_get(j, "source")));
+		{
+			const char *payload = json_string_value(json_object_get(j, "payload"));
+
+			if (payload && *payload)
+				printf("    payload: %s\n", payload);
+		}
 	}
 }
 
@@ -112,7 +118,7 @@ static void cron_print_runs(const json_t *p)
 		const char *detail = json_string_value(json_object_get(r, "detail"));
 
 		cron_fmt_time(json_integer_value(json_object_get(r, "finishedAt")), at, sizeof at);
-		printf("%s  %s  %s%s%.80s\n", at, json_string_value(json_object_get(r, "jobId")),
+		printf("%s  %s  %s%s%s\n", at, json_string_value(json_object_get(r, "jobId")),
 		       json_string_value(json_object_get(r, "status")), detail ? "  " : "",
 		       detail ? detail : "");
 	}

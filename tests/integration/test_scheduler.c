@@ -370,6 +370,19 @@ static void test_cron_webhook_restart(void **state)
 	    json_integer_value(json_object_get(json_object_get(j, "state"), "nextRunMs")),
 	    1748865600000LL); /* 12:00 UTC */
 	json_decref(j);
+	{
+		char url[64];
+		const char *text_list[] = {"cron", "list", "--url", url, NULL};
+		struct buf out;
+
+		snprintf(url, sizeof url, "ws://127.0.0.1:%d/", fx.d.port);
+		buf_init(&out, 1 << 20);
+		assert_int_equal(harness_cli(fx.home, &out, text_list), 0);
+		if (!strstr(out.data, "nightly  every 6h,") ||
+		    !strstr(out.data, "    payload: nightly report\n"))
+			fail_msg("cron list text:\n%s", out.data);
+		buf_free(&out);
+	}
 	j = cli_json(list);
 	assert_non_null(job_of(j, "nightly"));
 	assert_non_null(job_of(j, "cfgjob"));
