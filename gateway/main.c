@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "gateway/cli/cli.h"
+#include "gateway/core/cfg.h"
 #include "gateway/core/crash.h"
 #include "gateway/cli/cli_ctl.h"
 #include "gateway/cli/cli_route.h"
@@ -79,6 +80,21 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof main_commands / sizeof *main_commands; i++)
 		if (strcmp(argv[1], main_commands[i].name) == 0)
 			return main_commands[i].run(argc - 1, argv + 1);
+	{
+		const char *names[sizeof main_commands / sizeof *main_commands];
+		const char *pick;
+
+		for (size_t i = 0; i < sizeof main_commands / sizeof *main_commands; i++)
+			names[i] = main_commands[i].name;
+		pick = cfg_closest(argv[1], names, sizeof names / sizeof *names);
+		if (pick) {
+			fprintf(stderr,
+			        "switchboard: unknown command \"%s\" (did you mean \"%s\"?)\n"
+			        "`switchboard --help` lists the commands.\n",
+			        argv[1], pick);
+			return 2;
+		}
+	}
 	fprintf(stderr, "switchboard: unknown command \"%s\"\n\n", argv[1]);
 	main_usage(stderr);
 	return 2;

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "gateway/cli/cli_ctl.h"
+#include "gateway/core/fmt.h"
 #include "gateway/core/num.h"
 #include "gateway/cron/cron.h"
 
@@ -67,8 +68,13 @@ static void cron_print_list(const json_t *p)
 			             ? json_string_value(json_object_get(j, "tz"))
 			             : "");
 		else if (json_object_get(j, "every"))
-			snprintf(sched, sizeof sched, "every %" PRId64 "s",
-			         (int64_t)json_integer_value(json_object_get(j, "every")) / 1000);
+		{
+			char span[32];
+
+			snprintf(sched, sizeof sched, "every %s",
+			         fmt_span(span, sizeof span,
+			                  (int64_t)json_integer_value(json_object_get(j, "every"))));
+		}
 		else
 			snprintf(sched, sizeof sched, "at %s",
 			         json_string_value(json_object_get(j, "at")));
@@ -88,6 +94,12 @@ static void cron_print_list(const json_t *p)
 		       status && *status ? " (" : "", status && *status ? status : "",
 		       status && *status ? ")" : "",
 		       json_string_value(json_object_get(j, "source")));
+		{
+			const char *payload = json_string_value(json_object_get(j, "payload"));
+
+			if (payload && *payload)
+				printf("    payload: %s\n", payload);
+		}
 	}
 }
 
@@ -106,7 +118,7 @@ static void cron_print_runs(const json_t *p)
 		const char *detail = json_string_value(json_object_get(r, "detail"));
 
 		cron_fmt_time(json_integer_value(json_object_get(r, "finishedAt")), at, sizeof at);
-		printf("%s  %s  %s%s%.80s\n", at, json_string_value(json_object_get(r, "jobId")),
+		printf("%s  %s  %s%s%s\n", at, json_string_value(json_object_get(r, "jobId")),
 		       json_string_value(json_object_get(r, "status")), detail ? "  " : "",
 		       detail ? detail : "");
 	}

@@ -848,20 +848,22 @@ static void ctl_status_scheduler(const json_t *sch)
 	{
 		int64_t last = json_integer_value(json_object_get(h, "lastAt")),
 		        next = json_integer_value(json_object_get(h, "nextDue"));
+		char span[32];
 
 		printf("  heartbeat:   %s: ", json_string_value(json_object_get(h, "agentId")));
 		if (!json_is_true(json_object_get(h, "enabled"))) {
 			printf("off\n");
 			continue;
 		}
-		printf("every %" PRId64 "s, target %s",
-		       (int64_t)json_integer_value(json_object_get(h, "everyMs")) / 1000,
+		printf("every %s, target %s",
+		       fmt_span(span, sizeof span,
+		                (int64_t)json_integer_value(json_object_get(h, "everyMs"))),
 		       ctl_s(json_string_value(json_object_get(h, "target")), "none"));
 		if (last)
-			printf(", last %" PRId64 "s ago (%s)", (now - last) / 1000,
+			printf(", last %s ago (%s)", fmt_span(span, sizeof span, (now - last) / 1000 * 1000),
 			       ctl_s(json_string_value(json_object_get(h, "lastStatus")), "?"));
 		if (next)
-			printf(", next in %" PRId64 "s", (next - now) / 1000);
+			printf(", next in %s", fmt_span(span, sizeof span, (next - now) / 1000 * 1000));
 		printf("\n");
 	}
 	if (json_object_get(sch, "cron")) {

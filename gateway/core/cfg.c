@@ -901,8 +901,7 @@ static size_t cfg_distance(const char *a, const char *b)
 	return d[la][lb];
 }
 
-/* The closest of n candidates to word, or NULL if none is close enough. */
-static const char *cfg_closest(const char *word, const char *const *cands, size_t n)
+const char *cfg_closest(const char *word, const char *const *cands, size_t n)
 {
 	size_t len = strlen(word), limit = len / 3, best = SIZE_MAX;
 	const char *pick = NULL;

@@ -191,4 +191,9 @@ void cfg_print_reference(const struct cfg_section *section, FILE *out);
  * SB_ERR_NOMEM. */
 int cfg_check_schema(const struct cfg_section *section, struct cfg_errors *errs);
 
+/* The closest of n candidates to word (case-insensitive edit distance, at
+ * most a third of its length, 1 to 3), or NULL if none is close enough: the
+ * "did you mean" of config keys, enum values and CLI commands. */
+const char *cfg_closest(const char *word, const char *const *cands, size_t n);
+
 #endif

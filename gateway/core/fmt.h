@@ -16,6 +16,7 @@
 #define SB_CORE_FMT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Formats into out (size bytes, NUL-terminated whatever happens). SB_OK;
  * SB_ERR_TOOBIG when the result does not fit (out then holds ""), so that a
@@ -29,5 +30,10 @@ int fmt(char *out, size_t size, const char *f, ...) __attribute__((format(printf
 	    sizeof(arr) + 0 * sizeof(char[1 - 2 * __builtin_types_compatible_p(                   \
 	                                               __typeof__(arr), __typeof__(&(arr)[0]))]), \
 	    __VA_ARGS__)
+
+/* A span of ms milliseconds as the config writes durations: "30m", "1h30m",
+ * "2d4h", "45s", "1500ms" (whole units, largest first; "0s" for 0; a negative
+ * span gets a '-'). out: at least 32 bytes; returns out. */
+char *fmt_span(char *out, size_t size, int64_t ms);
 
 #endif

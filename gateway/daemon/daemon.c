@@ -504,6 +504,7 @@ static int daemon_lock_home(struct daemon *d)
 		ssize_t got = read(d->lock_fd, pid, sizeof pid - 1);
 
 		pid[got > 0 ? got : 0] = '\0';
+		pid[strcspn(pid, "\r\n")] = '\0'; /* the file holds "<pid>\n" */
 		log_error(
 		    "gateway", "another gateway is running with this home",
 		    LOG_S("home", d->opt->home), LOG_S("pid", pid),

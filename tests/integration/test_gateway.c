@@ -118,6 +118,13 @@ static void test_cli_usage(void **state)
 	assert_int_equal(harness_cli(home, &out, bogus), 2);
 	assert_non_null(strstr(out.data, "unknown command \"frobnicate\""));
 	buf_reset(&out);
+	{
+		const char *typo[] = {"stauts", NULL};
+
+		assert_int_equal(harness_cli(home, &out, typo), 2);
+		assert_non_null(strstr(out.data, "unknown command \"stauts\" (did you mean \"status\"?)"));
+		buf_reset(&out);
+	}
 	assert_int_equal(harness_cli(home, &out, help), 0);
 	assert_non_null(strstr(out.data, "gateway"));
 	assert_non_null(strstr(out.data, "init"));
@@ -246,6 +253,14 @@ static void test_gateway_serves_and_stops_cleanly(void **state)
 		buf_init(&log, 64 << 20);
 		harness_daemon_log(&d2, &log);
 		assert_non_null(strstr(log.data, "another gateway is running with this home"));
+		/* the first one's pid, as a number (not "<pid>\n") */
+		{
+			char want[48];
+
+			snprintf(want, sizeof want, "pid=%ld ", (long)d.pid);
+			if (!strstr(log.data, want))
+				fail_msg("no '%s' in:\n%s", want, log.data);
+		}
 		buf_free(&log);
 	}
 

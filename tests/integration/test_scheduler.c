@@ -308,6 +308,19 @@ static void test_heartbeat(void **state)
 	/* Status says when the next one is due, after the last one. */
 	assert_true(json_integer_value(json_object_get(heartbeat_of(st, "alert"), "nextDue")) >
 	            json_integer_value(json_object_get(heartbeat_of(st, "alert"), "lastAt")));
+	/* and the text the operator reads says it in the config's units */
+	{
+		char url[64];
+		const char *text_args[] = {"status", "--url", url, NULL};
+		struct buf out;
+
+		snprintf(url, sizeof url, "ws://127.0.0.1:%d/", fx.d.port);
+		buf_init(&out, 1 << 20);
+		assert_int_equal(harness_cli(fx.home, &out, text_args), 0);
+		if (!strstr(out.data, "heartbeat:   alert: every 30m, target webhook"))
+			fail_msg("status text:\n%s", out.data);
+		buf_free(&out);
+	}
 	json_decref(rec);
 	json_decref(st);
 }
@@ -357,6 +370,19 @@ static void test_cron_webhook_restart(void **state)
 	    json_integer_value(json_object_get(json_object_get(j, "state"), "nextRunMs")),
 	    1748865600000LL); /* 12:00 UTC */
 	json_decref(j);
+	{
+		char url[64];
+		const char *text_list[] = {"cron", "list", "--url", url, NULL};
+		struct buf out;
+
+		snprintf(url, sizeof url, "ws://127.0.0.1:%d/", fx.d.port);
+		buf_init(&out, 1 << 20);
+		assert_int_equal(harness_cli(fx.home, &out, text_list), 0);
+		if (!strstr(out.data, "nightly  every 6h,") ||
+		    !strstr(out.data, "    payload: nightly report\n"))
+			fail_msg("cron list text:\n%s", out.data);
+		buf_free(&out);
+	}
 	j = cli_json(list);
 	assert_non_null(job_of(j, "nightly"));
 	assert_non_null(job_of(j, "cfgjob"));

@@ -429,12 +429,30 @@ static void test_invariant_report(void **state)
 	unlink(path);
 }
 
+static void test_fmt_span(void **state)
+{
+	char b[32], tiny[4];
+
+	(void)state;
+	assert_string_equal(fmt_span(b, sizeof b, 1800000), "30m");
+	assert_string_equal(fmt_span(b, sizeof b, 5400000), "1h30m");
+	assert_string_equal(fmt_span(b, sizeof b, 45000), "45s");
+	assert_string_equal(fmt_span(b, sizeof b, 0), "0s");
+	assert_string_equal(fmt_span(b, sizeof b, 1500), "1500ms");
+	assert_string_equal(fmt_span(b, sizeof b, 86400000LL * 2 + 3600000 * 4 + 1000), "2d4h1s");
+	assert_string_equal(fmt_span(b, sizeof b, -90000), "-1m30s");
+	assert_string_equal(fmt_span(b, sizeof b, INT64_MIN), "-9223372036854775808ms");
+	/* cut, never past the buffer */
+	assert_string_equal(fmt_span(tiny, sizeof tiny, 5400000), "1h");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_buf_bounds),
 	    cmocka_unit_test(test_buf_grows),
 	    cmocka_unit_test(test_num_parse),
+	    cmocka_unit_test(test_fmt_span),
 	    cmocka_unit_test(test_log_logfmt),
 	    cmocka_unit_test(test_log_redacts_secrets),
 	    cmocka_unit_test(test_log_json),
