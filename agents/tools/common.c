@@ -727,23 +727,33 @@ bool tool_fs_private_dir(const struct tool_fs *fs, int dirfd)
 	return found;
 }
 
-int tool_fs_parent(const struct tool_fs *fs, const char *path, const char *rel, int *pfd,
-                   const char **last, char *why, size_t why_size)
+int tool_fs_dirname(const struct tool_fs *fs, const char *path, const char *rel, char *dir,
+                    size_t size, char *why, size_t why_size)
 {
-	char dir[BENEATH_PATH_MAX];
 	const char *slash = strrchr(rel, '/');
 	size_t n = slash ? (size_t)(slash - rel) : 0;
-	struct stat st;
-	int rc;
 
-	*pfd = -1;
-	*last = slash ? slash + 1 : rel;
-	if (n >= sizeof dir) {
+	if (n >= size) {
 		tool_fs_why(fs, path, rel, SB_ERR_TOOBIG, why, why_size);
 		return SB_ERR_TOOBIG;
 	}
 	memcpy(dir, rel, n);
 	dir[n] = '\0';
+	return SB_OK;
+}
+
+int tool_fs_parent(const struct tool_fs *fs, const char *path, const char *rel, int *pfd,
+                   const char **last, char *why, size_t why_size)
+{
+	char dir[BENEATH_PATH_MAX];
+	const char *slash = strrchr(rel, '/');
+	struct stat st;
+	int rc;
+
+	*pfd = -1;
+	*last = slash ? slash + 1 : rel;
+	if ((rc = tool_fs_dirname(fs, path, rel, dir, sizeof dir, why, why_size)))
+		return rc;
 	rc = beneath_open(fs->root, dir, O_PATH, 0, BENEATH_DIRECTORY, pfd);
 	if (rc) {
 		tool_fs_why(fs, path, rel, rc, why, why_size);

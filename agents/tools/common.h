@@ -184,6 +184,11 @@ bool tool_fs_private_st(const struct tool_fs *fs, const struct stat *st);
  * a private path? */
 bool tool_fs_private_dir(const struct tool_fs *fs, int dirfd);
 
+/* The directory part of rel ("" when it has none) into dir (size bytes).
+ * SB_ERR_TOOBIG, with why set, when it does not fit. */
+int tool_fs_dirname(const struct tool_fs *fs, const char *path, const char *rel, char *dir,
+                    size_t size, char *why, size_t why_size);
+
 /* Opens the parent directory of rel (not "") beneath the root, O_PATH,
  * into *pfd (the caller closes it) and points *last at rel's last
  * component. Refuses (SB_ERR_PERM, why set) a private parent or a private

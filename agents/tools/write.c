@@ -39,18 +39,12 @@ static int write_parents(const struct tool_fs *fs, const char *path, const char 
                          size_t why_size)
 {
 	char dir[BENEATH_PATH_MAX];
-	const char *slash = strrchr(rel, '/');
-	size_t n = slash ? (size_t)(slash - rel) : 0;
 	int rc;
 
-	if (!n)
+	if ((rc = tool_fs_dirname(fs, path, rel, dir, sizeof dir, why, why_size)))
+		return rc;
+	if (!dir[0])
 		return SB_OK;
-	if (n >= sizeof dir) {
-		tool_fs_why(fs, path, rel, SB_ERR_TOOBIG, why, why_size);
-		return SB_ERR_TOOBIG;
-	}
-	memcpy(dir, rel, n);
-	dir[n] = '\0';
 	rc = beneath_mkdirs(fs->root, dir, 0755);
 	if (rc == SB_ERR_PERM || rc == SB_ERR_NOMEM)
 		tool_fs_why(fs, path, rel, rc, why, why_size);
