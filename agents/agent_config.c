@@ -30,7 +30,8 @@ static const char *agent_config_check_id(const void *field)
 	return NULL;
 }
 
-static const char *const agent_queue_modes[] = {"steer", "followup", "collect", "interrupt", NULL};
+static const char *const agent_queue_modes[] = {"steer",     "followup", "collect",
+                                                "interrupt", "auto",     NULL};
 static const char *const agent_queue_drops[] = {"oldest", "newest", NULL};
 /* In the order of enum perm_profile and enum sandbox_mode. */
 static const char *const agent_profiles[] = {"inherit", "minimal", "messaging",
@@ -44,7 +45,7 @@ static const char *agent_config_check_profile(const void *field)
 
 const char *agent_queue_mode_name(int mode)
 {
-	return mode >= 0 && mode < 4 ? agent_queue_modes[mode] : "unknown";
+	return mode >= 0 && mode <= AGENT_QUEUE_AUTO ? agent_queue_modes[mode] : "unknown";
 }
 
 static const struct cfg_key agent_context_keys[] = {
@@ -535,12 +536,15 @@ static const struct cfg_key agent_config_keys[] = {
         .type = CFG_ENUM,
         .offset = offsetof(struct agent_config, queue_mode),
         .choices = agent_queue_modes,
-        .def = "steer",
+        .def = "auto",
         .doc = "What happens to a message that arrives while the session's run is "
                "busy: `steer` (it joins the running turn at its next model call), "
                "`followup` (it gets a turn of its own after), `collect` (everything "
                "that waited becomes one next turn), `interrupt` (the running turn "
-               "is aborted and the newest message runs).",
+               "is aborted and the newest message runs), `auto` (`steer` for chat "
+               "messages; `followup` for a delivery whose sender waits for its own "
+               "answer: a `sync` or `callback` webhook, the OpenAI-compatible "
+               "endpoint; docs/routing.md, \"Queue modes\").",
     },
     {
         .name = "queue_cap",

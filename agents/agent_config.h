@@ -100,6 +100,10 @@ enum agent_queue_mode {
 	AGENT_QUEUE_FOLLOWUP,  /* each its own turn, in order */
 	AGENT_QUEUE_COLLECT,   /* everything that waited, as one next turn */
 	AGENT_QUEUE_INTERRUPT, /* abort the running turn; run the newest */
+	/* The default: STEER for a conversation, FOLLOWUP for a delivery whose
+	 * sender waits for its own answer (envelope.h, own_reply) and for any
+	 * message that finds such a delivery's turn running. */
+	AGENT_QUEUE_AUTO,
 };
 
 enum agent_queue_drop { AGENT_QUEUE_DROP_OLDEST = 0, AGENT_QUEUE_DROP_NEWEST };

@@ -646,6 +646,8 @@ static int webhook_accept(struct webhook *w, const struct webhook_hook_config *h
 	 * from outside, whoever signed it. */
 	env.mentioned = true;
 	env.untrusted = true;
+	/* A sync or callback delivery is answered on its own. */
+	env.own_reply = h->mode == WEBHOOK_MODE_SYNC || h->mode == WEBHOOK_MODE_CALLBACK;
 	env.received_at = clock_wall_ms();
 	env.raw = raw;
 	rc = host->ingest(host->ctx, &env, webhook_ingested, q);

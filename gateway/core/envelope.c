@@ -85,6 +85,7 @@ char *envelope_to_json(const struct envelope *e)
 	                        json_string(envelope_peer_kind_name(e->peer_kind))) ||
 	    json_object_set_new(o, "mentioned", json_boolean(e->mentioned)) ||
 	    json_object_set_new(o, "untrusted", json_boolean(e->untrusted)) ||
+	    (e->own_reply && json_object_set_new(o, "own_reply", json_true())) ||
 	    json_object_set_new(o, "received_at", json_integer(e->received_at)))
 		goto out;
 	out = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
@@ -133,6 +134,7 @@ int envelope_from_json(const char *json, struct envelope *e)
 		goto out;
 	e->mentioned = json_is_true(json_object_get(o, "mentioned"));
 	e->untrusted = json_is_true(json_object_get(o, "untrusted"));
+	e->own_reply = json_is_true(json_object_get(o, "own_reply"));
 	e->received_at = json_integer_value(json_object_get(o, "received_at"));
 	if (!e->channel || !e->event_id)
 		goto out;

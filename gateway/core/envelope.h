@@ -39,6 +39,11 @@ struct envelope {
 	const char *text;
 	bool mentioned;          /* the bot was mentioned / replied to */
 	bool untrusted;          /* content from outside: mark it so in prompts */
+	/* The sender waits for this delivery's own answer (a sync or
+	 * callback webhook, the OpenAI-compatible endpoint): under the
+	 * default queue_mode (auto) it runs as a turn of its own, in order,
+	 * and is never steered into (docs/routing.md, "Queue modes"). */
+	bool own_reply;
 	int64_t received_at;     /* unix ms */
 	const char *attachments; /* JSON array text of attachment metadata, or NULL */
 	const char *raw;         /* the channel's raw payload (JSON text), or NULL */

@@ -790,6 +790,7 @@ static void oai_chat(void *ud, struct server_request *sr)
 	env.text = text;
 	env.received_at = clock_wall_ms();
 	env.route_agent = q->agent_id;
+	env.own_reply = true; /* one completion per request */
 	env.route_session = q->session_key;
 	/* Subscribed before the message exists, so that no delta is missed
 	 * (and, for every request, to see its run aborted by a stop). */

@@ -691,7 +691,7 @@ static void lane_start(struct lane *l)
 	a->lane = l;
 	a->items = lane_pop(l);
 	ac = config_agent(cfg, a->items->agent_id);
-	a->queue_mode = ac ? ac->queue_mode : AGENT_QUEUE_STEER;
+	a->queue_mode = ac ? ac->queue_mode : AGENT_QUEUE_AUTO;
 	a->run_timeout_ms = ac ? ac->run_timeout_ms : 600000;
 	if (a->queue_mode == AGENT_QUEUE_COLLECT && l->head &&
 	    !dispatcher_channel_scheduled(a->items->env.channel)) {
@@ -783,6 +783,12 @@ static void lane_offer(struct dispatcher *d, const char *key, struct pending *p,
 		d->held--;
 		return;
 	}
+	/* The default mode: a delivery that waits for its own answer neither
+	 * steers into a run nor is steered into. */
+	if (mode == AGENT_QUEUE_AUTO)
+		mode = p->env.own_reply || (l->active && l->active->items->env.own_reply)
+		           ? AGENT_QUEUE_FOLLOWUP
+		           : AGENT_QUEUE_STEER;
 	if (l->active && !p->reset) {
 		struct active *a = l->active;
 
@@ -914,7 +920,7 @@ static void dispatch_accept(struct dispatcher *d, struct pending *p,
 		lane_offer(d, dec->session_key, p, AGENT_QUEUE_FOLLOWUP, ac ? ac->queue_cap : 20,
 		           AGENT_QUEUE_DROP_NEWEST);
 	} else {
-		lane_offer(d, dec->session_key, p, ac ? ac->queue_mode : AGENT_QUEUE_STEER,
+		lane_offer(d, dec->session_key, p, ac ? ac->queue_mode : AGENT_QUEUE_AUTO,
 		           ac ? ac->queue_cap : 20, ac ? ac->queue_drop : AGENT_QUEUE_DROP_OLDEST);
 	}
 	config_unref(cfg);

@@ -37,6 +37,7 @@
 #include <dirent.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -873,6 +874,162 @@ static void test_reply_pieces_resume(void **state)
 	harness_rmrf(home);
 }
 
+/* ---- 9: a delivery that waits for its own answer gets it, whatever the
+ * queue mode ---- */
+
+#define CB9_SECRET "whsec_Y2FsbGJhY2stc2VjcmV0LWZvci1yZXBsaWVzLTAxMjM0NQ=="
+#define HOOK9_TOKEN "own-reply-bearer-token-0123456789"
+
+/* The callback bodies the receiver accepted, as one JSON array. */
+static json_t *cb_bodies(int port)
+{
+	struct buf resp;
+	json_t *j, *d, *out = json_array();
+	size_t i;
+
+	buf_init(&resp, 16 << 20);
+	if (harness_http(port, "GET", "/__received", NULL, NULL, &resp) == 200 && resp.data &&
+	    (j = json_loads(resp.data, 0, NULL)) != NULL) {
+		json_array_foreach(json_object_get(j, "deliveries"), i, d)
+		if (json_integer_value(json_object_get(d, "status")) / 100 == 2)
+			json_array_append(out, json_object_get(d, "body"));
+		json_decref(j);
+	}
+	buf_free(&resp);
+	return out;
+}
+
+static void test_own_reply_under_steer(void **state)
+{
+	const char *init[] = {"init", NULL};
+	const char *rargs[] = {CB9_SECRET, NULL};
+	struct harness_peer rcv;
+	struct oai_fx f;
+	struct asker ask[3];
+	char cfg[2048], auth[128], idem[64], body[256], path[1024], want[64];
+	const char *h[] = {auth, idem, "Content-Type: application/json", NULL};
+	json_t *bodies = NULL;
+	int64_t deadline;
+	int k;
+
+	(void)state;
+	memset(&f, 0, sizeof f);
+	assert_int_equal(harness_tmpdir(f.home, sizeof f.home), 0);
+	assert_int_equal(harness_peer_start(&rcv, "callback_receiver.js", rargs), 0);
+	/* slow enough that every delivery arrives while the first runs */
+	write_home(f.home, "script.yaml",
+	           "steps:\n  - delay_ms: 700\n    text: \"reply to: {{user_text}}\"\n");
+	/* the agent keeps the default queue mode (steer) */
+	snprintf(cfg, sizeof cfg,
+	         "providers:\n"
+	         "  - {id: s, api: scripted, script: script.yaml}\n"
+	         "agents:\n"
+	         "  - {id: main, default: true, model: s/x}\n"
+	         "session: {dm_scope: main}\n"
+	         "openai_api: {enabled: true, sync_timeout: 30s}\n"
+	         "channels:\n"
+	         "  webhook:\n"
+	         "    dm_policy: open\n"
+	         "    allow_from: [\"*\"]\n"
+	         "    group_policy: open\n"
+	         "    hooks:\n"
+	         "      - {name: cb, verify: bearer, secret: \"%s\", mode: callback, "
+	         "callback_url: \"http://127.0.0.1:%d/replies\", callback_secret: \"%s\"}\n",
+	         HOOK9_TOKEN, rcv.port, CB9_SECRET);
+	write_home(f.home, "switchboard.yaml", cfg);
+	assert_int_equal(harness_cli(f.home, NULL, init), 0);
+	assert_int_equal(harness_oai_token(f.home, f.token, sizeof f.token), 0);
+	oai_start(&f);
+	/* Four callback deliveries to one conversation, back to back. */
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", HOOK9_TOKEN);
+	for (k = 1; k <= 4; k++) {
+		long st;
+
+		snprintf(idem, sizeof idem, "Idempotency-Key: own-%d", k);
+		snprintf(body, sizeof body,
+		         "{\"text\":\"delivery %d\",\"sender\":\"bot-a\",\"conversation\":\"room\"}", k);
+		st = harness_http(f.d.port, "POST", "/hooks/cb", h, body, NULL);
+		if (st != 202 && st != 200) {
+			harness_daemon_stop(&f.d, SIGTERM, 20000);
+			harness_peer_stop(&rcv);
+			fail_msg("delivery %d answered %ld", k, st);
+		}
+	}
+	/* Three completions for one OpenAI user, at once: each its own answer
+	 * (written by the child that asked). */
+	for (k = 0; k < 3; k++) {
+		ask[k].pid = fork();
+		assert_true(ask[k].pid >= 0);
+		if (ask[k].pid == 0) {
+			char q[32], *reply;
+			long st;
+
+			snprintf(q, sizeof q, "question %d", k);
+			reply = oai_ask(&f, "one-user", q, &st);
+			snprintf(path, sizeof path, "%s/answer-%d", f.home, k);
+			(void)harness_write_file(path, reply ? reply : "(none)");
+			free(reply);
+			_exit(0);
+		}
+	}
+	for (k = 0; k < 3; k++)
+		waitpid(ask[k].pid, NULL, 0);
+	deadline = now_ms() + 20000;
+	do {
+		json_decref(bodies);
+		bodies = cb_bodies(rcv.port);
+		if (json_array_size(bodies) >= 4)
+			break;
+		usleep(100000);
+	} while (now_ms() < deadline);
+	usleep(500000); /* a fifth would show up now */
+	json_decref(bodies);
+	bodies = cb_bodies(rcv.port);
+	assert_int_equal(harness_daemon_stop(&f.d, SIGTERM, 20000), 0);
+	harness_peer_stop(&rcv);
+	if (json_array_size(bodies) != 4) {
+		char *dump = json_dumps(bodies, JSON_INDENT(1));
+
+		fail_msg("%zu callbacks for 4 deliveries:\n%s", json_array_size(bodies),
+		         dump ? dump : "");
+	}
+	/* Each callback answers its own delivery. */
+	for (k = 1; k <= 4; k++) {
+		bool found = false;
+		json_t *b;
+		size_t i;
+
+		snprintf(want, sizeof want, "delivery %d", k);
+		json_array_foreach(bodies, i, b)
+		{
+			const char *t = json_string_value(json_object_get(b, "text"));
+			char *dump = json_dumps(b, JSON_COMPACT);
+			char key[32];
+
+			snprintf(key, sizeof key, "own-%d\"", k);
+			if (t && strstr(t, want) && dump && strstr(dump, key))
+				found = true;
+			free(dump);
+		}
+		if (!found)
+			fail_msg("no callback answers \"%s\" under its own id", want);
+	}
+	json_decref(bodies);
+	for (k = 0; k < 3; k++) {
+		struct buf a;
+
+		snprintf(path, sizeof path, "%s/answer-%d", f.home, k);
+		snprintf(want, sizeof want, "reply to: question %d", k);
+		buf_init(&a, 1 << 20);
+		assert_int_equal(harness_read_file(path, &a), 0);
+		if (!a.data || strcmp(a.data, want) != 0)
+			fail_msg("the completion for \"question %d\" was \"%s\"", k,
+			         a.data ? a.data : "");
+		buf_free(&a);
+	}
+	harness_rmrf(f.home);
+}
+
 /* ---- 11: a taken port is an exit, not a silent gateway ---- */
 
 static void test_port_taken(void **state)
@@ -938,6 +1095,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_port_taken),
+	    cmocka_unit_test(test_own_reply_under_steer),
 	    cmocka_unit_test(test_pairing_code_reaches_telegram),
 	    cmocka_unit_test(test_reply_pieces_resume),
 	    cmocka_unit_test(test_empty_entry_not_sent),
