@@ -34,11 +34,18 @@
  *   retry_after_ms  with error: the Retry-After the error carries
  *   stop            end_turn | max_tokens (default: tool_use when there are
  *                   tool calls, else end_turn)
+ *   retry_on_error  with tool_calls: when a result of those calls is an
+ *                   error (a refusal, a call a restart cut short), the
+ *                   continuation is this step again, not the next one: a
+ *                   model that tries a failed call once more
  *
  * Which step answers a call:
  *  1. A continuation (the last message is a user message with tool_result
- *     blocks) takes the step after the one that answered the previous call,
- *     whatever its match says.
+ *     blocks) takes the step after the one whose tool calls the last
+ *     assistant message holds (the same names and inputs; the step that
+ *     answered the previous call is tried first), whatever its match says;
+ *     so a gateway restarted in the middle of a turn goes on where the
+ *     history says. No such step: the one after the previous answer.
  *  2. Otherwise the first step (in file order) whose match fits the user
  *     text; steps with a match are reusable triggers.
  *  3. Otherwise the next step without a match, from the one after the
@@ -113,6 +120,7 @@ struct scripted_step {
 	int64_t retry_after_ms;      /* -1 when absent */
 	bool has_stop;
 	enum model_stop stop;
+	bool retry_on_error;
 };
 
 struct scripted_call;
@@ -460,6 +468,13 @@ static int scripted_parse_step(const json_t *obj, struct scripted_step *st, char
 				         "error must be one of rate_limit, overloaded, timeout, "
 				         "network, prompt_too_long, auth, bad_request, "
 				         "bad_response");
+		} else if (strcmp(key, "retry_on_error") == 0) {
+			if (!json_is_boolean(v)) {
+				snprintf(why, why_size, "retry_on_error must be true or false");
+				return SB_ERR_INVAL;
+			}
+			st->retry_on_error = json_is_true(v);
+			rc = SB_OK;
 		} else if (strcmp(key, "stop") == 0) {
 			const char *s = json_string_value(v);
 
@@ -729,11 +744,71 @@ static bool scripted_step_has_match(const struct scripted_step *st)
 	return st->match || st->has_re;
 }
 
+/* Whether step st's tool calls are the tool_use blocks of msg (names and
+ * inputs, in order). */
+static bool scripted_step_made(const struct scripted_step *st, const json_t *msg)
+{
+	const json_t *b;
+	size_t i, k = 0;
+
+	if (!st->tool_calls || !msg)
+		return false;
+	json_array_foreach(json_object_get(msg, "content"), i, b)
+	{
+		const char *type = json_string_value(json_object_get(b, "type"));
+		const json_t *call = json_array_get(st->tool_calls, k);
+
+		if (!type || strcmp(type, "tool_use") != 0)
+			continue;
+		if (!call || !json_equal(json_object_get(call, "name"), json_object_get(b, "name")))
+			return false;
+		if (!json_equal(json_object_get(call, "input"), json_object_get(b, "input")) &&
+		    !(json_object_size(json_object_get(call, "input")) == 0 &&
+		      json_object_size(json_object_get(b, "input")) == 0))
+			return false;
+		k++;
+	}
+	return k > 0 && k == json_array_size(st->tool_calls);
+}
+
+/* A continuation's step: after the one that made the last assistant
+ * message's calls (the same one again when it retries on an error), or -1
+ * when no step made them. */
+static long scripted_pick_continuation(const struct scripted *sp, const json_t *messages)
+{
+	size_t n = json_array_size(messages);
+	const json_t *results = n ? json_array_get(messages, n - 1) : NULL;
+	const json_t *calls = n > 1 ? json_array_get(messages, n - 2) : NULL, *b;
+	long made = -1;
+	bool error = false;
+	size_t i;
+
+	if (sp->cursor > 0 && scripted_step_made(&sp->steps[sp->cursor - 1], calls))
+		made = (long)sp->cursor - 1;
+	for (i = 0; made < 0 && i < sp->n; i++)
+		if (scripted_step_made(&sp->steps[i], calls))
+			made = (long)i;
+	if (made < 0)
+		return -1;
+	json_array_foreach(json_object_get(results, "content"), i, b)
+	error = error || json_is_true(json_object_get(b, "is_error"));
+	if (error && sp->steps[made].retry_on_error)
+		return made;
+	return made + 1 < (long)sp->n ? made + 1 : -1;
+}
+
 /* The selection rule at the top of the file. Returns the index or -1. */
-static long scripted_pick(const struct scripted *sp, bool continuation, const char *user_text)
+static long scripted_pick(const struct scripted *sp, bool continuation, const char *user_text,
+                          const json_t *messages)
 {
 	size_t i;
 
+	if (continuation) {
+		long c = scripted_pick_continuation(sp, messages);
+
+		if (c >= 0)
+			return c;
+	}
 	if (continuation && sp->cursor < sp->n)
 		return (long)sp->cursor;
 	if (!continuation) {
@@ -950,7 +1025,7 @@ static int scripted_call(struct provider *p, const struct model_request *req,
 	c->usage.input_tokens =
 	    scripted_tokens((req->system ? strlen(req->system) : 0) +
 	                    scripted_json_chars(req->messages) + scripted_json_chars(req->tools));
-	idx = scripted_pick(sp, continuation, user_text);
+	idx = scripted_pick(sp, continuation, user_text, req->messages);
 	delay = 0;
 	if (idx < 0) {
 		c->rc = scripted_error_fill(&c->err, MODEL_ERR_BAD_REQUEST);
