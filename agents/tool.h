@@ -41,6 +41,27 @@ struct tool_plan {
 	void *ud;
 };
 
+/* The messages the message tool has sent for one run, so that a run
+ * replayed after a crash sends none of them twice. A message's idempotency
+ * key derives from the run (the inbox entry it answers), what is sent and
+ * where, and how many identical messages this run sent before it: the
+ * replay of a call whose put landed before the kill gets the same key (the
+ * outbox keeps one entry), while a message the model means to send again,
+ * having seen it sent, gets the next one. The runner seeds it from the
+ * resumed history (tool_sends_from_history). Loop thread only. */
+struct tool_sends {
+	int64_t run_id; /* the inbox entry the run answers; 0: none (random keys) */
+	unsigned char (*sent)[16];
+	size_t n, cap;
+};
+
+struct tool_ctx;
+/* Counts, in history[from..], each message call whose result says it was
+ * queued (not an error: a call a restart cut is one). */
+int tool_sends_from_history(struct tool_sends *s, const struct tool_ctx *ctx,
+                            const json_t *history, size_t from);
+void tool_sends_free(struct tool_sends *s);
+
 /* What web_fetch may do for this agent (the agent's `web` config). */
 struct netaddr_policy;
 struct tool_web {
@@ -89,6 +110,9 @@ struct tool_ctx {
 	const struct sandbox_policy *sandbox;
 	/* The session's todo list; NULL: the todo tool is not available. */
 	struct tool_plan *plan;
+	/* The run's sent messages (the message tool's keys); NULL: random
+	 * keys (a run that cannot be replayed, tests of a single tool). */
+	struct tool_sends *sends;
 	/* web_fetch's limits; NULL: web_fetch is refused. */
 	const struct tool_web *web;
 	/* The memory tools' scope; NULL: they are refused. */

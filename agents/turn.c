@@ -110,6 +110,9 @@ struct turn {
 	int bad_calls;
 	bool finished;
 	bool user_pending; /* the last message (a user one) is not recorded yet */
+	/* The inbox entry whose text the pending user message is (0: none):
+	 * its entry carries "inbox_id", so a redelivery finds it. */
+	int64_t pending_inbox;
 	bool streamed;     /* text deltas came (the provider streams) */
 	struct model_usage usage;
 	struct buf text;  /* the answer's text so far (after the last tool round) */
@@ -223,10 +226,18 @@ static void turn_record_message(struct turn *t, const json_t *msg, const struct 
 /* Records the last user message if it is still waiting (see below). */
 static void turn_record_pending(struct turn *t)
 {
+	const json_t *msg;
+	json_t *fields;
+
 	if (!t->user_pending)
 		return;
 	t->user_pending = false;
-	turn_record_message(t, json_array_get(t->added, json_array_size(t->added) - 1), NULL, NULL);
+	msg = json_array_get(t->added, json_array_size(t->added) - 1);
+	fields = json_pack("{sO}", "message", msg);
+	if (fields && t->pending_inbox > 0)
+		json_object_set_new(fields, "inbox_id", json_integer(t->pending_inbox));
+	t->pending_inbox = 0;
+	turn_record(t, "message", fields);
 }
 
 /* Adds msg (taken) to the history and to this run's messages, and records
@@ -342,6 +353,7 @@ static void turn_finish(struct turn *t, enum turn_end end, const char *detail)
 	r.handoff = t->handoff != NULL;
 	r.handoff_summary = t->handoff;
 	r.todo = t->plan.items;
+	r.unsent = t->steer;
 	r.bad_calls = t->bad_calls;
 	r.final_call = t->grace;
 	r.session_usage = t->session_spent;
@@ -947,8 +959,9 @@ static void turn_on_model_done(void *ud, int rc, const struct model_response *re
 }
 
 /* Appends text to the last message when it is a user message (so the history
- * keeps alternating), else adds a new user message. */
-static void turn_add_user_note(struct turn *t, const char *text)
+ * keeps alternating), else adds a new user message. inbox_id (0: none) is
+ * the inbox entry the text came from, recorded with it. */
+static void turn_add_user_note_from(struct turn *t, const char *text, int64_t inbox_id)
 {
 	json_t *last = json_array_get(t->history, json_array_size(t->history) - 1);
 
@@ -965,6 +978,8 @@ static void turn_add_user_note(struct turn *t, const char *text)
 			json_array_set(t->added, n_added - 1, copy);
 		json_array_set(t->history, json_array_size(t->history) - 1, copy);
 		ev = json_pack("{ssss}", "event", "note", "text", text);
+		if (ev && inbox_id > 0)
+			json_object_set_new(ev, "inbox_id", json_integer(inbox_id));
 		/* A message recorded before (the last one of a resumed run's
 		 * history) is not recorded again: the note carries its edit, which
 		 * loading applies, so the reloaded history has the text too. */
@@ -977,7 +992,25 @@ static void turn_add_user_note(struct turn *t, const char *text)
 		json_decref(copy);
 		return;
 	}
-	turn_add_message(t, msg_user_text_new(text), NULL, NULL);
+	if (turn_add_message(t, msg_user_text_new(text), NULL, NULL) == SB_OK)
+		t->pending_inbox = inbox_id;
+}
+
+static void turn_add_user_note(struct turn *t, const char *text)
+{
+	turn_add_user_note_from(t, text, 0);
+}
+
+/* Adds the steered texts ({"text", "inbox_id"}) and forgets them. */
+static void turn_add_steered(struct turn *t)
+{
+	size_t i;
+	json_t *s;
+
+	json_array_foreach(t->steer, i, s)
+	turn_add_user_note_from(t, json_string_value(json_object_get(s, "text")),
+	                        json_integer_value(json_object_get(s, "inbox_id")));
+	json_array_clear(t->steer);
 }
 
 /* The last call at a limit: no tools, and a note asking the model to say
@@ -985,23 +1018,18 @@ static void turn_add_user_note(struct turn *t, const char *text)
 static void turn_wrap_up(struct turn *t, enum turn_end end, const char *detail, const char *note,
                          const char *reason)
 {
-	size_t i;
-	json_t *s;
 
 	t->grace = true;
 	t->grace_end = end;
 	t->grace_detail = detail;
 	turn_add_user_note(t, note);
-	json_array_foreach(t->steer, i, s) turn_add_user_note(t, json_string_value(s));
-	json_array_clear(t->steer);
+	turn_add_steered(t);
 	snprintf(t->send_reason, sizeof t->send_reason, "%s", reason);
 	turn_context_step(t, false, NULL);
 }
 
 static void turn_call_model(struct turn *t, const char *reason)
 {
-	size_t i;
-	json_t *s;
 
 	if (t->finished)
 		return;
@@ -1028,9 +1056,8 @@ static void turn_call_model(struct turn *t, const char *reason)
 		             TURN_NOTE_BUDGET, "grace call after the budget was spent");
 		return;
 	}
-	json_array_foreach(t->steer, i, s) turn_add_user_note(t, json_string_value(s));
 	if (json_array_size(t->steer)) {
-		json_array_clear(t->steer);
+		turn_add_steered(t);
 		reason = "steered by a new message";
 	}
 	snprintf(t->send_reason, sizeof t->send_reason, "%s", reason);
@@ -1760,6 +1787,7 @@ int turn_start(struct turn **out, const struct turn_options *opt, turn_done_cb d
 			uv_close((uv_handle_t *)&t->timer, turn_free_cb);
 			return SB_ERR_NOMEM;
 		}
+		t->pending_inbox = opt->inbox_id;
 	}
 	uv_timer_start(&t->timer, turn_first_step, 0, 0);
 	if (out)
@@ -1798,11 +1826,19 @@ void turn_abort(struct turn *t, const char *why)
 	turn_finish(t, TURN_END_ABORTED, t->detail);
 }
 
-int turn_steer(struct turn *t, const char *text)
+int turn_steer_from(struct turn *t, const char *text, int64_t inbox_id)
 {
+	json_t *s;
+
 	if (!t || t->finished)
 		return SB_ERR_CLOSED;
-	return json_array_append_new(t->steer, json_string(text)) ? SB_ERR_NOMEM : SB_OK;
+	s = json_pack("{sssI}", "text", text ? text : "", "inbox_id", (json_int_t)inbox_id);
+	return !s || json_array_append_new(t->steer, s) ? SB_ERR_NOMEM : SB_OK;
+}
+
+int turn_steer(struct turn *t, const char *text)
+{
+	return turn_steer_from(t, text, 0);
 }
 
 enum turn_state turn_state_of(const struct turn *t)

@@ -114,6 +114,9 @@ struct turn_options {
 	const char *system;       /* the system prompt (borrowed until done) */
 	const json_t *history;    /* earlier messages (borrowed; copied at start) */
 	const char *user_text;    /* the new user message */
+	/* The inbox entry user_text came from (0: none): its transcript entry
+	 * carries "inbox_id", so that a redelivery after a crash finds it. */
+	int64_t inbox_id;
 	const char *const *tools; /* tool names the agent may use; NULL = all */
 	size_t n_tools;
 	struct tool_ctx tool_ctx; /* copied; its strings borrowed until done */
@@ -164,6 +167,10 @@ struct turn_result {
 	bool handoff;
 	const char *handoff_summary;
 	const json_t *todo; /* the session's todo list at the end (borrowed) */
+	/* Steered texts no model call carried (the run ended first: an
+	 * error, an abort, the time limit): [{"text", "inbox_id"}], borrowed.
+	 * They were not answered; the caller carries them into a next run. */
+	const json_t *unsent;
 };
 
 typedef void (*turn_done_cb)(void *ud, const struct turn_result *r);
@@ -182,6 +189,9 @@ void turn_abort(struct turn *t, const char *why);
 /* Adds a user message that the run sees at its next model call (the steer
  * queue mode). */
 int turn_steer(struct turn *t, const char *text);
+/* The same, for the text of inbox entry inbox_id: recorded with it (the
+ * "note" event or the new user message carries "inbox_id"). */
+int turn_steer_from(struct turn *t, const char *text, int64_t inbox_id);
 
 enum turn_state turn_state_of(const struct turn *t);
 

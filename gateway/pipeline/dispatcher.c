@@ -503,6 +503,31 @@ static void dispatch_reply_text(struct buf *text, const char *reply)
 		buf_reset(text);
 }
 
+/* Unlinks from a's folded messages those whose inbox ids unsent lists (a
+ * steered text no model call carried) and returns them, in reverse order. */
+static struct pending *active_take_unsent(struct active *a, const json_t *unsent)
+{
+	struct pending **pp = &a->items->next, *out = NULL;
+
+	while (*pp) {
+		struct pending *p = *pp;
+		bool found = false;
+
+		for (size_t i = 0; i < json_array_size(unsent) && !found; i++)
+			found = json_integer_value(json_array_get(unsent, i)) == p->inbox_id;
+		if (!found) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		log_info("dispatch", "a steered message was not answered by the run; it runs next",
+		         LOG_S("session", a->lane->key), LOG_I("inbox_id", p->inbox_id));
+		p->next = out;
+		out = p;
+	}
+	return out;
+}
+
 static void run_done(void *ud, const struct run_outcome *o)
 {
 	struct active *a = ud;
@@ -510,7 +535,7 @@ static void run_done(void *ud, const struct run_outcome *o)
 	struct dispatcher *d = l->d;
 	const char *status = "error";
 	struct buf text;
-	struct pending *p;
+	struct pending *p, *carry;
 
 	a->job = NULL;
 	uv_timer_stop(&a->watchdog);
@@ -540,6 +565,7 @@ static void run_done(void *ud, const struct run_outcome *o)
 	if (l->d->opt.activity)
 		l->d->opt.activity(l->d->opt.ud, &a->items->env, false);
 
+	carry = a->shutdown ? NULL : active_take_unsent(a, o->unsent);
 	if (a->shutdown) {
 		/* Released, not done: the message runs again after a restart. */
 		for (p = a->items; p; p = p->next)
@@ -612,6 +638,16 @@ static void run_done(void *ud, const struct run_outcome *o)
 	a->items = NULL;
 	buf_free(&text);
 	l->active = NULL;
+	/* Steered in, never answered: the next run, before what waits. */
+	while (carry) {
+		p = carry;
+		carry = carry->next;
+		p->next = l->head;
+		l->head = p;
+		if (!l->tail)
+			l->tail = p;
+		l->n++;
+	}
 	SB_ASSERT(d->running > 0, LOG_S("session", l->key));
 	d->running--;
 	if (d->opt.metrics) {
@@ -734,6 +770,7 @@ static void lane_start(struct lane *l)
 	req.new_session = a->items->reset;
 	req.reset = a->items->reset_policy;
 	req.redelivered = a->items->redelivered && !collected;
+	req.inbox_id = a->items->inbox_id;
 	req.ev = &a->ev;
 	if (d->opt.route_seen && !dispatcher_channel_scheduled(e->channel))
 		d->opt.route_seen(d->opt.ud, a->items->agent_id, e);
@@ -792,7 +829,7 @@ static void lane_offer(struct dispatcher *d, const char *key, struct pending *p,
 	if (l->active && !p->reset) {
 		struct active *a = l->active;
 
-		if (mode == AGENT_QUEUE_STEER && runner_steer(a->job, p->text) == SB_OK) {
+		if (mode == AGENT_QUEUE_STEER && runner_steer_from(a->job, p->text, p->inbox_id) == SB_OK) {
 			/* Answered by the running turn's reply. */
 			struct pending *t = a->items;
 

@@ -107,6 +107,17 @@ struct run_job {
 	char memory_today[32], memory_yesterday[32];
 	char memory_label[600];
 	const char *tools[RUNNER_DEFAULT_TOOLS]; /* the default list, web_fetch when on */
+	struct tool_sends sends; /* the message tool's sent messages (tool.h) */
+	/* The inbox entries whose text the transcript holds ("inbox_id" of
+	 * its user messages and notes): {"<id>": true}; stamped: it has any. */
+	json_t *recorded;
+	bool stamped;
+	json_t *unsent;    /* inbox ids steered in and never sent (run_outcome) */
+	/* A resumed run whose first attempt recorded its whole reply, which
+	 * a crash kept from the user, and that goes on for a text steered in
+	 * since: the recorded reply, put before this run's. */
+	char *resume_prefix;
+	bool steer_given; /* j->steer went to the turn */
 
 	/* the turn's result, kept past its callback */
 	struct turn_result result;
@@ -142,6 +153,9 @@ size_t runner_active(const struct runner *r)
 	return r ? r->active : 0;
 }
 
+static bool run_recorded(const struct run_job *j, int64_t inbox_id);
+static bool run_steer_pending(const struct run_job *j);
+
 static void run_job_free(struct run_job *j)
 {
 	if (j->cfg)
@@ -160,6 +174,10 @@ static void run_job_free(struct run_job *j)
 	json_decref(j->todo);
 	json_decref(j->repair);
 	json_decref(j->steer);
+	tool_sends_free(&j->sends);
+	json_decref(j->recorded);
+	json_decref(j->unsent);
+	free(j->resume_prefix);
 	buf_free(&j->prompt);
 	free(j->chain);
 	free(j->result_text);
@@ -179,6 +197,15 @@ static void run_finish(struct run_job *j, int rc, const char *error)
 	o.result = rc == SB_OK ? &j->result : NULL;
 	o.session_id = j->session_id;
 	o.transcript_path = j->path;
+	if (!j->steer_given && json_array_size(j->steer)) {
+		/* The turn never started: every text steered in waits. */
+		json_decref(j->unsent);
+		j->unsent = json_array();
+		for (size_t i = 0; i < json_array_size(j->steer); i++)
+			json_array_append(j->unsent,
+			                  json_object_get(json_array_get(j->steer, i), "inbox_id"));
+	}
+	o.unsent = j->unsent;
 	j->r->active--;
 	j->done(j->ud, &o);
 	run_job_free(j);
@@ -329,6 +356,13 @@ static void run_turn_done(void *ud, const struct turn_result *res)
 
 	run_count_context(j, res);
 	j->turn = NULL;
+	if (json_array_size(res->unsent)) {
+		if (!j->unsent)
+			j->unsent = json_array();
+		for (size_t i = 0; j->unsent && i < json_array_size(res->unsent); i++)
+			json_array_append(j->unsent,
+			                  json_object_get(json_array_get(res->unsent, i), "inbox_id"));
+	}
 	if (run_hand_off(j, res)) {
 		j->stage = RUN_FLUSH;
 		if (transcript_flush(j->transcript, run_flushed, j) != SB_OK)
@@ -348,6 +382,8 @@ static void run_turn_done(void *ud, const struct turn_result *res)
 		j->result.tool_calls += j->first_tools;
 	}
 	buf_init(&text, (size_t)64 << 20);
+	if (j->resume_prefix && *j->resume_prefix)
+		buf_printf(&text, "%s%s", j->resume_prefix, res->text && *res->text ? "\n\n" : "");
 	buf_puts(&text, res->text ? res->text : "");
 	snprintf(detail, sizeof detail, "%s", res->detail ? res->detail : "");
 	if (j->handed_off && res->handoff) {
@@ -414,12 +450,43 @@ static bool run_has_text(const json_t *m)
  * already: the last user message with text (what follows it is that run's
  * work: tool calls, their results, maybe the whole reply). It must not be
  * added twice. Returns the index of that message, or -1. */
+static bool run_has_block(const json_t *m, const char *text)
+{
+	const json_t *b;
+	size_t k;
+
+	json_array_foreach(json_object_get(m, "content"), k, b)
+	{
+		const char *t = json_string_value(json_object_get(b, "text"));
+
+		if (t && strcmp(t, text) == 0)
+			return true;
+	}
+	return false;
+}
+
 static long run_resumes_at(const struct run_job *j)
 {
 	size_t n = json_array_size(j->history), i;
 
 	if (!j->redelivered)
 		return -1;
+	if (j->stamped && j->sends.run_id > 0) {
+		/* The transcript names the inbox entries it holds: the message
+		 * was recorded or it was not, whatever its text (the same text
+		 * sent again is another entry). Where: the last user message
+		 * holding it, its own or one it was steered into. */
+		if (!run_recorded(j, j->sends.run_id))
+			return -1;
+		for (i = n; i-- > 0;) {
+			const json_t *m = json_array_get(j->history, i);
+			const char *role = json_string_value(json_object_get(m, "role"));
+
+			if (role && strcmp(role, "user") == 0 && run_has_block(m, j->text))
+				return (long)i;
+		}
+		return -1;
+	}
 	for (i = n; i-- > 0;) {
 		const json_t *m = json_array_get(j->history, i);
 		const char *role = json_string_value(json_object_get(m, "role"));
@@ -479,6 +546,44 @@ static char *run_recorded_reply(const struct run_job *j)
 		free(t);
 	}
 	buf_puts(&b, "");
+	return buf_steal(&b);
+}
+
+/* A resumed run's answer so far: the first attempt's assistant texts after
+ * its last tool round (what its reply would have begun with), which a crash
+ * kept from the user. NULL when none (caller frees). */
+static char *run_partial_reply(const struct run_job *j)
+{
+	long at = run_resumes_at(j);
+	size_t n = json_array_size(j->history);
+	struct buf b;
+
+	if (at < 0)
+		return NULL;
+	buf_init(&b, (size_t)64 << 20);
+	for (size_t i = (size_t)at + 1; i < n; i++) {
+		const json_t *m = json_array_get(j->history, i);
+		const char *role = json_string_value(json_object_get(m, "role"));
+		char *t;
+
+		if (!role || strcmp(role, "assistant") != 0)
+			continue;
+		if (msg_tool_use_count(m) > 0) {
+			buf_reset(&b);
+			continue;
+		}
+		t = msg_text(m);
+		if (t && *t) {
+			if (b.len)
+				buf_puts(&b, "\n\n");
+			buf_puts(&b, t);
+		}
+		free(t);
+	}
+	if (!b.len) {
+		buf_free(&b);
+		return NULL;
+	}
 	return buf_steal(&b);
 }
 
@@ -655,7 +760,8 @@ static void run_start_turn(struct run_job *j)
 		json_decref(j->repair);
 		j->repair = NULL;
 	}
-	if (!j->handed_off && (j->result_text = run_recorded_reply(j)) != NULL) {
+	if (!j->handed_off && !run_steer_pending(j) &&
+	    (j->result_text = run_recorded_reply(j)) != NULL) {
 		log_info("agent", "the reply was recorded before a restart; delivering it",
 		         LOG_S("session", j->session_key));
 		memset(&j->result, 0, sizeof j->result);
@@ -694,6 +800,10 @@ static void run_start_turn(struct run_job *j)
 	to.system = j->prompt.data;
 	to.history = j->history;
 	to.user_text = run_resumes(j) ? NULL : j->text;
+	/* Resumed: what the first attempt already answered goes first. */
+	free(j->resume_prefix);
+	j->resume_prefix = run_resumes(j) && !j->handed_off ? run_partial_reply(j) : NULL;
+	to.inbox_id = j->sends.run_id;
 	if (a->n_tools) {
 		to.tools = (const char *const *)a->tools;
 		to.n_tools = a->n_tools;
@@ -723,6 +833,13 @@ static void run_start_turn(struct run_job *j)
 	to.tool_ctx.channel = j->channel;
 	to.tool_ctx.account = j->account;
 	to.tool_ctx.target = j->target;
+	/* A resumed run: the messages its first run queued count as sent. */
+	if (run_resumes(j) && j->sends.n == 0 &&
+	    tool_sends_from_history(&j->sends, &to.tool_ctx, j->history,
+	                            (size_t)run_resumes_at(j) + 1) != SB_OK)
+		log_warn("runner", "cannot read the messages a cut run sent: a replay may send them again",
+		         LOG_S("session", j->session_key));
+	to.tool_ctx.sends = &j->sends;
 	run_gates(j);
 	run_memory(j);
 	to.tool_ctx.memory = j->memory.index ? &j->memory : NULL;
@@ -763,9 +880,16 @@ static void run_start_turn(struct run_job *j)
 		run_finish(j, rc, "the turn could not start");
 		return;
 	}
-	/* Steered in while the job prepared: seen at the first model call. */
-	for (size_t i = 0; i < json_array_size(j->steer); i++)
-		turn_steer(j->turn, json_string_value(json_array_get(j->steer, i)));
+	/* Steered in while the job prepared: seen at the first model call
+	 * (those the history holds already are not added again). */
+	j->steer_given = true;
+	for (size_t i = 0; i < json_array_size(j->steer); i++) {
+		const json_t *s = json_array_get(j->steer, i);
+		int64_t id = json_integer_value(json_object_get(s, "inbox_id"));
+
+		if (!run_recorded(j, id))
+			turn_steer_from(j->turn, json_string_value(json_object_get(s, "text")), id);
+	}
 }
 
 /* ---- the context window ---- */
@@ -866,6 +990,39 @@ static int run_daily_notes(struct run_job *j)
 	return rc;
 }
 
+/* The inbox ids the entries name (user messages, notes). */
+static void run_collect_recorded(struct run_job *j, const json_t *entries)
+{
+	const json_t *e;
+	size_t i;
+
+	json_decref(j->recorded);
+	j->recorded = json_object();
+	j->stamped = false;
+	json_array_foreach(entries, i, e)
+	{
+		json_int_t id = json_integer_value(json_object_get(e, "inbox_id"));
+		char key[32];
+
+		if (id <= 0)
+			continue;
+		j->stamped = true;
+		snprintf(key, sizeof key, "%lld", (long long)id);
+		if (j->recorded)
+			json_object_set_new(j->recorded, key, json_true());
+	}
+}
+
+static bool run_recorded(const struct run_job *j, int64_t inbox_id)
+{
+	char key[32];
+
+	if (inbox_id <= 0 || !j->recorded)
+		return false;
+	snprintf(key, sizeof key, "%lld", (long long)inbox_id);
+	return json_object_get(j->recorded, key) != NULL;
+}
+
 static void run_prepare_work(uv_work_t *w)
 {
 	struct run_job *j = w->data;
@@ -906,6 +1063,7 @@ static void run_prepare_work(uv_work_t *w)
 			         LOG_S("path", j->path));
 		json_decref(j->repair);
 		j->repair = json_incref(tl.repair);
+		run_collect_recorded(j, tl.entries);
 		if (tl.repaired)
 			log_warn("agent",
 			         "tool calls cut by a restart got an error result in the history",
@@ -1083,6 +1241,7 @@ int runner_run(struct runner *r, const struct run_request *req, run_done_cb done
 	j->group = req->group;
 	j->main_session = req->main_session;
 	j->redelivered = req->redelivered;
+	j->sends.run_id = req->inbox_id;
 	j->new_session = req->new_session;
 	j->reset = req->reset;
 	j->ev = req->ev;
@@ -1120,14 +1279,38 @@ void runner_abort(struct run_job *j, const char *why)
 	/* Earlier stages notice the flag when their step completes. */
 }
 
-int runner_steer(struct run_job *j, const char *text)
+int runner_steer_from(struct run_job *j, const char *text, int64_t inbox_id)
 {
+	json_t *s;
+
 	if (!j || j->aborted || j->stage > RUN_TURN)
 		return SB_ERR_AGAIN;
-	if (j->stage == RUN_TURN && j->turn)
-		return turn_steer(j->turn, text);
+	if (j->stage == RUN_TURN && j->turn) {
+		/* Redelivered after a crash, and the history has it already
+		 * (steered into this run's first attempt): answered by this
+		 * run without being added twice. */
+		if (run_recorded(j, inbox_id))
+			return SB_OK;
+		return turn_steer_from(j->turn, text, inbox_id);
+	}
 	/* Still preparing: held until the turn starts. */
 	if (!j->steer && !(j->steer = json_array()))
 		return SB_ERR_NOMEM;
-	return json_array_append_new(j->steer, json_string(text)) ? SB_ERR_NOMEM : SB_OK;
+	s = json_pack("{sssI}", "text", text ? text : "", "inbox_id", (json_int_t)inbox_id);
+	return !s || json_array_append_new(j->steer, s) ? SB_ERR_NOMEM : SB_OK;
+}
+
+int runner_steer(struct run_job *j, const char *text)
+{
+	return runner_steer_from(j, text, 0);
+}
+
+/* Texts steered in while the job prepared that the history lacks. */
+static bool run_steer_pending(const struct run_job *j)
+{
+	for (size_t i = 0; i < json_array_size(j->steer); i++)
+		if (!run_recorded(j, json_integer_value(json_object_get(
+		                         json_array_get(j->steer, i), "inbox_id"))))
+			return true;
+	return false;
 }

@@ -10,6 +10,7 @@
 #define SB_GATEWAY_RUNNER_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <uv.h>
 
 #include "agents/models.h"
@@ -66,6 +67,9 @@ struct run_request {
 	 * session's history ends with this text, unanswered, the turn resumes
 	 * from there instead of adding it a second time. */
 	bool redelivered;
+	/* The inbox entry the run answers (0: none): the message tool's keys
+	 * derive from it, so a replayed run sends nothing twice. */
+	int64_t inbox_id;
 };
 
 struct run_outcome {
@@ -74,6 +78,10 @@ struct run_outcome {
 	const struct turn_result *result; /* when rc == SB_OK */
 	const char *session_id;
 	const char *transcript_path;
+	/* Inbox ids of messages steered into this run that no model call
+	 * carried (it ended first, or never started): not answered, to be
+	 * carried into a next run. A JSON array of integers; may be NULL. */
+	const json_t *unsent;
 };
 
 typedef void (*run_done_cb)(void *ud, const struct run_outcome *o);
@@ -94,6 +102,10 @@ void runner_abort(struct run_job *j, const char *why);
  * call (at its first one when the job is still preparing). SB_ERR_AGAIN
  * when the job was aborted or its turn is over. */
 int runner_steer(struct run_job *j, const char *text);
+/* The same for the text of inbox entry inbox_id: recorded with it, and not
+ * added again when the session's history holds it already (a redelivery of
+ * a message steered into the run's first attempt, before a crash). */
+int runner_steer_from(struct run_job *j, const char *text, int64_t inbox_id);
 
 /* Jobs in flight. */
 size_t runner_active(const struct runner *r);

@@ -1030,6 +1030,47 @@ static void test_own_reply_under_steer(void **state)
 	harness_rmrf(f.home);
 }
 
+/* ---- 8: a steered message the run never carried is carried into the next
+ * one ---- */
+
+static void test_steered_carried_past_timeout(void **state)
+{
+	const char *init[] = {"init", NULL};
+	struct oai_fx f;
+	struct asker slow;
+	char cfg[1024], *reply;
+	long st;
+
+	(void)state;
+	memset(&f, 0, sizeof f);
+	assert_int_equal(harness_tmpdir(f.home, sizeof f.home), 0);
+	write_home(f.home, "script.yaml",
+	           "steps:\n"
+	           "  - match: \"slow\"\n    delay_ms: 4000\n    text: \"slow done\"\n"
+	           "  - text: \"reply to: {{user_text}}\"\n");
+	snprintf(cfg, sizeof cfg,
+	         "providers:\n"
+	         "  - {id: s, api: scripted, script: script.yaml}\n"
+	         "agents:\n"
+	         "  - {id: main, default: true, model: s/x, queue_mode: steer, run_timeout: 1s}\n"
+	         "openai_api: {enabled: true, sync_timeout: 30s}\n");
+	write_home(f.home, "switchboard.yaml", cfg);
+	assert_int_equal(harness_cli(f.home, NULL, init), 0);
+	assert_int_equal(harness_oai_token(f.home, f.token, sizeof f.token), 0);
+	oai_start(&f);
+	/* The first run waits on its model past run_timeout; the second
+	 * message is steered in meanwhile and never reaches a model call. */
+	ask_in_background(&f, &slow, "u", "slow one");
+	usleep(300000);
+	reply = oai_ask(&f, "u", "quick two", &st);
+	waitpid(slow.pid, NULL, 0);
+	assert_int_equal(harness_daemon_stop(&f.d, SIGTERM, 20000), 0);
+	if (st != 200 || !reply || strcmp(reply, "reply to: quick two") != 0)
+		fail_msg("the steered message was answered %ld \"%s\"", st, reply ? reply : "");
+	free(reply);
+	harness_rmrf(f.home);
+}
+
 /* ---- 11: a taken port is an exit, not a silent gateway ---- */
 
 static void test_port_taken(void **state)
@@ -1096,6 +1137,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_port_taken),
 	    cmocka_unit_test(test_own_reply_under_steer),
+	    cmocka_unit_test(test_steered_carried_past_timeout),
 	    cmocka_unit_test(test_pairing_code_reaches_telegram),
 	    cmocka_unit_test(test_reply_pieces_resume),
 	    cmocka_unit_test(test_empty_entry_not_sent),
