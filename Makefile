@@ -7,6 +7,8 @@
 #   make fuzz   every libFuzzer harness for FUZZ_SECONDS each (CI smoke: FUZZ_SECONDS=10)
 #   make tsan   the tests whose work crosses threads (store writer, thread pool) under ThreadSanitizer
 #               (part of make test)
+#   make install    build, then install the binary, man page, bash completion and systemd unit
+#                   under $(DESTDIR)$(PREFIX) (PREFIX=/usr/local by default); make uninstall
 
 JOBS      ?= $(shell nproc 2>/dev/null || echo 2)
 RELEASE   := build/release
@@ -19,7 +21,20 @@ TSAN_TESTS := test_store test_pairing test_outbox test_transcript test_tools tes
 SWITCHBOARD_HOME ?= $(HOME)/.switchboard
 export SWITCHBOARD_HOME
 
-.PHONY: run build deps test test-deps check bench fuzz clean format bench-openclaw soak tsan
+.PHONY: run build deps test test-deps check bench fuzz clean format bench-openclaw soak tsan \
+        install uninstall
+
+# make install: where things go. DESTDIR is prepended to every path (for
+# packaging); the unit's ExecStart names $(BINDIR) without it. BINARY=path
+# installs that binary instead of building build/release/switchboard.
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+MANDIR      ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+UNITDIR     ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
+INSTALL     ?= install
+BINARY      ?=
 
 run: build
 	@test -f "$(SWITCHBOARD_HOME)/switchboard.yaml" || $(RELEASE)/switchboard init
@@ -79,6 +94,22 @@ fuzz: test-deps
 	@CC=clang cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_FUZZ=ON -DSB_TESTS=OFF >/dev/null
 	@cmake --build build/fuzz -j$(JOBS)
 	@tests/fuzz/run.sh build/fuzz $(FUZZ_SECONDS)
+
+install: $(if $(BINARY),,build)
+	$(INSTALL) -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(BASHCOMPDIR)" \
+		"$(DESTDIR)$(UNITDIR)" "$(DESTDIR)$(SYSUSERSDIR)"
+	$(INSTALL) -m 0755 "$(or $(BINARY),$(RELEASE)/switchboard)" "$(DESTDIR)$(BINDIR)/switchboard"
+	$(INSTALL) -m 0644 docs/switchboard.1 "$(DESTDIR)$(MANDIR)/man1/switchboard.1"
+	$(INSTALL) -m 0644 scripts/switchboard.bash-completion "$(DESTDIR)$(BASHCOMPDIR)/switchboard"
+	sed 's|@BINDIR@|$(BINDIR)|g' packaging/switchboard.service.in >"$(DESTDIR)$(UNITDIR)/switchboard.service.tmp"
+	$(INSTALL) -m 0644 "$(DESTDIR)$(UNITDIR)/switchboard.service.tmp" "$(DESTDIR)$(UNITDIR)/switchboard.service"
+	rm -f "$(DESTDIR)$(UNITDIR)/switchboard.service.tmp"
+	$(INSTALL) -m 0644 packaging/switchboard.sysusers "$(DESTDIR)$(SYSUSERSDIR)/switchboard.conf"
+
+uninstall:
+	rm -f "$(DESTDIR)$(BINDIR)/switchboard" "$(DESTDIR)$(MANDIR)/man1/switchboard.1" \
+		"$(DESTDIR)$(BASHCOMPDIR)/switchboard" "$(DESTDIR)$(UNITDIR)/switchboard.service" \
+		"$(DESTDIR)$(SYSUSERSDIR)/switchboard.conf"
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -13,6 +13,10 @@ pkgs=(build-essential cmake pkg-config
       tzdata)
 if [ "$what" = test ]; then
   pkgs+=(libcmocka-dev sqlite3 clang)
+  # make install's test (tests/install/): the man page rendered with
+  # warnings on, and the unit checked by systemd-analyze verify (the test
+  # never needs systemd running).
+  pkgs+=(groff-base man-db systemd)
   # The web UI's browser test (tests/browser/): headless chromium driven by
   # playwright-core from npm, and a font to render the pages' screenshots.
   pkgs+=(chromium fonts-dejavu-core)

@@ -4,12 +4,13 @@
  * Start-up order: config -> lock the home -> store (migrations) -> routing
  * table, model routers, runner, dispatcher, outbox sender, channels, modules
  * -> HTTP server -> store recovery (claims left by a crash are released) ->
- * ready. Stop: not ready (readyz 503), new work refused, channels and
- * modules drain -> runs, deliveries and requests in flight get up to
- * gateway.drain_timeout -> runs still going are aborted (their messages go
- * back to the inbox) -> every part is closed, the store last (it finishes
- * every queued operation) -> the loop runs until every handle is closed ->
- * exit 0.
+ * ready (READY=1 to a service manager, notify.h). Stop: not ready (readyz
+ * 503; STOPPING=1), new work refused, channels and modules drain -> runs,
+ * deliveries and requests in flight get up to gateway.drain_timeout -> runs
+ * still going are aborted (their messages go back to the inbox) -> every
+ * part is closed, the store last (it finishes every queued operation) -> the
+ * loop runs until every handle is closed -> exit 0. A reload says
+ * RELOADING=1 while the new file is read, READY=1 when it is done.
  */
 #include "gateway/daemon/daemon.h"
 
@@ -299,6 +300,13 @@ out:
 		d->reload_again = NULL;
 		daemon_reload(d, again);
 	}
+	/* Kept or swapped, the configuration in use is whole again. A drain
+	 * that began meanwhile has said STOPPING=1 instead. */
+	if (!d->reloading && d->reload_notified) {
+		d->reload_notified = false;
+		if (d->state == DAEMON_READY)
+			notify_ready(&d->notify);
+	}
 }
 
 static void daemon_reload(struct daemon *d, const char *why)
@@ -321,6 +329,12 @@ static void daemon_reload(struct daemon *d, const char *why)
 		return;
 	}
 	d->reloading = true;
+	/* Only a gateway that said READY=1 says it reloads: before that the
+	 * manager is still waiting for the first READY=1. */
+	if (d->state == DAEMON_READY && !d->reload_notified) {
+		d->reload_notified = true;
+		notify_reloading(&d->notify);
+	}
 }
 
 static void daemon_reload_timer(uv_timer_t *t)
@@ -343,6 +357,15 @@ static void daemon_cfg_changed(uv_fs_event_t *h, const char *filename, int event
 }
 
 /* ---- stop ---- */
+
+/* Tells the service manager, once, that the gateway is on its way out. */
+static void daemon_notify_stopping(struct daemon *d)
+{
+	if (d->stop_notified)
+		return;
+	d->stop_notified = true;
+	notify_stopping(&d->notify);
+}
 
 /* The last phase: close every part. The store goes last: closing it
  * finishes every queued operation and runs their callbacks. */
@@ -411,6 +434,7 @@ static void daemon_shutdown(struct daemon *d)
 	if (d->state >= DAEMON_STOPPING)
 		return;
 	d->state = DAEMON_STOPPING;
+	daemon_notify_stopping(d);
 	log_info("gateway", "stopping");
 	for (size_t i = 0; i < d->n_channels; i++)
 		if (d->channels[i]->ops->stop)
@@ -467,6 +491,7 @@ static void daemon_on_signal(uv_signal_t *h, int signum)
 	if (d->state != DAEMON_READY)
 		return;
 	d->state = DAEMON_DRAINING;
+	daemon_notify_stopping(d);
 	log_info("gateway", "draining", LOG_S("signal", signum == SIGTERM ? "SIGTERM" : "SIGINT"),
 	         LOG_I("drain_timeout_ms", d->cfg->gateway.drain_timeout_ms));
 	server_drain(d->server);
@@ -777,6 +802,8 @@ static void daemon_recovered(void *ud, int rc, int64_t inbox, int64_t outbox)
 	scheduler_start(d->scheduler);
 	d->state = DAEMON_READY;
 	daemon_announce(d);
+	/* The listener exists and /readyz answers 200 from now on. */
+	notify_ready(&d->notify);
 	if (boot_start(&d->boot, &d->loop, &d->host, d->runner, d->cfg) != SB_OK)
 		log_warn("gateway", "cannot start the BOOT.md runs");
 }
@@ -836,6 +863,8 @@ int daemon_run(const struct daemon_options *opt)
 	d->started_ns = clock_mono_ns();
 	d->opt = opt;
 	d->lock_fd = -1;
+	/* First: NOTIFY_SOCKET leaves the environment before anything runs. */
+	notify_init(&d->notify);
 	metrics_init(&d->metrics);
 	cfg_errors_init(&errs);
 	signal(SIGPIPE, SIG_IGN);
@@ -889,6 +918,7 @@ out_loop:
 		log_info("gateway", "stopped");
 	}
 out_free:
+	notify_close(&d->notify);
 	if (d->lock_fd >= 0)
 		close(d->lock_fd);
 	config_unref(d->cfg);

@@ -19,6 +19,7 @@
 #include "gateway/core/host.h"
 #include "gateway/core/httpc.h"
 #include "gateway/daemon/daemon.h"
+#include "gateway/daemon/notify.h"
 #include "gateway/pipeline/dispatcher.h"
 #include "gateway/obs/events.h"
 #include "gateway/obs/metrics.h"
@@ -77,6 +78,9 @@ struct daemon {
 	struct gateway_ctx gctx;
 	enum daemon_state state;
 	int lock_fd;
+	struct notify notify; /* the service manager's socket (notify.h) */
+	bool reload_notified; /* RELOADING=1 was sent; READY=1 is owed */
+	bool stop_notified;   /* STOPPING=1 was sent */
 
 	struct channel *channels[DAEMON_CHANNELS_MAX];
 	size_t n_channels;
