@@ -1,17 +1,25 @@
 /*
- * grep.c - the grep tool: lines of workspace files matching a POSIX extended
- * regular expression, as file:line:text.
+ * grep.c - the grep tool: lines of workspace files matching a regular
+ * expression (PCRE2 syntax), as file:line:text.
  *
  * The walk is sorted (the same tree gives the same output), skips .git,
  * binary files and symlinks (a symlinked file could point out of the
  * workspace), and stops at the caps below with a note saying so.
+ *
+ * The model chooses the expression, so matching it is bounded: PCRE2 (not
+ * glibc's regexec, which backtracks without limit on "(a*)*\1b") with a
+ * match limit, a depth limit and a heap limit for the interpreter and a
+ * stack of fixed size for the JIT. A line that reaches a limit ends the
+ * search with an error that names the file and line.
  */
 #include <fnmatch.h>
-#include <regex.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include "agents/tool.h"
 #include "agents/tools/common.h"
@@ -26,6 +34,13 @@
 #define GREP_LINE_KEEP 16384     /* bytes of a line the expression sees */
 #define GREP_LINE_SHOWN 500      /* bytes of a matching line shown */
 #define GREP_MAX_DEPTH 64
+/* What one line may cost the expression. An ordinary expression on a
+ * 16 KiB line stays far below; "(a|aa)+$" on a line
+ * of 40 a's reaches it in a fifth of a second (a twentieth with the JIT). */
+#define GREP_MATCH_LIMIT 10000000
+#define GREP_DEPTH_LIMIT 10000
+#define GREP_HEAP_LIMIT_KIB 16384
+#define GREP_JIT_STACK_MAX (1 << 20)
 
 struct grep_job {
 	struct tool_fs_spec fs;
@@ -37,7 +52,10 @@ struct grep_job {
 
 struct grep_state {
 	const struct tool_fs *fs;
-	regex_t re;
+	pcre2_code *re;
+	pcre2_match_data *md;
+	pcre2_match_context *mctx;
+	char *costly; /* "match limit reached on FILE:LINE", or NULL */
 	const char *glob;
 	bool glob_path; /* the filter has a '/': match the path, not the name */
 	struct buf out;
@@ -61,7 +79,55 @@ static void grep_job_free(void *p)
 
 static bool grep_stopped(const struct grep_state *g)
 {
-	return g->rc != SB_OK || g->cap_matches || g->cap_files || g->cap_scan || g->cap_budget;
+	return g->rc != SB_OK || g->costly || g->cap_matches || g->cap_files || g->cap_scan ||
+	       g->cap_budget;
+}
+
+static const char *grep_limit_name(int r)
+{
+	switch (r) {
+	case PCRE2_ERROR_MATCHLIMIT:
+		return "match limit";
+	case PCRE2_ERROR_DEPTHLIMIT:
+		return "depth limit";
+	case PCRE2_ERROR_HEAPLIMIT:
+		return "memory limit";
+	case PCRE2_ERROR_JIT_STACKLIMIT:
+		return "JIT stack limit";
+	default:
+		return NULL;
+	}
+}
+
+/* Does the current line match? false with g->costly set when the
+ * expression reached a limit (or failed) on it. */
+static bool grep_match(struct grep_state *g, const char *rel, long long lineno)
+{
+	char msg[256];
+	const char *limit;
+	size_t n;
+	int r;
+
+	r = pcre2_match(g->re, (PCRE2_SPTR)g->line, g->line_len, 0, 0, g->md, g->mctx);
+	if (r >= 0)
+		return true;
+	if (r == PCRE2_ERROR_NOMATCH)
+		return false;
+	n = strlen(rel) + 320;
+	g->costly = malloc(n);
+	if (!g->costly) {
+		g->rc = SB_ERR_NOMEM;
+		return false;
+	}
+	if ((limit = grep_limit_name(r)))
+		snprintf(g->costly, n, "pattern too costly: %s reached on %s:%lld; simplify it",
+		         limit, rel, lineno);
+	else {
+		if (pcre2_get_error_message(r, (PCRE2_UCHAR *)msg, sizeof msg) < 0)
+			snprintf(msg, sizeof msg, "error %d", r);
+		snprintf(g->costly, n, "matching failed on %s:%lld: %s", rel, lineno, msg);
+	}
+	return false;
 }
 
 /* fd: the regular file at rel, handed over. */
@@ -95,7 +161,7 @@ static void grep_file(struct grep_state *g, int fd, const char *rel)
 	while (!grep_stopped(g) && (r = tool_lines_next(&lr, &g->line, &g->line_len, &g->line_cap,
 	                                                GREP_LINE_KEEP, &cut)) == 1) {
 		lineno++;
-		if (regexec(&g->re, g->line, 0, NULL, 0) != 0)
+		if (!grep_match(g, rel, lineno))
 			continue;
 		if (!matched && g->files_matched == GREP_MAX_FILES) {
 			g->cap_files = true;
@@ -185,22 +251,47 @@ static void grep_work(void *p, struct tool_job_result *res)
 	struct grep_state g;
 	char why[512], rel[BENEATH_PATH_MAX];
 	struct tool_fs fs = {.root = -1};
-	bool compiled = false;
+	pcre2_jit_stack *jit = NULL;
+	PCRE2_SIZE erroff;
 	int fd = -1;
 	struct stat st;
-	int rc;
+	int rc, err;
 
 	memset(&g, 0, sizeof g);
 	buf_init(&g.out, TOOL_OUTPUT_BUDGET - 1000);
 	g.glob = j->glob;
 	g.glob_path = j->glob && strchr(j->glob, '/');
-	rc = regcomp(&g.re, j->pattern, REG_EXTENDED | REG_NOSUB | (j->icase ? REG_ICASE : 0));
-	if (rc != 0) {
-		regerror(rc, &g.re, why, sizeof why);
-		tool_result_errorf(res, "invalid regular expression %s: %s", j->pattern, why);
+	/* Files are not always valid UTF-8: PCRE2_MATCH_INVALID_UTF matches
+	 * the valid runs of a line and never lets an invalid byte match. */
+	g.re = pcre2_compile((PCRE2_SPTR)j->pattern, PCRE2_ZERO_TERMINATED,
+	                     PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (j->icase ? PCRE2_CASELESS : 0),
+	                     &err, &erroff, NULL);
+	if (!g.re) {
+		if (err == PCRE2_ERROR_NOMEMORY) {
+			res->rc = SB_ERR_NOMEM;
+			goto out;
+		}
+		if (pcre2_get_error_message(err, (PCRE2_UCHAR *)why, sizeof why) < 0)
+			snprintf(why, sizeof why, "error %d", err);
+		tool_result_errorf(res, "invalid regular expression %s: %s (at offset %zu)",
+		                   j->pattern, why, (size_t)erroff);
 		goto out;
 	}
-	compiled = true;
+	g.md = pcre2_match_data_create(1, NULL);
+	g.mctx = pcre2_match_context_create(NULL);
+	if (!g.md || !g.mctx)
+		goto out;
+	pcre2_set_match_limit(g.mctx, GREP_MATCH_LIMIT);
+	pcre2_set_depth_limit(g.mctx, GREP_DEPTH_LIMIT);
+	pcre2_set_heap_limit(g.mctx, GREP_HEAP_LIMIT_KIB);
+	/* The JIT honours the match limit, and its stack stands for the depth
+	 * and heap limits. Without it (no JIT on this build or machine, or no
+	 * memory for its stack) the interpreter runs, bounded the same way. */
+	if (pcre2_jit_compile(g.re, PCRE2_JIT_COMPLETE) == 0) {
+		jit = pcre2_jit_stack_create(32 * 1024, GREP_JIT_STACK_MAX, NULL);
+		if (jit)
+			pcre2_jit_stack_assign(g.mctx, NULL, jit);
+	}
 	if ((rc = tool_fs_rel(j->path, PATHS_EXISTING, rel, sizeof rel, why, sizeof why)) ||
 	    (rc = tool_fs_open(&fs, &j->fs, why, sizeof why))) {
 		if (rc != SB_ERR_NOMEM)
@@ -231,6 +322,10 @@ static void grep_work(void *p, struct tool_job_result *res)
 	}
 	if (g.rc != SB_OK || res->content)
 		goto out;
+	if (g.costly) {
+		tool_result_errorf(res, "%s", g.costly);
+		goto out;
+	}
 	g.out.max += 1000; /* room for the notes */
 	if (g.matches == 0)
 		(void)buf_puts(&g.out, "no matches\n");
@@ -259,8 +354,11 @@ static void grep_work(void *p, struct tool_job_result *res)
 	res->rc = res->content ? SB_OK : SB_ERR_NOMEM;
 	res->is_error = false;
 out:
-	if (compiled)
-		regfree(&g.re);
+	pcre2_match_context_free(g.mctx);
+	pcre2_jit_stack_free(jit);
+	pcre2_match_data_free(g.md);
+	pcre2_code_free(g.re);
+	free(g.costly);
 	free(g.line);
 	buf_free(&g.out);
 	if (fd >= 0)
@@ -292,13 +390,16 @@ static int grep_call(const struct tool_ctx *ctx, const json_t *input, tool_done_
 const struct tool_def tool_grep = {
     .name = "grep",
     .description =
-        "Searches the files of the workspace for lines matching a POSIX extended regular "
-        "expression (as grep -E). Output: path:line:text, paths relative to the workspace, "
+        "Searches the files of the workspace for lines matching a regular expression in "
+        "PCRE2 (Perl-compatible) syntax, as grep -P: \\d, \\b, (?i), lookarounds and "
+        "backreferences work. An expression too costly to match (nested repeats that "
+        "backtrack without end) is refused with an error naming the line. Output: path:line:text, "
+        "paths relative to the workspace, "
         "sorted. glob limits the files searched (\"*.c\" by name, \"src/**/*.h\" by path). "
         ".git and binary files are skipped. At most 500 matches from 200 files.",
     .input_schema = "{\"type\":\"object\",\"properties\":{"
                     "\"pattern\":{\"type\":\"string\",\"minLength\":1,"
-                    "\"description\":\"POSIX extended regular expression\"},"
+                    "\"description\":\"regular expression (PCRE2 syntax)\"},"
                     "\"path\":{\"type\":\"string\",\"minLength\":1,"
                     "\"description\":\"file or directory to search, relative to the "
                     "workspace; default \\\".\\\"\"},"
