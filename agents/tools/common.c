@@ -85,9 +85,12 @@ unsigned tool_job_pool_share(void)
 	const char *s = getenv("UV_THREADPOOL_SIZE");
 	int64_t n = TOOL_POOL_DEFAULT;
 
-	/* libuv reads the same variable once, at the pool's first use. */
-	if (s && num_parse_i64(s, 1, TOOL_POOL_MAX, &n) != SB_OK)
+	/* libuv reads the same variable once, at the pool's first use, and
+	 * makes 0 one thread and caps it at TOOL_POOL_MAX. */
+	if (s && num_parse_i64(s, 0, INT32_MAX, &n) != SB_OK)
 		n = TOOL_POOL_DEFAULT;
+	if (n > TOOL_POOL_MAX)
+		n = TOOL_POOL_MAX;
 	return n > 1 ? (unsigned)n - 1 : 1;
 }
 
@@ -1099,52 +1102,59 @@ int tool_fs_open_child(const struct tool_fs *fs, int dirfd, const char *name, bo
 
 /* ---- glob ---- */
 
-/* Copies the segment at p (up to '/' or the end) into out; false if it does
- * not fit. *next: after the '/', or NULL at the last segment. */
-static bool tool_glob_seg(const char *p, char *out, size_t size, const char **next)
+#define TOOL_GLOB_SEGS 64 /* segments of a pattern or a path */
+
+/* Cuts s (modified) at each '/' into seg; false past TOOL_GLOB_SEGS. */
+static bool tool_glob_split(char *s, char **seg, size_t *n)
 {
-	const char *e = strchr(p, '/');
-	size_t n = e ? (size_t)(e - p) : strlen(p);
-
-	if (n >= size)
-		return false;
-	memcpy(out, p, n);
-	out[n] = '\0';
-	*next = e ? e + 1 : NULL;
-	return true;
-}
-
-static bool tool_glob_rec(const char *pat, const char *path, int depth)
-{
-	char ps[NAME_MAX + 1], ss[NAME_MAX + 1];
-	const char *pnext, *snext, *p;
-
-	if (depth > 64)
-		return false;
-	if (!tool_glob_seg(pat, ps, sizeof ps, &pnext))
-		return false;
-	if (strcmp(ps, "**") == 0) {
-		if (!pnext)
+	*n = 0;
+	for (;;) {
+		if (*n == TOOL_GLOB_SEGS)
+			return false;
+		seg[(*n)++] = s;
+		if (!(s = strchr(s, '/')))
 			return true;
-		if (tool_glob_rec(pnext, path, depth + 1))
-			return true;
-		for (p = strchr(path, '/'); p; p = strchr(p + 1, '/'))
-			if (tool_glob_rec(pnext, p + 1, depth + 1))
-				return true;
-		return false;
+		*s++ = '\0';
 	}
-	if (!tool_glob_seg(path, ss, sizeof ss, &snext))
-		return false;
-	if (fnmatch(ps, ss, 0) != 0)
-		return false;
-	if (!pnext || !snext)
-		return !pnext && !snext;
-	return tool_glob_rec(pnext, snext, depth + 1);
 }
 
+/* A table of which pattern suffix matches which path suffix, so that the
+ * model's pattern costs at most segments x segments fnmatch calls ("**"
+ * tried at every split was exponential: "**" thirty times against a path
+ * of forty segments did not return). */
 bool tool_glob_match(const char *pattern, const char *path)
 {
-	return tool_glob_rec(pattern, path, 0);
+	char *pat = strdup(pattern), *pth = strdup(path);
+	char *ps[TOOL_GLOB_SEGS], *ss[TOOL_GLOB_SEGS];
+	bool ok[TOOL_GLOB_SEGS + 1][TOOL_GLOB_SEGS + 1];
+	size_t np, ns, i, j;
+	bool r = false;
+
+	if (!pat || !pth || !tool_glob_split(pat, ps, &np) || !tool_glob_split(pth, ss, &ns))
+		goto out;
+	/* ok[i][j]: segments i.. of the pattern match segments j.. of path
+	 * (j < ns). A "**" stands for no segment or more, but not for all the
+	 * rest of path unless it is the pattern's last. */
+	for (j = 0; j <= ns; j++)
+		ok[np][j] = j == ns;
+	for (i = np; i-- > 0;) {
+		bool any = strcmp(ps[i], "**") == 0;
+
+		ok[i][ns] = false;
+		for (j = ns; j-- > 0;) {
+			if (any && i + 1 == np)
+				ok[i][j] = true;
+			else if (any)
+				ok[i][j] = ok[i + 1][j] || ok[i][j + 1];
+			else
+				ok[i][j] = ok[i + 1][j + 1] && fnmatch(ps[i], ss[j], 0) == 0;
+		}
+	}
+	r = ok[0][0];
+out:
+	free(pat);
+	free(pth);
+	return r;
 }
 
 /* ---- input ---- */

@@ -18,6 +18,7 @@
 #include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,6 +293,56 @@ static void test_pcre2_syntax_and_invalid_utf8(void **state)
 	free(r.content);
 }
 
+/* grep's glob filter with many "**": each segment pair is tried once
+ * (tried at every split, thirty "**" against forty segments ran for
+ * ever), and the meaning is the one test_tools checks. */
+static void on_alarm(int sig)
+{
+	static const char msg[] = "FAIL: tool_glob_match still running after 20 s\n";
+
+	(void)sig;
+	(void)!write(2, msg, sizeof msg - 1);
+	_exit(1);
+}
+
+static void test_glob_filter_bounded(void **state)
+{
+	char pat[256], path[256];
+	size_t i, n = 0, m = 0;
+	uint64_t t0;
+	double s;
+
+	for (i = 0; i < 30; i++)
+		n += (size_t)snprintf(pat + n, sizeof pat - n, "**/");
+	snprintf(pat + n, sizeof pat - n, "x/*.c");
+	for (i = 0; i < 40; i++)
+		m += (size_t)snprintf(path + m, sizeof path - m, "a/");
+	snprintf(path + m, sizeof path - m, "y.c");
+	signal(SIGALRM, on_alarm);
+	alarm(20);
+	t0 = uv_hrtime();
+	assert_false(tool_glob_match(pat, path));
+	s = (double)(uv_hrtime() - t0) / 1e9;
+	alarm(0);
+	if (s > 0.5)
+		fail_msg("tool_glob_match took %.2f s", s);
+
+	assert_true(tool_glob_match("**", "a/b/c"));
+	assert_true(tool_glob_match("**/x", "x"));
+	assert_true(tool_glob_match("**/x", "a/b/x"));
+	assert_false(tool_glob_match("**/x", "a/b/y"));
+	assert_true(tool_glob_match("a/**", "a/b"));
+	assert_false(tool_glob_match("a/**", "a"));
+	assert_true(tool_glob_match("a/**/**/b", "a/b"));
+	assert_true(tool_glob_match("a/**/c/**/e", "a/b/c/d/e"));
+	assert_false(tool_glob_match("a/**/c/**/e", "a/b/d/e"));
+	assert_true(tool_glob_match("a/*/b", "a/x/b"));
+	assert_false(tool_glob_match("a/*/b", "a/b"));
+	assert_false(tool_glob_match("a/b", "a/b/c"));
+	assert_true(tool_glob_match("src/**/*.h", "src/y.h"));
+	assert_true(tool_glob_match("*.[ch]", "x.h"));
+}
+
 /* ---- time limits and cancel -------------------------------------------- */
 
 /* An expression that costs about 0.1 s a line without reaching the line's
@@ -563,6 +614,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    T(test_hostile_patterns),
 	    T(test_pcre2_syntax_and_invalid_utf8),
+	    T(test_glob_filter_bounded),
 	    T(test_time_limit_cuts_grep),
 	    T(test_cancel_running_grep),
 	    T(test_job_deaf_to_stop),
