@@ -518,8 +518,9 @@ static const struct cfg_key agent_config_keys[] = {
         .min = 100,
         .max = 3600000,
         .def = "120s",
-        .doc = "The default time limit of one tool call (a `bash` command may ask "
-               "for less).",
+        .doc = "The time limit of one tool call: a `bash` command (which may ask for "
+               "less) and the file tools (`grep`, `glob` and `read` hand back what "
+               "they found by then, cut).",
     },
     {
         .name = "run_timeout",

@@ -74,7 +74,7 @@ struct agent_config {
 	int64_t budget;    /* iterations shared with sub-runs */
 	char **tools;      /* tool names the agent may use; none listed = all */
 	size_t n_tools;
-	int64_t tool_timeout_ms; /* default time limit of one tool call (bash) */
+	int64_t tool_timeout_ms; /* default time limit of one tool call (bash, file tools) */
 	int64_t run_timeout_ms;  /* a whole run; the watchdog aborts past it */
 	int queue_mode;          /* enum agent_queue_mode: messages arriving during a run */
 	int64_t queue_cap;       /* messages waiting per session */

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <fnmatch.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,54 +18,262 @@
 #include "gateway/core/beneath.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
+#include "gateway/core/num.h"
 
 #define TOOL_LINES_CHUNK 65536
 
-/* ---- thread-pool jobs ---- */
+/* ---- thread-pool jobs ----
+ *
+ * The pool is libuv's, shared with the transcripts, a run's preparation and
+ * the configuration's reload. So that file tools cannot take all of it (a
+ * search pinning every thread stalled every session's transcript), a loop's
+ * tool jobs hold at most tool_job_pool_share() of its threads; the others
+ * wait, in order, on the loop thread, for a running one to finish. A job
+ * past its deadline is asked to stop (the flag its work polls) and given a
+ * grace to hand back what it found; one that still runs is answered with an
+ * error then and its late result dropped, its thread still counted until it
+ * returns.
+ *
+ * The share belongs to a loop: the gates below are found by the loop's
+ * address, under a lock because tests and the CLI may have several loops
+ * (the daemon has one). Only the gate's loop thread touches its counts. */
+
+#define TOOL_JOB_GRACE_MS 1000
+#define TOOL_POOL_DEFAULT 4 /* libuv's default UV_THREADPOOL_SIZE */
+#define TOOL_POOL_MAX 1024  /* libuv's own cap */
+
+enum tool_job_state {
+	TOOL_JOB_WAITING = 0, /* in the gate's queue */
+	TOOL_JOB_QUEUED,      /* handed to the pool (holds a share) */
+	TOOL_JOB_OVER,        /* out of the pool, or never in it */
+};
+
+struct tool_gate {
+	uv_loop_t *loop;
+	unsigned refs;    /* jobs that hold it */
+	unsigned running; /* its jobs in the pool */
+	unsigned share;
+	struct tool_job *head, *tail; /* waiting */
+	struct tool_gate *next;
+};
 
 struct tool_job {
 	struct tool_run run; /* first: the executor holds &job->run */
 	uv_work_t req;
+	uv_timer_t timer; /* the deadline, then the grace; the error job's turn */
+	struct tool_gate *gate;
 	tool_job_fn fn;
 	void *arg;
 	void (*arg_free)(void *);
 	tool_done_cb done;
 	void *ud;
 	struct tool_job_result res;
-	bool finished; /* done has run */
+	atomic_bool stop;
+	int64_t timeout_ms;
+	enum tool_job_state state;
+	bool finished;         /* done has run */
+	bool past_deadline;    /* the grace is running */
+	bool ending;           /* its timer is closing */
+	struct tool_job *next; /* in the gate's queue */
 };
+
+static pthread_mutex_t tool_gates_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct tool_gate *tool_gates;
+
+unsigned tool_job_pool_share(void)
+{
+	const char *s = getenv("UV_THREADPOOL_SIZE");
+	int64_t n = TOOL_POOL_DEFAULT;
+
+	/* libuv reads the same variable once, at the pool's first use, and
+	 * makes 0 one thread and caps it at TOOL_POOL_MAX. */
+	if (s && num_parse_i64(s, 0, INT32_MAX, &n) != SB_OK)
+		n = TOOL_POOL_DEFAULT;
+	if (n > TOOL_POOL_MAX)
+		n = TOOL_POOL_MAX;
+	return n > 1 ? (unsigned)n - 1 : 1;
+}
+
+static struct tool_gate *tool_gate_get(uv_loop_t *loop)
+{
+	struct tool_gate *g;
+
+	pthread_mutex_lock(&tool_gates_lock);
+	for (g = tool_gates; g && g->loop != loop; g = g->next)
+		;
+	if (!g && (g = calloc(1, sizeof *g))) {
+		g->loop = loop;
+		g->share = tool_job_pool_share();
+		g->next = tool_gates;
+		tool_gates = g;
+	}
+	if (g)
+		g->refs++;
+	pthread_mutex_unlock(&tool_gates_lock);
+	return g;
+}
+
+static void tool_gate_put(struct tool_gate *g)
+{
+	struct tool_gate **pp;
+
+	pthread_mutex_lock(&tool_gates_lock);
+	if (--g->refs == 0) {
+		for (pp = &tool_gates; *pp != g; pp = &(*pp)->next)
+			;
+		*pp = g->next;
+		free(g);
+	}
+	pthread_mutex_unlock(&tool_gates_lock);
+}
+
+static void tool_gate_unlink(struct tool_gate *g, struct tool_job *job)
+{
+	struct tool_job **pp, *prev = NULL;
+
+	for (pp = &g->head; *pp && *pp != job; pp = &(*pp)->next)
+		prev = *pp;
+	if (!*pp)
+		return;
+	*pp = job->next;
+	if (g->tail == job)
+		g->tail = prev;
+	job->next = NULL;
+}
 
 static void tool_job_work(uv_work_t *req)
 {
 	struct tool_job *job = req->data;
 
-	if (job->fn)
+	if (!atomic_load(&job->stop))
 		job->fn(job->arg, &job->res);
+	else /* past its deadline before a pool thread took it */
+		tool_result_errorf(&job->res, "timed out after %lld ms before it could start",
+		                   (long long)job->timeout_ms);
 }
 
-static void tool_job_free(struct tool_job *job)
+static void tool_job_closed(uv_handle_t *h)
 {
+	struct tool_job *job = h->data;
+
+	if (job->gate)
+		tool_gate_put(job->gate);
 	if (job->arg_free)
 		job->arg_free(job->arg);
 	free(job->res.content);
 	free(job);
 }
 
+/* The job is out of the pool and answered (or never will be): free it
+ * once its timer has closed. */
+static void tool_job_end(struct tool_job *job)
+{
+	if (job->ending)
+		return;
+	job->ending = true;
+	uv_close((uv_handle_t *)&job->timer, tool_job_closed);
+}
+
+/* done, once; content is handed over (freed when done already ran). */
+static void tool_job_answer(struct tool_job *job, int rc, char *content, bool is_error)
+{
+	if (job->finished) {
+		free(content);
+		return;
+	}
+	job->finished = true;
+	atomic_store(&job->stop, true);
+	uv_timer_stop(&job->timer);
+	job->done(job->ud, rc, content, is_error);
+}
+
+static char *tool_job_strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static char *tool_job_strf(const char *fmt, ...)
+{
+	struct buf b;
+	va_list ap;
+
+	buf_init(&b, 1024);
+	va_start(ap, fmt);
+	(void)buf_vprintf(&b, fmt, ap);
+	va_end(ap);
+	return buf_steal(&b);
+}
+
+static void tool_job_after(uv_work_t *req, int status);
+
+/* Hands waiting jobs to the pool while the share allows. */
+static void tool_gate_pump(struct tool_gate *g)
+{
+	struct tool_job *job;
+
+	while (g->head && g->running < g->share) {
+		job = g->head;
+		tool_gate_unlink(g, job);
+		if (uv_queue_work(g->loop, &job->req, tool_job_work, tool_job_after) != 0) {
+			job->state = TOOL_JOB_OVER;
+			tool_job_answer(job, SB_OK, strdup("the tool could not be started"), true);
+			tool_job_end(job);
+			continue;
+		}
+		job->state = TOOL_JOB_QUEUED;
+		g->running++;
+	}
+}
+
 static void tool_job_after(uv_work_t *req, int status)
 {
 	struct tool_job *job = req->data;
-	char *content;
+	struct tool_gate *g = job->gate; /* held until the job is freed */
+	char *content = job->res.content;
 
-	if (!job->finished) {
-		job->finished = true;
-		content = job->res.content;
+	job->res.content = NULL;
+	job->state = TOOL_JOB_OVER;
+	g->running--;
+	if (status == UV_ECANCELED)
+		tool_job_answer(job, SB_ERR_ABORTED, content, true);
+	else
+		tool_job_answer(job, job->res.rc, content, job->res.is_error);
+	tool_job_end(job);
+	tool_gate_pump(g);
+}
+
+static void tool_job_timer(uv_timer_t *t)
+{
+	struct tool_job *job = t->data;
+
+	if (!job->fn) { /* an error job's turn */
+		tool_job_answer(job, job->res.rc, job->res.content, job->res.is_error);
 		job->res.content = NULL;
-		if (status == UV_ECANCELED)
-			job->done(job->ud, SB_ERR_ABORTED, content, true);
-		else
-			job->done(job->ud, job->res.rc, content, job->res.is_error);
+		tool_job_end(job);
+		return;
 	}
-	tool_job_free(job);
+	atomic_store(&job->stop, true);
+	if (job->state == TOOL_JOB_WAITING) {
+		tool_gate_unlink(job->gate, job);
+		job->state = TOOL_JOB_OVER;
+		tool_job_answer(
+		    job, SB_OK,
+		    tool_job_strf("timed out after %lld ms before it could start: other "
+		                  "tool calls held every thread the tools may use",
+		                  (long long)job->timeout_ms),
+		    true);
+		tool_job_end(job);
+		return;
+	}
+	if (!job->past_deadline) {
+		job->past_deadline = true;
+		uv_timer_start(&job->timer, tool_job_timer, TOOL_JOB_GRACE_MS, 0);
+		return;
+	}
+	/* It did not stop in the grace: answer now; tool_job_after drops
+	 * what it hands back later. */
+	tool_job_answer(job, SB_OK,
+	                tool_job_strf("timed out after %lld ms: the tool did not stop at its time "
+	                              "limit, and what it has done or still does is not reported",
+	                              (long long)job->timeout_ms),
+	                true);
 }
 
 static void tool_job_cancel(struct tool_run *run)
@@ -73,39 +282,64 @@ static void tool_job_cancel(struct tool_run *run)
 
 	if (job->finished)
 		return;
-	job->finished = true;
-	/* A job not yet picked up by a pool thread is dropped; one that runs
-	 * finishes on its own and tool_job_after throws its result away. */
-	uv_cancel((uv_req_t *)&job->req);
-	job->done(job->ud, SB_ERR_ABORTED, strdup("cancelled"), true);
-}
-
-static int tool_job_queue(uv_loop_t *loop, struct tool_job *job, struct tool_run **run)
-{
-	int rc;
-
-	job->run.cancel = tool_job_cancel;
-	job->req.data = job;
-	rc = uv_queue_work(loop, &job->req, tool_job_work, tool_job_after);
-	if (rc) {
-		tool_job_free(job);
-		return SB_ERR_INVAL;
+	atomic_store(&job->stop, true);
+	switch (job->state) {
+	case TOOL_JOB_WAITING:
+		tool_gate_unlink(job->gate, job);
+		job->state = TOOL_JOB_OVER;
+		tool_job_answer(job, SB_ERR_ABORTED, strdup("cancelled"), true);
+		tool_job_end(job);
+		break;
+	case TOOL_JOB_QUEUED:
+		/* A job no pool thread has picked up is dropped (tool_job_after
+		 * then runs with UV_ECANCELED); a running one sees stop, ends
+		 * soon, and its result is dropped. */
+		uv_cancel((uv_req_t *)&job->req);
+		tool_job_answer(job, SB_ERR_ABORTED, strdup("cancelled"), true);
+		break;
+	case TOOL_JOB_OVER: /* an error job before its turn */
+		tool_job_answer(job, SB_ERR_ABORTED, strdup("cancelled"), true);
+		tool_job_end(job);
+		break;
 	}
-	if (run)
-		*run = &job->run;
-	return SB_OK;
 }
 
-int tool_job_start(uv_loop_t *loop, tool_job_fn fn, void *arg, void (*arg_free)(void *),
-                   tool_done_cb done, void *ud, struct tool_run **run)
+static struct tool_job *tool_job_new(uv_loop_t *loop)
 {
 	struct tool_job *job = calloc(1, sizeof *job);
 
-	if (!job) {
+	if (!job)
+		return NULL;
+	atomic_init(&job->stop, false);
+	job->res.stop = &job->stop;
+	job->run.cancel = tool_job_cancel;
+	job->req.data = job;
+	uv_timer_init(loop, &job->timer);
+	job->timer.data = job;
+	return job;
+}
+
+/* Frees a job that never started (done never runs). */
+static void tool_job_drop(struct tool_job *job)
+{
+	job->finished = true;
+	tool_job_end(job);
+}
+
+int tool_job_start(const struct tool_ctx *ctx, tool_job_fn fn, void *arg, void (*arg_free)(void *),
+                   tool_done_cb done, void *ud, struct tool_run **run)
+{
+	struct tool_job *job = tool_job_new(ctx->loop);
+	struct tool_gate *g;
+
+	if (!job || !(job->gate = tool_gate_get(ctx->loop))) {
+		if (job)
+			tool_job_drop(job);
 		if (arg_free)
 			arg_free(arg);
 		return SB_ERR_NOMEM;
 	}
+	g = job->gate;
 	job->fn = fn;
 	job->arg = arg;
 	job->arg_free = arg_free;
@@ -113,21 +347,51 @@ int tool_job_start(uv_loop_t *loop, tool_job_fn fn, void *arg, void (*arg_free)(
 	job->ud = ud;
 	job->res.rc = SB_ERR_NOMEM;
 	job->res.is_error = true;
-	return tool_job_queue(loop, job, run);
+	job->timeout_ms = ctx->timeout_ms > 0 ? ctx->timeout_ms : TOOL_JOB_TIMEOUT_DEFAULT;
+	job->res.timeout_ms = job->timeout_ms;
+	if (!g->head && g->running < g->share) {
+		if (uv_queue_work(ctx->loop, &job->req, tool_job_work, tool_job_after) != 0) {
+			tool_job_drop(job);
+			return SB_ERR_INVAL;
+		}
+		job->state = TOOL_JOB_QUEUED;
+		g->running++;
+	} else {
+		job->state = TOOL_JOB_WAITING;
+		if (g->tail)
+			g->tail->next = job;
+		else
+			g->head = job;
+		g->tail = job;
+	}
+	uv_update_time(ctx->loop); /* the limit counts from now, not the loop's last turn */
+	uv_timer_start(&job->timer, tool_job_timer, (uint64_t)job->timeout_ms, 0);
+	if (run)
+		*run = &job->run;
+	return SB_OK;
 }
 
 int tool_job_error(uv_loop_t *loop, const char *msg, tool_done_cb done, void *ud,
                    struct tool_run **run)
 {
-	struct tool_job *job = calloc(1, sizeof *job);
+	struct tool_job *job = tool_job_new(loop);
 
 	if (!job)
 		return SB_ERR_NOMEM;
 	job->done = done;
 	job->ud = ud;
+	job->state = TOOL_JOB_OVER;
 	tool_result_text(&job->res, msg);
 	job->res.is_error = true;
-	return tool_job_queue(loop, job, run);
+	if (!job->res.content) {
+		tool_job_drop(job);
+		return SB_ERR_NOMEM;
+	}
+	/* Not pool work: its answer comes on the loop's next turn. */
+	uv_timer_start(&job->timer, tool_job_timer, 0, 0);
+	if (run)
+		*run = &job->run;
+	return SB_OK;
 }
 
 static void tool_result_vf(struct tool_job_result *res, bool is_error, const char *fmt, va_list ap)
@@ -838,52 +1102,59 @@ int tool_fs_open_child(const struct tool_fs *fs, int dirfd, const char *name, bo
 
 /* ---- glob ---- */
 
-/* Copies the segment at p (up to '/' or the end) into out; false if it does
- * not fit. *next: after the '/', or NULL at the last segment. */
-static bool tool_glob_seg(const char *p, char *out, size_t size, const char **next)
+#define TOOL_GLOB_SEGS 64 /* segments of a pattern or a path */
+
+/* Cuts s (modified) at each '/' into seg; false past TOOL_GLOB_SEGS. */
+static bool tool_glob_split(char *s, char **seg, size_t *n)
 {
-	const char *e = strchr(p, '/');
-	size_t n = e ? (size_t)(e - p) : strlen(p);
-
-	if (n >= size)
-		return false;
-	memcpy(out, p, n);
-	out[n] = '\0';
-	*next = e ? e + 1 : NULL;
-	return true;
-}
-
-static bool tool_glob_rec(const char *pat, const char *path, int depth)
-{
-	char ps[NAME_MAX + 1], ss[NAME_MAX + 1];
-	const char *pnext, *snext, *p;
-
-	if (depth > 64)
-		return false;
-	if (!tool_glob_seg(pat, ps, sizeof ps, &pnext))
-		return false;
-	if (strcmp(ps, "**") == 0) {
-		if (!pnext)
+	*n = 0;
+	for (;;) {
+		if (*n == TOOL_GLOB_SEGS)
+			return false;
+		seg[(*n)++] = s;
+		if (!(s = strchr(s, '/')))
 			return true;
-		if (tool_glob_rec(pnext, path, depth + 1))
-			return true;
-		for (p = strchr(path, '/'); p; p = strchr(p + 1, '/'))
-			if (tool_glob_rec(pnext, p + 1, depth + 1))
-				return true;
-		return false;
+		*s++ = '\0';
 	}
-	if (!tool_glob_seg(path, ss, sizeof ss, &snext))
-		return false;
-	if (fnmatch(ps, ss, 0) != 0)
-		return false;
-	if (!pnext || !snext)
-		return !pnext && !snext;
-	return tool_glob_rec(pnext, snext, depth + 1);
 }
 
+/* A table of which pattern suffix matches which path suffix, so that the
+ * model's pattern costs at most segments x segments fnmatch calls ("**"
+ * tried at every split was exponential: "**" thirty times against a path
+ * of forty segments did not return). */
 bool tool_glob_match(const char *pattern, const char *path)
 {
-	return tool_glob_rec(pattern, path, 0);
+	char *pat = strdup(pattern), *pth = strdup(path);
+	char *ps[TOOL_GLOB_SEGS], *ss[TOOL_GLOB_SEGS];
+	bool ok[TOOL_GLOB_SEGS + 1][TOOL_GLOB_SEGS + 1];
+	size_t np, ns, i, j;
+	bool r = false;
+
+	if (!pat || !pth || !tool_glob_split(pat, ps, &np) || !tool_glob_split(pth, ss, &ns))
+		goto out;
+	/* ok[i][j]: segments i.. of the pattern match segments j.. of path
+	 * (j < ns). A "**" stands for no segment or more, but not for all the
+	 * rest of path unless it is the pattern's last. */
+	for (j = 0; j <= ns; j++)
+		ok[np][j] = j == ns;
+	for (i = np; i-- > 0;) {
+		bool any = strcmp(ps[i], "**") == 0;
+
+		ok[i][ns] = false;
+		for (j = ns; j-- > 0;) {
+			if (any && i + 1 == np)
+				ok[i][j] = true;
+			else if (any)
+				ok[i][j] = ok[i + 1][j] || ok[i][j + 1];
+			else
+				ok[i][j] = ok[i + 1][j + 1] && fnmatch(ps[i], ss[j], 0) == 0;
+		}
+	}
+	r = ok[0][0];
+out:
+	free(pat);
+	free(pth);
+	return r;
 }
 
 /* ---- input ---- */

@@ -9,6 +9,7 @@
 #define SB_AGENTS_TOOLS_COMMON_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,29 +31,56 @@
 
 /* ---- thread-pool jobs ---- */
 
+/* A file tool's time limit when the call has none (tool_ctx.timeout_ms 0):
+ * the agent's default tool_timeout. */
+#define TOOL_JOB_TIMEOUT_DEFAULT 120000
+
 /* The outcome of a job, filled by its work function on a pool thread.
- * content: malloc'd text (NULL with rc SB_ERR_NOMEM). */
+ * content: malloc'd text (NULL with rc SB_ERR_NOMEM). stop and timeout_ms
+ * are the job's, for the work to read. */
 struct tool_job_result {
 	int rc;
 	char *content;
 	bool is_error;
+	/* Set when the call is cancelled or reaches its time limit: the work
+	 * stops soon (its inner loops poll it, tool_job_stopped) and hands
+	 * back what it has, saying it was cut at the time limit. */
+	const atomic_bool *stop;
+	int64_t timeout_ms;
 };
+
+/* Has the job been asked to stop? Pool thread (any thread). */
+static inline bool tool_job_stopped(const struct tool_job_result *res)
+{
+	return res->stop && atomic_load_explicit(res->stop, memory_order_relaxed);
+}
 
 /* Runs on a pool thread. arg is the job's own copy of everything it needs
  * (it must not touch the tool_ctx, which is the loop's). */
 typedef void (*tool_job_fn)(void *arg, struct tool_job_result *res);
 
-/* Queues fn(arg) on the loop's thread pool; done(ud, ...) runs on the loop
- * thread afterwards, never from inside this call. arg is handed over
- * (arg_free(arg) runs once the job is finished or could not start; arg_free
- * may be NULL). *run (if run is not NULL) cancels: done runs at once with
- * SB_ERR_ABORTED and the job's late result is dropped. Returns SB_OK or
- * SB_ERR_NOMEM (arg is freed then, done never runs). Loop thread only. */
-int tool_job_start(uv_loop_t *loop, tool_job_fn fn, void *arg, void (*arg_free)(void *),
+/* Queues fn(arg) on ctx's loop's thread pool, bounded by ctx->timeout_ms
+ * (TOOL_JOB_TIMEOUT_DEFAULT when 0); done(ud, ...) runs on the loop thread
+ * afterwards, never from inside this call. Only tool_job_pool_share() jobs
+ * of one loop are in the pool at once; the rest wait their turn (in
+ * order). At the time limit the job is asked to stop (res->stop) and its
+ * partial result is done's; one that does not stop within a second more is
+ * answered with a time-out error and its late result dropped. arg is handed
+ * over (arg_free(arg) runs once the job is finished or could not start;
+ * arg_free may be NULL). *run (if run is not NULL) cancels: done runs at
+ * once with SB_ERR_ABORTED, the work is asked to stop and its late result is
+ * dropped. Returns SB_OK or SB_ERR_NOMEM (arg is freed then, done never
+ * runs). Loop thread only. */
+int tool_job_start(const struct tool_ctx *ctx, tool_job_fn fn, void *arg, void (*arg_free)(void *),
                    tool_done_cb done, void *ud, struct tool_run **run);
 
-/* done(ud, SB_OK, msg, is_error = true) later, as a job that does nothing.
- * For errors found on the loop thread after call has to return SB_OK. */
+/* How many pool threads one loop's tool jobs may hold: all of libuv's pool
+ * (UV_THREADPOOL_SIZE, 4 by default) but one, at least one. */
+unsigned tool_job_pool_share(void);
+
+/* done(ud, SB_OK, msg, is_error = true) on the loop's next turn, never
+ * from inside this call, without using the pool. For errors found on the
+ * loop thread after call has to return SB_OK. */
 int tool_job_error(uv_loop_t *loop, const char *msg, tool_done_cb done, void *ud,
                    struct tool_run **run);
 

@@ -187,7 +187,7 @@ static int edit_call(const struct tool_ctx *ctx, const json_t *input, tool_done_
 		edit_job_free(j);
 		return SB_ERR_NOMEM;
 	}
-	return tool_job_start(ctx->loop, edit_work, j, edit_job_free, done, ud, run);
+	return tool_job_start(ctx, edit_work, j, edit_job_free, done, ud, run);
 }
 
 const struct tool_def tool_edit = {

@@ -39,7 +39,9 @@ struct glob_walk {
 	size_t n, cap;
 	size_t scanned;
 	bool capped, scan_capped;
-	int rc; /* SB_ERR_NOMEM stops the walk */
+	const struct tool_job_result *job; /* its stop flag */
+	bool cut_time;                     /* stopped at the time limit (or cancelled) */
+	int rc;                            /* SB_ERR_NOMEM stops the walk */
 };
 
 static void glob_job_free(void *p)
@@ -52,9 +54,12 @@ static void glob_job_free(void *p)
 	free(j);
 }
 
-static bool glob_stopped(const struct glob_walk *g)
+/* Polled per directory entry. */
+static bool glob_stopped(struct glob_walk *g)
 {
-	return g->rc != SB_OK || g->capped || g->scan_capped;
+	if (!g->cut_time && tool_job_stopped(g->job))
+		g->cut_time = true;
+	return g->rc != SB_OK || g->cut_time || g->capped || g->scan_capped;
 }
 
 static char *glob_join(const char *a, const char *b, const char *suffix)
@@ -206,9 +211,18 @@ static void glob_work(void *p, struct tool_job_result *res)
 		goto out;
 	}
 	g.fs = &fs;
+	g.job = res;
 	glob_walk_dir(&g, fd, rel, 0, 0);
 	if (g.rc != SB_OK)
 		goto out;
+	if (g.n == 0 && g.cut_time) {
+		tool_result_textf(
+		    res,
+		    "no matches so far (cut at the time limit of %lld ms; narrow path "
+		    "or the pattern)",
+		    (long long)res->timeout_ms);
+		goto out;
+	}
 	if (g.n == 0) {
 		tool_result_text(res, g.scan_capped
 		                          ? "no matches (the search stopped early: too many "
@@ -227,7 +241,13 @@ static void glob_work(void *p, struct tool_job_result *res)
 		shown++;
 	}
 	out.max += 256;
-	if (g.capped)
+	if (g.cut_time)
+		(void)buf_printf(
+		    &out,
+		    "(cut at the time limit of %lld ms: the paths found so far; narrow "
+		    "path or the pattern)\n",
+		    (long long)res->timeout_ms);
+	else if (g.capped)
 		(void)buf_printf(&out, "(results capped at %zu paths; narrow the pattern)\n",
 		                 shown);
 	else if (g.scan_capped)
@@ -262,7 +282,7 @@ static int glob_call(const struct tool_ctx *ctx, const json_t *input, tool_done_
 		glob_job_free(j);
 		return SB_ERR_NOMEM;
 	}
-	return tool_job_start(ctx->loop, glob_work, j, glob_job_free, done, ud, run);
+	return tool_job_start(ctx, glob_work, j, glob_job_free, done, ud, run);
 }
 
 const struct tool_def tool_glob = {

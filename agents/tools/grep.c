@@ -9,10 +9,17 @@
  * The model chooses the expression, so matching it is bounded: PCRE2 (not
  * glibc's regexec, which backtracks without limit on "(a*)*\1b") with a
  * match limit, a depth limit and a heap limit for the interpreter and a
- * stack of fixed size for the JIT. A line that reaches a limit ends the
- * search with an error that names the file and line.
+ * stack of fixed size for the JIT. PCRE2's match limit counts afresh at
+ * each start position and not the scans of a repeated character, so
+ * "\w*\w*\w*!$" ran 78 s on one line of 1000 a's inside it; the pattern is
+ * therefore compiled with automatic callouts, and the callout counts the
+ * steps of the whole line (GREP_LINE_STEPS) and polls the job's stop flag,
+ * which also ends a match in progress at the time limit or a cancel. A line
+ * that reaches a limit ends the search with an error that names the file
+ * and line.
  */
 #include <fnmatch.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -34,9 +41,11 @@
 #define GREP_LINE_KEEP 16384     /* bytes of a line the expression sees */
 #define GREP_LINE_SHOWN 500      /* bytes of a matching line shown */
 #define GREP_MAX_DEPTH 64
-/* What one line may cost the expression. An ordinary expression on a
- * 16 KiB line stays far below; "(a|aa)+$" on a line
- * of 40 a's reaches it in a fifth of a second (a twentieth with the JIT). */
+/* What one line may cost the expression. An ordinary expression takes a
+ * few steps a line (one per item tried where a match may start), and a
+ * 16 KiB line of prose stays under 100,000; "(a|aa)+$" on a line of 40 a's
+ * reaches GREP_LINE_STEPS in about a tenth of a second. */
+#define GREP_LINE_STEPS 5000000
 #define GREP_MATCH_LIMIT 10000000
 #define GREP_DEPTH_LIMIT 10000
 #define GREP_HEAP_LIMIT_KIB 16384
@@ -55,7 +64,9 @@ struct grep_state {
 	pcre2_code *re;
 	pcre2_match_data *md;
 	pcre2_match_context *mctx;
-	char *costly; /* "match limit reached on FILE:LINE", or NULL */
+	char *costly;      /* "match limit reached on FILE:LINE", or NULL */
+	uint64_t steps;    /* callouts on the current line */
+	bool steps_capped; /* the line reached GREP_LINE_STEPS */
 	const char *glob;
 	bool glob_path; /* the filter has a '/': match the path, not the name */
 	struct buf out;
@@ -63,7 +74,9 @@ struct grep_state {
 	size_t line_len, line_cap;
 	size_t matches, files_matched, files_scanned, skipped_large;
 	bool cap_matches, cap_files, cap_scan, cap_budget;
-	int rc; /* SB_ERR_NOMEM stops everything */
+	const struct tool_job_result *job; /* its stop flag */
+	bool cut_time;                     /* stopped at the time limit (or cancelled) */
+	int rc;                            /* SB_ERR_NOMEM stops everything */
 };
 
 static void grep_job_free(void *p)
@@ -77,10 +90,14 @@ static void grep_job_free(void *p)
 	free(j);
 }
 
-static bool grep_stopped(const struct grep_state *g)
+/* Polled per line and per directory entry: one line costs at most the
+ * match limit, so the search ends soon after the flag is set. */
+static bool grep_stopped(struct grep_state *g)
 {
-	return g->rc != SB_OK || g->costly || g->cap_matches || g->cap_files || g->cap_scan ||
-	       g->cap_budget;
+	if (!g->cut_time && tool_job_stopped(g->job))
+		g->cut_time = true;
+	return g->rc != SB_OK || g->costly || g->cut_time || g->cap_matches || g->cap_files ||
+	       g->cap_scan || g->cap_budget;
 }
 
 static const char *grep_limit_name(int r)
@@ -99,8 +116,26 @@ static const char *grep_limit_name(int r)
 	}
 }
 
+/* Before each item of the pattern the matcher tries: the line's budget
+ * and the stop flag. A negative return abandons the match. */
+static int grep_callout(pcre2_callout_block *cb, void *ud)
+{
+	struct grep_state *g = ud;
+
+	if (++g->steps > GREP_LINE_STEPS) {
+		g->steps_capped = true;
+		return PCRE2_ERROR_CALLOUT;
+	}
+	if ((g->steps & 255) == 0 && tool_job_stopped(g->job)) {
+		g->cut_time = true;
+		return PCRE2_ERROR_CALLOUT;
+	}
+	return 0;
+}
+
 /* Does the current line match? false with g->costly set when the
- * expression reached a limit (or failed) on it. */
+ * expression reached a limit (or failed) on it, or with g->cut_time set
+ * when the job was told to stop. */
 static bool grep_match(struct grep_state *g, const char *rel, long long lineno)
 {
 	char msg[256];
@@ -108,11 +143,15 @@ static bool grep_match(struct grep_state *g, const char *rel, long long lineno)
 	size_t n;
 	int r;
 
+	g->steps = 0;
+	g->steps_capped = false;
 	r = pcre2_match(g->re, (PCRE2_SPTR)g->line, g->line_len, 0, 0, g->md, g->mctx);
 	if (r >= 0)
 		return true;
-	if (r == PCRE2_ERROR_NOMATCH)
+	if (r == PCRE2_ERROR_NOMATCH || (r == PCRE2_ERROR_CALLOUT && g->cut_time))
 		return false;
+	if (r == PCRE2_ERROR_CALLOUT && g->steps_capped)
+		r = PCRE2_ERROR_MATCHLIMIT; /* the line's budget is the match limit too */
 	n = strlen(rel) + 320;
 	g->costly = malloc(n);
 	if (!g->costly) {
@@ -259,12 +298,14 @@ static void grep_work(void *p, struct tool_job_result *res)
 
 	memset(&g, 0, sizeof g);
 	buf_init(&g.out, TOOL_OUTPUT_BUDGET - 1000);
+	g.job = res;
 	g.glob = j->glob;
 	g.glob_path = j->glob && strchr(j->glob, '/');
 	/* Files are not always valid UTF-8: PCRE2_MATCH_INVALID_UTF matches
 	 * the valid runs of a line and never lets an invalid byte match. */
 	g.re = pcre2_compile((PCRE2_SPTR)j->pattern, PCRE2_ZERO_TERMINATED,
-	                     PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | (j->icase ? PCRE2_CASELESS : 0),
+	                     PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_AUTO_CALLOUT |
+	                         (j->icase ? PCRE2_CASELESS : 0),
 	                     &err, &erroff, NULL);
 	if (!g.re) {
 		if (err == PCRE2_ERROR_NOMEMORY) {
@@ -284,6 +325,7 @@ static void grep_work(void *p, struct tool_job_result *res)
 	pcre2_set_match_limit(g.mctx, GREP_MATCH_LIMIT);
 	pcre2_set_depth_limit(g.mctx, GREP_DEPTH_LIMIT);
 	pcre2_set_heap_limit(g.mctx, GREP_HEAP_LIMIT_KIB);
+	pcre2_set_callout(g.mctx, grep_callout, &g);
 	/* The JIT honours the match limit, and its stack stands for the depth
 	 * and heap limits. Without it (no JIT on this build or machine, or no
 	 * memory for its stack) the interpreter runs, bounded the same way. */
@@ -327,8 +369,15 @@ static void grep_work(void *p, struct tool_job_result *res)
 		goto out;
 	}
 	g.out.max += 1000; /* room for the notes */
-	if (g.matches == 0)
+	if (g.matches == 0 && !g.cut_time)
 		(void)buf_puts(&g.out, "no matches\n");
+	if (g.cut_time)
+		(void)buf_printf(&g.out,
+		                 "(cut at the time limit of %lld ms after searching %zu files: %s; "
+		                 "narrow the path or glob)\n",
+		                 (long long)res->timeout_ms, g.files_scanned,
+		                 g.matches ? "the matches above are those found so far"
+		                           : "no matches so far");
 	if (g.cap_matches)
 		(void)buf_printf(&g.out, "(stopped at %d matches; narrow the pattern or path)\n",
 		                 GREP_MAX_MATCHES);
@@ -384,7 +433,7 @@ static int grep_call(const struct tool_ctx *ctx, const json_t *input, tool_done_
 		grep_job_free(j);
 		return SB_ERR_NOMEM;
 	}
-	return tool_job_start(ctx->loop, grep_work, j, grep_job_free, done, ud, run);
+	return tool_job_start(ctx, grep_work, j, grep_job_free, done, ud, run);
 }
 
 const struct tool_def tool_grep = {

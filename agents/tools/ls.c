@@ -104,7 +104,7 @@ static int ls_call(const struct tool_ctx *ctx, const json_t *input, tool_done_cb
 		ls_job_free(j);
 		return SB_ERR_NOMEM;
 	}
-	return tool_job_start(ctx->loop, ls_work, j, ls_job_free, done, ud, run);
+	return tool_job_start(ctx, ls_work, j, ls_job_free, done, ud, run);
 }
 
 const struct tool_def tool_ls = {

@@ -69,7 +69,7 @@ static int mget_call(const struct tool_ctx *ctx, const json_t *input, tool_done_
 		mget_job_free(j);
 		return SB_ERR_NOMEM;
 	}
-	return tool_job_start(ctx->loop, mget_work, j, mget_job_free, done, ud, run);
+	return tool_job_start(ctx, mget_work, j, mget_job_free, done, ud, run);
 }
 
 const struct tool_def tool_memory_get = {

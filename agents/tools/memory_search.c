@@ -94,7 +94,7 @@ static int msearch_call(const struct tool_ctx *ctx, const json_t *input, tool_do
 		msearch_job_free(j);
 		return SB_ERR_NOMEM;
 	}
-	return tool_job_start(ctx->loop, msearch_work, j, msearch_job_free, done, ud, run);
+	return tool_job_start(ctx, msearch_work, j, msearch_job_free, done, ud, run);
 }
 
 const struct tool_def tool_memory_search = {

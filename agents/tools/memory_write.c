@@ -97,7 +97,7 @@ static int mwrite_call(const struct tool_ctx *ctx, const json_t *input, tool_don
 		mwrite_job_free(j);
 		return SB_ERR_NOMEM;
 	}
-	return tool_job_start(ctx->loop, mwrite_work, j, mwrite_job_free, mwrite_done, j, run);
+	return tool_job_start(ctx, mwrite_work, j, mwrite_job_free, mwrite_done, j, run);
 }
 
 const struct tool_def tool_memory_write = {

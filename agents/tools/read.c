@@ -45,7 +45,7 @@ static void read_work(void *p, struct tool_job_result *res)
 	struct stat st;
 	struct buf out, one;
 	int64_t lineno = 0, shown = 0, more = 0;
-	bool cut, stopped = false, counted = true;
+	bool cut, stopped = false, counted = true, timed_out = false;
 	int rc, r;
 
 	buf_init(&out, TOOL_OUTPUT_BUDGET);
@@ -83,6 +83,10 @@ static void read_work(void *p, struct tool_job_result *res)
 	if (rc != SB_OK)
 		goto out;
 	while ((r = tool_lines_next(&lr, &line, &line_len, &line_cap, TOOL_LINE_MAX, &cut)) == 1) {
+		if (tool_job_stopped(res)) {
+			timed_out = true;
+			break;
+		}
 		lineno++;
 		if (lineno < j->offset)
 			continue;
@@ -112,6 +116,19 @@ static void read_work(void *p, struct tool_job_result *res)
 			goto out;
 		tool_result_errorf(res, "cannot read %s", j->path);
 		goto out;
+	}
+	if (timed_out && shown == 0) {
+		/* Cut while reading on to the offset. */
+		tool_result_errorf(
+		    res,
+		    "cut at the time limit of %lld ms while reading %s (at line %lld); "
+		    "read a smaller part with offset and limit",
+		    (long long)res->timeout_ms, j->path, (long long)lineno);
+		goto out;
+	}
+	if (timed_out) { /* what is shown stands; the count of the rest is unknown */
+		counted = false;
+		more = 1;
 	}
 	if (lineno == 0) {
 		tool_result_text(res, "(the file is empty)");
@@ -166,7 +183,7 @@ static int read_call(const struct tool_ctx *ctx, const json_t *input, tool_done_
 		read_job_free(j);
 		return SB_ERR_NOMEM;
 	}
-	return tool_job_start(ctx->loop, read_work, j, read_job_free, done, ud, run);
+	return tool_job_start(ctx, read_work, j, read_job_free, done, ud, run);
 }
 
 const struct tool_def tool_read = {

@@ -126,7 +126,7 @@ static int todo_call(const struct tool_ctx *ctx, const json_t *input, tool_done_
 			j->text = more;
 		}
 	}
-	return tool_job_start(ctx->loop, todo_work, j, todo_job_free, done, ud, run);
+	return tool_job_start(ctx, todo_work, j, todo_job_free, done, ud, run);
 }
 
 const struct tool_def tool_todo = {

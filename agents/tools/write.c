@@ -159,7 +159,7 @@ static int write_call(const struct tool_ctx *ctx, const json_t *input, tool_done
 	}
 	memcpy(j->content, json_string_value(content) ? json_string_value(content) : "", j->len);
 	j->content[j->len] = '\0';
-	return tool_job_start(ctx->loop, write_work, j, write_job_free, done, ud, run);
+	return tool_job_start(ctx, write_work, j, write_job_free, done, ud, run);
 }
 
 const struct tool_def tool_write = {

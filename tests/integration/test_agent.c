@@ -9,6 +9,7 @@
  * transcript is loaded and the tool_use/tool_result pairing checked.
  */
 #include <dirent.h>
+#include <errno.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -414,6 +416,58 @@ static void test_tool_timeout(void **state)
 	buf_free(&out);
 }
 
+/* The file tools under the agent's tool_timeout (1 s for resilient): a
+ * search that would take minutes comes back cut at the limit, and an
+ * expression that backtracks without end is refused, in one round. */
+static void test_grep_bounded(void **state)
+{
+	char rel[128], *lines;
+	struct buf out;
+	json_t *reqs;
+	char *dump;
+	struct timespec a, b;
+	size_t i, n = 0;
+	int f;
+
+	(void)state;
+	reset_sessions("resilient");
+	lines = malloc(20 * 1003 + 1);
+	assert_non_null(lines);
+	for (i = 0; i < 20; i++) {
+		memset(lines + n, 'a', 1000);
+		memcpy(lines + n + 1000, "!x\n", 3);
+		n += 1003;
+	}
+	lines[n] = '\0';
+	path_in(rel, sizeof rel, "workspaces/resilient/slow");
+	assert_true(mkdir(rel, 0700) == 0 || errno == EEXIST);
+	for (f = 0; f < 40; f++) {
+		snprintf(rel, sizeof rel, "workspaces/resilient/slow/f%02d.txt", f);
+		write_home_file(rel, lines);
+	}
+	free(lines);
+	write_home_file("workspaces/resilient/bang.txt",
+	                "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa!\n");
+	script("[{\"tool_calls\":["
+	       "{\"name\":\"grep\",\"input\":{\"pattern\":\"\\\\w*\\\\w*!$\",\"path\":\"slow\"}},"
+	       "{\"name\":\"grep\",\"input\":{\"pattern\":\"(a|aa)+$\",\"path\":\"bang.txt\"}}]},"
+	       "{\"text\":\"searched\"}]");
+	buf_init(&out, 1 << 20);
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	assert_int_equal(agent_run("resilient", NULL, "search", &out), 0);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	assert_true(b.tv_sec - a.tv_sec < 15);
+	reqs = llm_requests();
+	dump = json_dumps(json_object_get(json_array_get(reqs, 1), "body"), JSON_COMPACT);
+	if (!strstr(dump, "cut at the time limit of 1000 ms") ||
+	    !strstr(dump, "pattern too costly: match limit reached on bang.txt:1"))
+		fail_msg("the second request lacks the cut search or the refused pattern: %s",
+		         dump);
+	free(dump);
+	json_decref(reqs);
+	buf_free(&out);
+}
+
 static void test_abort_during_tool(void **state)
 {
 	char out_path[1024], pid_path[1024];
@@ -531,6 +585,7 @@ int main(void)
 	    cmocka_unit_test(test_truncated_stream_is_retried),
 	    cmocka_unit_test(test_tool_error_goes_back_to_the_model),
 	    cmocka_unit_test(test_tool_timeout),
+	    cmocka_unit_test(test_grep_bounded),
 	    cmocka_unit_test(test_abort_during_tool),
 	    cmocka_unit_test(test_provider_fails_after_tool_calls),
 	    cmocka_unit_test(test_max_turns),

@@ -18,6 +18,7 @@
 #include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +219,10 @@ static void test_hostile_patterns(void **state)
 	     "pattern too costly: match limit reached on "},
 	    {"{\"pattern\":\"(\\\\w+\\\\s?)*$\",\"path\":\"bang.txt\"}",
 	     "pattern too costly: match limit reached on bang.txt:1"},
+	    /* Within PCRE2's own match limit (it counts afresh at each
+	     * start position): 78 s a line without the line's budget. */
+	    {"{\"pattern\":\"\\\\w*\\\\w*\\\\w*!$\",\"path\":\"long.txt\"}",
+	     "pattern too costly: match limit reached on long.txt:1; simplify it"},
 	};
 	struct result r;
 	double s;
@@ -225,6 +230,7 @@ static void test_hostile_patterns(void **state)
 
 	put_lines("aaa.txt", 50, 2000, 'a', "");
 	put_lines("bang.txt", 50, 40, 'a', "!");
+	put_lines("long.txt", 50, 1000, 'a', "!x");
 	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
 		r = run_grep(120000, cases[i].input, &s);
 		if (cases[i].want ? !r.is_error || !strstr(r.content, cases[i].want)
@@ -287,6 +293,320 @@ static void test_pcre2_syntax_and_invalid_utf8(void **state)
 	free(r.content);
 }
 
+/* grep's glob filter with many "**": each segment pair is tried once
+ * (tried at every split, thirty "**" against forty segments ran for
+ * ever), and the meaning is the one test_tools checks. */
+static void on_alarm(int sig)
+{
+	static const char msg[] = "FAIL: tool_glob_match still running after 20 s\n";
+
+	(void)sig;
+	(void)!write(2, msg, sizeof msg - 1);
+	_exit(1);
+}
+
+static void test_glob_filter_bounded(void **state)
+{
+	char pat[256], path[256];
+	size_t i, n = 0, m = 0;
+	uint64_t t0;
+	double s;
+
+	for (i = 0; i < 30; i++)
+		n += (size_t)snprintf(pat + n, sizeof pat - n, "**/");
+	snprintf(pat + n, sizeof pat - n, "x/*.c");
+	for (i = 0; i < 40; i++)
+		m += (size_t)snprintf(path + m, sizeof path - m, "a/");
+	snprintf(path + m, sizeof path - m, "y.c");
+	signal(SIGALRM, on_alarm);
+	alarm(20);
+	t0 = uv_hrtime();
+	assert_false(tool_glob_match(pat, path));
+	s = (double)(uv_hrtime() - t0) / 1e9;
+	alarm(0);
+	if (s > 0.5)
+		fail_msg("tool_glob_match took %.2f s", s);
+
+	assert_true(tool_glob_match("**", "a/b/c"));
+	assert_true(tool_glob_match("**/x", "x"));
+	assert_true(tool_glob_match("**/x", "a/b/x"));
+	assert_false(tool_glob_match("**/x", "a/b/y"));
+	assert_true(tool_glob_match("a/**", "a/b"));
+	assert_false(tool_glob_match("a/**", "a"));
+	assert_true(tool_glob_match("a/**/**/b", "a/b"));
+	assert_true(tool_glob_match("a/**/c/**/e", "a/b/c/d/e"));
+	assert_false(tool_glob_match("a/**/c/**/e", "a/b/d/e"));
+	assert_true(tool_glob_match("a/*/b", "a/x/b"));
+	assert_false(tool_glob_match("a/*/b", "a/b"));
+	assert_false(tool_glob_match("a/b", "a/b/c"));
+	assert_true(tool_glob_match("src/**/*.h", "src/y.h"));
+	assert_true(tool_glob_match("*.[ch]", "x.h"));
+}
+
+/* ---- time limits and cancel -------------------------------------------- */
+
+/* An expression that costs about 0.1 s a line without reaching the line's
+ * budget ("\w*\w*!$" on 1000 a's and "!x"), on a tree of 200 such files of
+ * 20 lines: minutes of work. */
+#define SLOW_PATTERN "{\"pattern\":\"\\\\w*\\\\w*!$\",\"path\":\"tree\"}"
+
+static void put_slow_tree(void)
+{
+	char rel[64];
+	int d, f;
+
+	for (d = 0; d < 10; d++)
+		for (f = 0; f < 20; f++) {
+			snprintf(rel, sizeof rel, "tree/d%02d/f%02d.txt", d, f);
+			put_lines(rel, 20, 1000, 'a', "!x");
+		}
+}
+
+static void test_time_limit_cuts_grep(void **state)
+{
+	struct result r;
+	double s;
+
+	put_slow_tree();
+	r = run_grep(200, SLOW_PATTERN, &s);
+	if (r.is_error || !strstr(r.content, "(cut at the time limit of 200 ms after searching ") ||
+	    !strstr(r.content, "no matches so far"))
+		fail_msg("want a result cut at the time limit, got (error %d, %.2f s): [%s]",
+		         r.is_error, s, r.content);
+	if (s > 1.5)
+		fail_msg("cut at %.2f s, not promptly after 200 ms", s);
+	free(r.content);
+
+	/* What was found before the limit is kept. */
+	put_lines("tree/a/hit.txt", 1, 10, 'b', "!");
+	r = run_grep(200, SLOW_PATTERN, &s);
+	assert_false(r.is_error);
+	if (!strstr(r.content, "tree/a/hit.txt:1:bbbbbbbbbb!\n") ||
+	    !strstr(r.content, "the matches above are those found so far"))
+		fail_msg("want the match found before the limit, got (%.2f s): [%s]", s, r.content);
+	assert_true(s < 1.5);
+	free(r.content);
+}
+
+struct canceller {
+	uv_timer_t t;
+	struct tool_run *run;
+	struct result *r;
+	int calls_after_cancel;
+	uint64_t t_cancel;
+};
+
+static void cancel_fire(uv_timer_t *t)
+{
+	struct canceller *c = t->data;
+
+	c->t_cancel = uv_hrtime();
+	c->run->cancel(c->run);
+	c->calls_after_cancel = c->r->calls; /* done ran before cancel returned */
+	uv_close((uv_handle_t *)t, NULL);
+}
+
+/* A cancel in the middle of a search answers at once and the search
+ * itself ends soon after (the loop drains), freeing everything (ASan). */
+static void test_cancel_running_grep(void **state)
+{
+	struct tool_ctx ctx = base_ctx(120000);
+	struct result r = {0};
+	struct canceller c = {.r = &r};
+	uint64_t t_drained;
+
+	put_slow_tree();
+	c.run = start_grep(&ctx, SLOW_PATTERN, &r);
+	uv_timer_init(&loop, &c.t);
+	c.t.data = &c;
+	uv_timer_start(&c.t, cancel_fire, 300, 0);
+	watch();
+	uv_run(&loop, UV_RUN_DEFAULT);
+	t_drained = uv_hrtime();
+	unwatch();
+	assert_int_equal(c.calls_after_cancel, 1);
+	assert_int_equal(r.calls, 1); /* the late result is dropped */
+	assert_int_equal(r.rc, SB_ERR_ABORTED);
+	assert_true(r.is_error);
+	if ((double)(t_drained - c.t_cancel) / 1e9 > 1.5)
+		fail_msg("the search ran on %.2f s after its cancel",
+		         (double)(t_drained - c.t_cancel) / 1e9);
+	free(r.content);
+}
+
+/* A job that ignores its stop flag is answered a second after its time
+ * limit; what it hands back later is dropped and it is freed then. */
+struct deaf {
+	int frees;
+};
+
+static void deaf_work(void *arg, struct tool_job_result *res)
+{
+	usleep(3000 * 1000);
+	tool_result_text(res, "late");
+}
+
+static void deaf_free(void *arg)
+{
+	((struct deaf *)arg)->frees++;
+}
+
+static void test_job_deaf_to_stop(void **state)
+{
+	struct tool_ctx ctx = base_ctx(100);
+	struct result r = {0};
+	struct deaf d = {0};
+	struct tool_run *run = NULL;
+	uint64_t t0 = uv_hrtime();
+	double s;
+
+	assert_int_equal(tool_job_start(&ctx, deaf_work, &d, deaf_free, on_done, &r, &run), SB_OK);
+	watch();
+	uv_run(&loop, UV_RUN_DEFAULT);
+	unwatch();
+	s = (double)(r.t_done - t0) / 1e9;
+	assert_int_equal(r.calls, 1);
+	assert_int_equal(r.rc, SB_OK);
+	assert_true(r.is_error);
+	assert_non_null(strstr(r.content, "timed out after 100 ms: the tool did not stop"));
+	if (s < 1.0 || s > 2.5)
+		fail_msg("answered after %.2f s, want about 1.1 s", s);
+	assert_int_equal(d.frees, 1);
+	free(r.content);
+}
+
+/* ---- the pool's share -------------------------------------------------- */
+
+#define PIN_MAX 8
+
+struct pin {
+	struct result r[PIN_MAX];
+	struct tool_run *runs[PIN_MAX];
+	size_t n;
+	uv_work_t item;
+	bool item_done, cancelled;
+	uint64_t t0, t_item;
+	uv_timer_t limit;
+	char path[PATH_MAX];
+};
+
+static void pin_cancel_all(struct pin *p)
+{
+	size_t i;
+
+	if (p->cancelled)
+		return;
+	p->cancelled = true;
+	for (i = 0; i < p->n; i++) {
+		if (p->r[i].calls)
+			continue;
+		p->runs[i]->cancel(p->runs[i]);
+		assert_int_equal(p->r[i].calls, 1);
+	}
+	uv_close((uv_handle_t *)&p->limit, NULL);
+}
+
+/* What a transcript append does on the pool: a line into a file. */
+static void item_work(uv_work_t *w)
+{
+	struct pin *p = w->data;
+	FILE *f = fopen(p->path, "ab");
+
+	if (f) {
+		fputs("{\"type\":\"message\"}\n", f);
+		fclose(f);
+	}
+}
+
+static void item_after(uv_work_t *w, int status)
+{
+	struct pin *p = w->data;
+
+	p->item_done = status == 0;
+	p->t_item = uv_hrtime();
+	pin_cancel_all(p);
+}
+
+static void pin_limit(uv_timer_t *t)
+{
+	pin_cancel_all(t->data);
+}
+
+/* More slow searches than the pool has threads: a transcript append queued
+ * behind them still runs at once, since tool jobs hold one thread less
+ * than the pool has. */
+static void test_pool_keeps_a_thread(void **state)
+{
+	struct tool_ctx ctx = base_ctx(120000);
+	struct pin p;
+	size_t i;
+	double s;
+
+	memset(&p, 0, sizeof p);
+	put_slow_tree();
+	in_ws(p.path, "transcript.jsonl");
+	p.n = tool_job_pool_share() + 2;
+	assert_true(p.n <= PIN_MAX);
+	p.t0 = uv_hrtime();
+	for (i = 0; i < p.n; i++)
+		p.runs[i] = start_grep(&ctx, SLOW_PATTERN, &p.r[i]);
+	/* Let the searches take their threads first. */
+	usleep(200 * 1000);
+	p.item.data = &p;
+	assert_int_equal(uv_queue_work(&loop, &p.item, item_work, item_after), 0);
+	uv_timer_init(&loop, &p.limit);
+	p.limit.data = &p;
+	uv_timer_start(&p.limit, pin_limit, 5000, 0);
+	watch();
+	uv_run(&loop, UV_RUN_DEFAULT);
+	unwatch();
+	assert_true(p.item_done);
+	s = (double)(p.t_item - p.t0) / 1e9;
+	if (s > 2.0)
+		fail_msg("the transcript append waited %.2f s behind %zu searches", s, p.n);
+	for (i = 0; i < p.n; i++) {
+		assert_int_equal(p.r[i].calls, 1);
+		assert_int_equal(p.r[i].rc, SB_ERR_ABORTED);
+		free(p.r[i].content);
+	}
+}
+
+/* A call that waits for a thread past its own time limit is answered then,
+ * and says so. */
+static void test_waiting_call_times_out(void **state)
+{
+	struct tool_ctx slow = base_ctx(120000), quick = base_ctx(300);
+	struct result r[PIN_MAX + 1];
+	struct tool_run *runs[PIN_MAX];
+	size_t n = tool_job_pool_share(), i;
+	uint64_t t0;
+	double s;
+
+	memset(r, 0, sizeof r);
+	put_slow_tree();
+	assert_true(n <= PIN_MAX);
+	for (i = 0; i < n; i++)
+		runs[i] = start_grep(&slow, SLOW_PATTERN, &r[i]);
+	t0 = uv_hrtime();
+	(void)start_grep(&quick, "{\"pattern\":\"x\"}", &r[n]);
+	watch();
+	while (r[n].calls == 0)
+		uv_run(&loop, UV_RUN_ONCE);
+	s = (double)(r[n].t_done - t0) / 1e9;
+	for (i = 0; i < n; i++)
+		runs[i]->cancel(runs[i]);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	unwatch();
+	assert_true(r[n].is_error);
+	assert_non_null(strstr(r[n].content, "timed out after 300 ms before it could start"));
+	if (s < 0.25 || s > 1.0)
+		fail_msg("answered after %.2f s, want about 0.3 s", s);
+	for (i = 0; i <= n; i++) {
+		assert_int_equal(r[i].calls, 1);
+		free(r[i].content);
+	}
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -294,6 +614,12 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    T(test_hostile_patterns),
 	    T(test_pcre2_syntax_and_invalid_utf8),
+	    T(test_glob_filter_bounded),
+	    T(test_time_limit_cuts_grep),
+	    T(test_cancel_running_grep),
+	    T(test_job_deaf_to_stop),
+	    T(test_pool_keeps_a_thread),
+	    T(test_waiting_call_times_out),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
