@@ -826,6 +826,12 @@ static void lane_offer(struct dispatcher *d, const char *key, struct pending *p,
 		mode = p->env.own_reply || (l->active && l->active->items->env.own_reply)
 		           ? AGENT_QUEUE_FOLLOWUP
 		           : AGENT_QUEUE_STEER;
+	/* Never into a heartbeat's or a cron job's turn, whatever the mode:
+	 * its reply goes where the schedule says (or nowhere, an ack), not to
+	 * the sender. */
+	if (mode == AGENT_QUEUE_STEER && l->active &&
+	    dispatcher_channel_scheduled(l->active->items->env.channel))
+		mode = AGENT_QUEUE_FOLLOWUP;
 	if (l->active && !p->reset) {
 		struct active *a = l->active;
 

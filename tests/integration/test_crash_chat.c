@@ -12,6 +12,11 @@
  *  - once the progress report arrived (or the gateway died), the user writes
  *    "also this", which steers into the running turn or, when that turn is
  *    over, gets a turn of its own;
+ *  - meanwhile a Slack user mentions the bot in a channel (Events API,
+ *    tests/fakes/fake_slack.js; the test signs each event and sends it
+ *    again, with X-Slack-Retry-Num, until it is answered 200, as Slack
+ *    does), and the agent's heartbeat fires about once a second (the
+ *    scheduler's test clock), its report going to the Telegram chat;
  *  - the scripted model tries a call again when its result is an error (a
  *    call a restart cut short), as a model would.
  * A first run without a crash counts the points (P). Then for each N in
@@ -21,6 +26,8 @@
  *    arrived; every message beyond one per text is a send the platform
  *    accepted in the instant before a kill (the documented window), so
  *    their number is at most switchboard_outbox_resent_after_crash_total;
+ *  - the Slack mention was acknowledged and answered once in its channel;
+ *  - every heartbeat the store ran reached the chat once;
  *  - every update was confirmed and the inbox and outbox are empty;
  *  - every transcript loads paired, no user text twice;
  *  - a further message is answered, and the stop is clean.
@@ -44,15 +51,19 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <sqlite3.h>
 
 #include "agents/message.h"
 #include "agents/transcript.h"
+#include "channels/slack/slack_proto.h"
 #include "harness.h"
 #include "harness_oai.h"
 
 #define TOKEN "123456:TEST-token"
 #define CHAT 4242
 #define WAIT_MS 20000
+#define SLACK_SECRET "enum-slack-signing-secret-0123456789"
+#define HB_TEXT "heartbeat report"
 
 static int failures;
 
@@ -70,6 +81,9 @@ struct run {
 	char log[700];
 	struct harness_daemon d;
 	struct harness_peer fake;
+	struct harness_peer slack;
+	bool slack_acked;
+	int slack_attempts;
 	bool unreached;
 	long long resent;
 	int next_msg;
@@ -169,6 +183,84 @@ static bool all_received(const json_t *texts)
 	return true;
 }
 
+/* ---- Slack ---- */
+
+static const char slack_event[] =
+    "{\"type\":\"event_callback\",\"team_id\":\"T0TEST\",\"api_app_id\":\"A0TEST\","
+    "\"event_id\":\"EvMention1\",\"event\":{\"type\":\"app_mention\",\"channel\":"
+    "\"C0ENUM\",\"user\":\"U0ENUM\",\"text\":\"<@UBOT> hello slack\","
+    "\"ts\":\"1700003000.000100\"}}";
+
+/* One delivery of the mention, as Slack makes it; true once answered 200. */
+static bool slack_post(struct run *r)
+{
+	char ts[32], sig[SLACK_SIG_SIZE], hts[64], hsig[128], hretry[64];
+	const char *h[] = {"Content-Type: application/json", hts, hsig,
+	                   r->slack_attempts ? hretry : NULL, NULL};
+
+	if (r->slack_acked)
+		return true;
+	snprintf(ts, sizeof ts, "%ld", (long)time(NULL));
+	assert_int_equal(slack_sig_compute(SLACK_SECRET, ts, slack_event, strlen(slack_event), sig),
+	                 0);
+	snprintf(hts, sizeof hts, "X-Slack-Request-Timestamp: %s", ts);
+	snprintf(hsig, sizeof hsig, "X-Slack-Signature: %s", sig);
+	snprintf(hretry, sizeof hretry, "X-Slack-Retry-Num: %d",
+	         r->slack_attempts > 3 ? 3 : r->slack_attempts);
+	r->slack_attempts++;
+	r->slack_acked = harness_http(r->d.port, "POST", "/slack/events/ev", h, slack_event, NULL) ==
+	                 200;
+	return r->slack_acked;
+}
+
+/* Posts in the mention's channel that hold the answer. */
+static int slack_answers(struct run *r)
+{
+	struct buf resp;
+	json_t *st, *p;
+	size_t k;
+	int n = 0;
+
+	buf_init(&resp, 16 << 20);
+	if (harness_http(r->slack.port, "GET", "/_test/state", NULL, NULL, &resp) == 200 &&
+	    resp.data && (st = json_loads(resp.data, 0, NULL)) != NULL) {
+		json_array_foreach(json_object_get(st, "posts"), k, p)
+		{
+			const char *t = json_string_value(json_object_get(p, "text"));
+			const char *c = json_string_value(json_object_get(p, "channel"));
+
+			n += t && c && strcmp(c, "C0ENUM") == 0 && strstr(t, "slack answer") != NULL;
+		}
+		json_decref(st);
+	}
+	buf_free(&resp);
+	return n;
+}
+
+/* Heartbeat reports in the outbox: sent, and not sent yet (one of those may
+ * have reached the chat as the gateway stopped). */
+static void heartbeats(struct run *r, int *reports, int *unsent)
+{
+	char path[700];
+	sqlite3 *db = NULL;
+	sqlite3_stmt *st = NULL;
+
+	*reports = *unsent = -1;
+	snprintf(path, sizeof path, "%s/state.db", r->home);
+	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK &&
+	    sqlite3_prepare_v2(db,
+	                       "SELECT count(*) FILTER (WHERE state = 'sent'),"
+	                       " count(*) FILTER (WHERE state IN ('pending', 'claimed'))"
+	                       " FROM outbox WHERE payload LIKE '%" HB_TEXT "%'",
+	                       -1, &st, NULL) == SQLITE_OK &&
+	    sqlite3_step(st) == SQLITE_ROW) {
+		*reports = sqlite3_column_int(st, 0);
+		*unsent = sqlite3_column_int(st, 1);
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+
 static void run_setup(struct run *r, long n)
 {
 	const char *init[] = {"init", NULL};
@@ -179,14 +271,26 @@ static void run_setup(struct run *r, long n)
 	r->n = n;
 	assert_int_equal(harness_tmpdir(r->home, sizeof r->home), 0);
 	assert_int_equal(harness_peer_start(&r->fake, "fake_telegram.js", args), 0);
+	assert_int_equal(harness_peer_start(&r->slack, "fake_slack.js", NULL), 0);
 	snprintf(r->log, sizeof r->log, "%s/points.log", r->home);
 	snprintf(cfg, sizeof cfg,
 	         "providers:\n"
 	         "  - {id: s, api: scripted, script: script.yaml}\n"
 	         "agents:\n"
-	         "  - {id: main, default: true, model: s/x, sandbox: full}\n"
-	         "security: {owners: [\"telegram:%d\"]}\n"
+	         "  - id: main\n"
+	         "    default: true\n"
+	         "    model: s/x\n"
+	         "    sandbox: full\n"
+	         "    heartbeat: {every: 30m, target: telegram, account: bot, to: \"%d\"}\n"
+	         "security: {owners: [\"telegram:%d\", \"slack:*\"]}\n"
 	         "channels:\n"
+	         "  slack:\n"
+	         "    dm_policy: open\n"
+	         "    allow_from: [\"*\"]\n"
+	         "    group_policy: open\n"
+	         "    accounts:\n"
+	         "      - {id: ev, bot_token: xoxb-enum, signing_secret: \"%s\", "
+	         "api_base: \"http://127.0.0.1:%d/api/\"}\n"
 	         "  telegram:\n"
 	         "    dm_policy: open\n"
 	         "    allow_from: [\"*\"]\n"
@@ -199,7 +303,7 @@ static void run_setup(struct run *r, long n)
 	         "        parse_mode: plain\n"
 	         "        chunk_limit: 64\n"
 	         "        rate_limit: {chat_per_minute: 600, chat_burst: 10}\n",
-	         CHAT, TOKEN, r->fake.port);
+	         CHAT, CHAT, SLACK_SECRET, r->slack.port, TOKEN, r->fake.port);
 	snprintf(path, sizeof path, "%s/switchboard.yaml", r->home);
 	assert_int_equal(harness_write_file(path, cfg), 0);
 	snprintf(path, sizeof path, "%s/script.yaml", r->home);
@@ -216,9 +320,16 @@ static void run_setup(struct run *r, long n)
 	                             "piece three, for {{user_text}}\"\n"
 	                             "  - match: \"also\"\n"
 	                             "    text: \"noted: {{user_text}}\"\n"
+	                             "  - match: \"hello slack\"\n"
+	                             "    text: \"slack answer\"\n"
+	                             "  - match: \"HEARTBEAT\"\n"
+	                             "    text: \"" HB_TEXT "\"\n"
 	                             "  - text: \"reply to: {{user_text}}\"\n"),
 	    0);
 	assert_int_equal(harness_cli(r->home, NULL, init), 0);
+	/* A heartbeat file with something to do, so each tick asks the model. */
+	snprintf(path, sizeof path, "%s/workspaces/main/HEARTBEAT.md", r->home);
+	assert_int_equal(harness_write_file(path, "- Report how the conversation goes.\n"), 0);
 }
 
 static void run_start(struct run *r, long crash_at)
@@ -231,9 +342,12 @@ static void run_start(struct run *r, long crash_at)
 		setenv("SB_CRASH_AT", at, 1);
 	}
 	setenv("SB_CRASH_LOG", r->log, 1);
+	/* a 30-minute heartbeat about once a second */
+	setenv("SWITCHBOARD_TEST_CLOCK_RATE", "1800", 1);
 	rc = harness_daemon_start(&r->d, r->home, NULL);
 	unsetenv("SB_CRASH_AT");
 	unsetenv("SB_CRASH_LOG");
+	unsetenv("SWITCHBOARD_TEST_CLOCK_RATE");
 	assert_int_equal(rc, 0);
 }
 
@@ -337,8 +451,8 @@ static int user_blocks(const json_t *messages, const char *text)
  * of its own or steered into one. */
 static void check_transcripts(struct run *r)
 {
-	static const char *const users[] = {"ping", "also this", "further"};
-	int seen[3] = {0};
+	static const char *const users[] = {"ping", "also this", "further", "hello slack"};
+	int seen[4] = {0};
 	char dir[700], path[1200], why[512];
 	struct dirent *de;
 	DIR *dd;
@@ -361,12 +475,12 @@ static void check_transcripts(struct run *r)
 		}
 		if (msg_check_pairing(tl.messages, why, sizeof why) != 0)
 			enum_fail(r, "pairing broken in %s: %s", path, why);
-		for (size_t i = 0; i < 3; i++)
+		for (size_t i = 0; i < 4; i++)
 			seen[i] += user_blocks(tl.messages, users[i]);
 		transcript_loaded_free(&tl);
 	}
 	closedir(dd);
-	for (size_t i = 0; i < 3; i++)
+	for (size_t i = 0; i < 4; i++)
 		if (seen[i] != 1)
 			enum_fail(r, "the user's \"%s\" is %d times in the history", users[i], seen[i]);
 }
@@ -402,6 +516,7 @@ static long run_one(long n)
 	run_start(&r, n);
 	if (run_ready(&r)) {
 		user_says(&r, "ping");
+		(void)slack_post(&r);
 		texts = wait_for(&r, "progress report", 5000, &died);
 		json_decref(texts);
 		user_says(&r, "also this");
@@ -420,8 +535,21 @@ static long run_one(long n)
 	points = count_points(r.log);
 	if (r.d.pid <= 0) {
 		harness_peer_stop(&r.fake);
+		harness_peer_stop(&r.slack);
 		harness_rmrf(r.home);
 		return points;
+	}
+	/* Slack delivers again what was not answered 200. */
+	{
+		int64_t end = mono_ms() + WAIT_MS;
+
+		while (!slack_post(&r) && mono_ms() < end)
+			usleep(200000);
+		if (!r.slack_acked)
+			enum_fail(&r, "the Slack mention was never acknowledged (%d tries)",
+			          r.slack_attempts);
+		while (slack_answers(&r) == 0 && mono_ms() < end)
+			usleep(50000);
 	}
 	texts = wait_for(&r, NULL, WAIT_MS, &died);
 	for (size_t i = 0; i < N_WANTED; i++)
@@ -442,7 +570,7 @@ static long run_one(long n)
 		{
 			const char *s = json_string_value(t);
 
-			if (!s)
+			if (!s || strcmp(s, HB_TEXT) == 0)
 				continue;
 			if (json_object_get(seen, s))
 				dups++;
@@ -450,6 +578,14 @@ static long run_one(long n)
 		}
 	}
 	json_decref(seen);
+	{
+		int sa = slack_answers(&r);
+
+		if (sa < 1)
+			enum_fail(&r, "the Slack mention was never answered");
+		else
+			dups += sa - 1;
+	}
 	if (dups > r.resent) {
 		char *dump = json_dumps(texts, JSON_INDENT(1));
 
@@ -485,8 +621,28 @@ static long run_one(long n)
 		dump_log(&r.d);
 		enum_fail(&r, "the stop ended with %d", code);
 	}
+	/* Heartbeats (they tick to the end, so counted once it stopped): each
+	 * report the outbox sent reached the chat, once, beyond the window. */
+	{
+		int reports, unsent, got;
+
+		texts = received(&r, &pending);
+		heartbeats(&r, &reports, &unsent);
+		got = count_with(texts, HB_TEXT);
+		json_decref(texts);
+		if (n == 0)
+			fprintf(stderr, "the run without a crash: %d heartbeat reports sent, %d received; "
+			                "the Slack mention answered %d time(s)\n",
+			        reports, got, slack_answers(&r));
+		if (reports < 0 || got < reports)
+			enum_fail(&r, "%d heartbeat reports were sent but the chat has %d", reports, got);
+		else if (got - reports - unsent > r.resent - dups)
+			enum_fail(&r, "%d heartbeat reports reached the chat for %d sent (%d unsent)", got,
+			          reports, unsent);
+	}
 	check_transcripts(&r);
 	harness_peer_stop(&r.fake);
+	harness_peer_stop(&r.slack);
 	if (failures && getenv("SB_KEEP_HOME"))
 		fprintf(stderr, "home kept: %s\n", r.home);
 	else
