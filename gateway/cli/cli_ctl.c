@@ -31,6 +31,7 @@
 
 #include "gateway/cli/cli.h"
 #include "gateway/config/config.h"
+#include "gateway/config/runtime.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fmt.h"
@@ -558,6 +559,8 @@ static int ctl_locate(struct ctl *c)
 	struct cfg_errors errs;
 	struct config *cfg = NULL;
 	const char *env = getenv("SWITCHBOARD_TOKEN");
+	struct runtime_info ri;
+	bool live = false;
 	int rc = -1;
 
 	cfg_errors_init(&errs);
@@ -575,10 +578,21 @@ static int ctl_locate(struct ctl *c)
 		c->token = strdup(c->o.token);
 	else if (env && *env)
 		c->token = strdup(env);
-	if (!c->o.url || !c->token) {
+	/* The running gateway says where it listens (config/runtime.h): a
+	 * configuration broken on disk, or a port edited and not applied yet,
+	 * does not matter then. */
+	if (!c->o.url && runtime_read(home, &ri) == SB_OK && ctl_parse_url(c, ri.control) == 0)
+		live = true;
+	if ((!c->o.url && !live) || !c->token) {
 		if (cli_config_path(home, c->o.config, cfg_path, sizeof cfg_path) ||
 		    config_load(cfg_path, home, &cfg, &errs) != SB_OK) {
-			if (!c->o.url) {
+			if (live) {
+				fprintf(stderr,
+				        "note: %s does not load; the running gateway (pid %ld) keeps "
+				        "its last good configuration (`switchboard config check` says "
+				        "why)\n",
+				        cfg_path, ri.pid);
+			} else if (!c->o.url) {
 				cfg_errors_print(&errs, stderr);
 				ctl_err(c,
 				        "cannot find the gateway: no usable configuration at %s "
@@ -604,7 +618,7 @@ static int ctl_locate(struct ctl *c)
 			ctl_err(c, "--url wants ws://HOST:PORT[/PATH], got \"%s\"", c->o.url);
 			goto out;
 		}
-	} else {
+	} else if (!live) {
 		const char *bind = cfg->gateway.bind;
 
 		if (!cfg->gateway.control.enabled) {

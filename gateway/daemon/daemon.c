@@ -33,6 +33,7 @@
 #include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fmt.h"
+#include "gateway/config/runtime.h"
 #include "gateway/core/log.h"
 #include "gateway/daemon/daemon_internal.h"
 
@@ -779,6 +780,16 @@ static void daemon_announce(struct daemon *d)
 	       "  stop:    Ctrl-C (or SIGTERM); reload the config: SIGHUP or just save the file\n",
 	       SB_VERSION, url, url, url, url, d->opt->home);
 	fflush(stdout);
+	/* Where it listens, for the CLI (config/runtime.h). */
+	if (runtime_write(d->opt->home, bind, port,
+	                  d->cfg->gateway.control.enabled && d->cfg->gateway.control.n_paths
+	                      ? d->cfg->gateway.control.paths[0]
+	                      : "/",
+	                  SB_VERSION) != SB_OK)
+		log_warn("gateway", "cannot write the runtime file; the CLI will read the configuration",
+		         LOG_S("file", RUNTIME_FILE));
+	else
+		d->runtime_written = true;
 }
 
 /* Claims a crash left behind are released; then the gateway is ready. */
@@ -919,6 +930,8 @@ out_loop:
 	}
 out_free:
 	notify_close(&d->notify);
+	if (d->runtime_written)
+		runtime_remove(d->opt->home);
 	if (d->lock_fd >= 0)
 		close(d->lock_fd);
 	config_unref(d->cfg);

@@ -78,6 +78,7 @@ struct daemon {
 	struct gateway_ctx gctx;
 	enum daemon_state state;
 	int lock_fd;
+	bool runtime_written; /* gateway.runtime.json is ours to remove */
 	struct notify notify; /* the service manager's socket (notify.h) */
 	bool reload_notified; /* RELOADING=1 was sent; READY=1 is owed */
 	bool stop_notified;   /* STOPPING=1 was sent */

@@ -286,6 +286,75 @@ static long metric_value(const char *body, const char *name)
 	return -1;
 }
 
+/* The running gateway publishes where it listens; the CLI reads that
+ * first, so a broken configuration on disk, or a port edited and not yet
+ * applied, does not cut the operator off. A file a kill left behind is
+ * recognised (nobody holds the lock), and a clean stop removes it. */
+static void test_runtime_file(void **state)
+{
+	const char *status[] = {"status", "--timeout", "5", NULL};
+	struct harness_daemon d;
+	char home[512], path[700], rpath[700], want[64];
+	struct buf out, rt;
+	int rc;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_daemon_start(&d, home, NULL), 0);
+	assert_int_equal(harness_wait_ready(&d, 20000), 0);
+	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
+	snprintf(rpath, sizeof rpath, "%s/gateway.runtime.json", home);
+	buf_init(&rt, 1 << 16);
+	for (int i = 0; i < 100 && harness_read_file(rpath, &rt) != 0; i++)
+		usleep(20000);
+	snprintf(want, sizeof want, "\"pid\": %d", (int)d.pid);
+	assert_non_null(rt.data);
+	assert_non_null(strstr(rt.data, want));
+	snprintf(want, sizeof want, "ws://127.0.0.1:%d/", d.port);
+	assert_non_null(strstr(rt.data, want));
+	buf_free(&rt);
+	{
+		struct stat st;
+
+		assert_int_equal(stat(rpath, &st), 0);
+		assert_int_equal(st.st_mode & 0777, 0600);
+	}
+
+	/* A configuration broken on disk, and a port nobody listens on: the
+	 * CLI still reaches the gateway, and says the file does not load. */
+	assert_int_equal(harness_write_file(path, "gateway:\n  port: 1\n  bind: [\n"), 0);
+	buf_init(&out, 1 << 20);
+	rc = harness_cli(home, &out, status);
+	if (rc != 0 || !out.data || !strstr(out.data, "does not load") ||
+	    !strstr(out.data, "last good configuration")) {
+		harness_daemon_stop(&d, SIGKILL, 5000);
+		fail_msg("status with a broken file: exit %d\n%s", rc, out.data ? out.data : "");
+	}
+	buf_free(&out);
+
+	/* Killed: the file stays, but names nobody; the CLI says what is
+	 * wrong with the configuration instead of trying its port. */
+	assert_int_equal(harness_daemon_stop(&d, SIGKILL, 20000), 128 + SIGKILL);
+	assert_int_equal(access(rpath, F_OK), 0);
+	buf_init(&out, 1 << 20);
+	rc = harness_cli(home, &out, status);
+	if (rc == 0 || !out.data || !strstr(out.data, "cannot find the gateway"))
+		fail_msg("status after a kill: exit %d\n%s", rc, out.data ? out.data : "");
+	buf_free(&out);
+
+	/* A start writes it again; a clean stop removes it. */
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(harness_daemon_start(&d, home, NULL), 0);
+	assert_int_equal(harness_wait_ready(&d, 20000), 0);
+	buf_init(&out, 1 << 20);
+	rc = harness_cli(home, &out, status);
+	buf_free(&out);
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
+	assert_int_equal(rc, 0);
+	assert_int_not_equal(access(rpath, F_OK), 0);
+	harness_rmrf(home);
+}
+
 static void test_reload(void **state)
 {
 	struct harness_daemon d;
@@ -741,6 +810,7 @@ int main(void)
 	    cmocka_unit_test(test_config_check_lists_every_error),
 	    cmocka_unit_test(test_gateway_serves_and_stops_cleanly),
 	    cmocka_unit_test(test_reload),
+	    cmocka_unit_test(test_runtime_file),
 	    cmocka_unit_test(test_reload_public_to_loopback),
 	    cmocka_unit_test(test_auth_token_replaces_home_token),
 	    cmocka_unit_test(test_drain_finishes_in_flight),
