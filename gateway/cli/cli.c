@@ -299,8 +299,25 @@ static int cli_config_check(int argc, char **argv)
 		cfg_errors_print(&errs, stderr);
 		fprintf(stderr, "%zu error%s in %s\n", errs.n, errs.n == 1 ? "" : "s", cfg_path);
 	} else {
-		printf("ok: %s (%zu agent%s)\n", cfg_path, cfg->n_agents,
-		       cfg->n_agents == 1 ? "" : "s");
+		struct cfg_errors warns;
+
+		cfg_errors_init(&warns);
+		config_lint(cfg, &errs, &warns);
+		if (warns.n) {
+			cfg_errors_print(&warns, stderr);
+			fprintf(stderr, "%zu warning%s in %s\n", warns.n, warns.n == 1 ? "" : "s",
+			        cfg_path);
+		}
+		if (errs.n) {
+			cfg_errors_print(&errs, stderr);
+			fprintf(stderr, "%zu error%s in %s\n", errs.n, errs.n == 1 ? "" : "s",
+			        cfg_path);
+			rc = SB_ERR_CONFIG;
+		} else {
+			printf("ok: %s (%zu agent%s%s)\n", cfg_path, cfg->n_agents,
+			       cfg->n_agents == 1 ? "" : "s", warns.n ? ", with warnings" : "");
+		}
+		cfg_errors_free(&warns);
 	}
 	config_unref(cfg);
 	cfg_errors_free(&errs);

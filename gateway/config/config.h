@@ -189,6 +189,15 @@ int config_bindings_table(const struct config *c, struct bindings_table **out);
  * overwrites); SB_ERR_IO otherwise (a partial file is removed). */
 int config_write_default(const char *path);
 
+/* What a valid configuration can still get wrong on this machine, for
+ * `config check` and the gateway's start and reload: errors (an agent's
+ * workspace that does not exist or is not a directory: every run of it
+ * would fail) and warnings (a binding that can never match: an account the
+ * channel does not have, or no `account` on a channel without one called
+ * "default"). Appended to the lists; file:line:col where known. Blocking
+ * (stat). */
+void config_lint(const struct config *cfg, struct cfg_errors *errors, struct cfg_errors *warnings);
+
 /* Writes the markdown reference of every key (the generated part of
  * docs/configuration.md; `switchboard config schema`). */
 void config_print_reference(FILE *out);

@@ -213,11 +213,34 @@ struct daemon_reload {
 	int rc;
 };
 
+/* What the configuration gets wrong on this machine (config_lint): logged,
+ * the gateway runs all the same. Any thread. */
+static void daemon_log_lint(const struct config *cfg)
+{
+	struct cfg_errors errs, warns;
+
+	cfg_errors_init(&errs);
+	cfg_errors_init(&warns);
+	config_lint(cfg, &errs, &warns);
+	for (int pass = 0; pass < 2; pass++) {
+		const struct cfg_errors *e = pass ? &warns : &errs;
+
+		for (size_t i = 0; i < e->n; i++)
+			log_warn("config", e->v[i].msg, LOG_S("key", e->v[i].path),
+			         LOG_I("line", e->v[i].line),
+			         LOG_S("hint", e->v[i].hint ? e->v[i].hint : ""));
+	}
+	cfg_errors_free(&errs);
+	cfg_errors_free(&warns);
+}
+
 static void daemon_reload_work(uv_work_t *w)
 {
 	struct daemon_reload *r = w->data;
 
 	r->rc = config_load(r->d->opt->config_path, r->d->opt->home, &r->next, &r->errs);
+	if (r->rc == SB_OK)
+		daemon_log_lint(r->next);
 	if (r->rc == SB_OK && config_bindings_table(r->next, &r->table) != SB_OK)
 		r->rc = SB_ERR_CONFIG;
 }
@@ -894,6 +917,7 @@ int daemon_run(const struct daemon_options *opt)
 		goto out_free;
 	}
 	daemon_apply_logging(d->cfg);
+	daemon_log_lint(d->cfg);
 	if (daemon_lock_home(d))
 		goto out_free;
 	if (uv_loop_init(&d->loop) != 0)

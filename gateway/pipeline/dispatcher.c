@@ -557,7 +557,9 @@ static void run_done(void *ud, const struct run_outcome *o)
 		buf_printf(&text, "Sorry, something went wrong: %s",
 		           o->error ? o->error : sb_strerror(o->rc));
 		log_error("dispatch", "run failed", LOG_S("session", l->key),
-		          LOG_S("error", o->error ? o->error : sb_strerror(o->rc)));
+		          LOG_S("error", o->detail  ? o->detail
+		                         : o->error ? o->error
+		                                    : sb_strerror(o->rc)));
 	}
 	if (a->watchdog_fired)
 		status = "timeout";

@@ -78,7 +78,8 @@ struct run_job {
 	char workspace[PATH_MAX];
 	uv_work_t work;
 	int prep_rc;
-	char prep_err[PATH_MAX + 256];
+	char prep_err[PATH_MAX + 256]; /* for the log: may name server paths */
+	const char *prep_public;       /* for the chat (no path); NULL: prep_err */
 	json_t *history;
 	json_t *steer; /* texts steered in before the turn started */
 	struct buf prompt;
@@ -186,7 +187,9 @@ static void run_job_free(struct run_job *j)
 	free(j);
 }
 
-static void run_finish(struct run_job *j, int rc, const char *error)
+/* error: what the sender may be told; detail (may be NULL): the same with
+ * what only the operator may see (server paths), for the log. */
+static void run_finish_detail(struct run_job *j, int rc, const char *error, const char *detail)
 {
 	struct run_outcome o;
 
@@ -194,6 +197,7 @@ static void run_finish(struct run_job *j, int rc, const char *error)
 	memset(&o, 0, sizeof o);
 	o.rc = rc;
 	o.error = error;
+	o.detail = detail;
 	o.result = rc == SB_OK ? &j->result : NULL;
 	o.session_id = j->session_id;
 	o.transcript_path = j->path;
@@ -209,6 +213,11 @@ static void run_finish(struct run_job *j, int rc, const char *error)
 	j->r->active--;
 	j->done(j->ud, &o);
 	run_job_free(j);
+}
+
+static void run_finish(struct run_job *j, int rc, const char *error)
+{
+	run_finish_detail(j, rc, error, NULL);
 }
 
 /* Whether the session's reset policy says it has run its course. */
@@ -268,6 +277,7 @@ static void run_restart(struct run_job *j)
 	j->chain = NULL;
 	j->n_chain = 0;
 	j->prep_rc = 0;
+	j->prep_public = NULL;
 	j->redelivered = false;
 	free(j->result_text);
 	free(j->result_detail);
@@ -1041,6 +1051,7 @@ static void run_prepare_work(uv_work_t *w)
 	if (fs_mkdirs(dir, 0700)) {
 		j->prep_rc = SB_ERR_IO;
 		snprintf(j->prep_err, sizeof j->prep_err, "cannot create %s", dir);
+		j->prep_public = "the gateway cannot store this agent's sessions (its log says why)";
 		return;
 	}
 	memset(&tl, 0, sizeof tl);
@@ -1072,6 +1083,7 @@ static void run_prepare_work(uv_work_t *w)
 		j->history = json_array();
 	} else {
 		j->prep_rc = rc;
+		j->prep_public = "this conversation's history cannot be read (the gateway's log says why)";
 		snprintf(j->prep_err, sizeof j->prep_err, "cannot load the transcript %s: %s",
 		         j->path, sb_strerror(rc));
 		transcript_loaded_free(&tl);
@@ -1080,8 +1092,11 @@ static void run_prepare_work(uv_work_t *w)
 	transcript_loaded_free(&tl);
 	if (!realpath(j->agent->workspace, j->workspace)) {
 		j->prep_rc = SB_ERR_NOTFOUND;
+		j->prep_public = "this agent's workspace is missing; the operator can find it with "
+		                 "`switchboard config check`";
 		snprintf(j->prep_err, sizeof j->prep_err,
-		         "the workspace %s does not exist (run `switchboard init`)",
+		         "the workspace %s does not exist (create it with `switchboard init`, "
+		         "or fix agents[].workspace)",
 		         j->agent->workspace);
 		return;
 	}
@@ -1109,6 +1124,8 @@ static void run_prepare_work(uv_work_t *w)
 	if (rc) {
 		j->prep_rc = rc;
 		snprintf(j->prep_err, sizeof j->prep_err, "cannot open the transcript %s", j->path);
+		j->prep_public = "this conversation's history cannot be written (the gateway's log "
+		                 "says why)";
 	}
 }
 
@@ -1124,7 +1141,8 @@ static void run_prepare_done(uv_work_t *w, int status)
 		if (j->transcript)
 			transcript_close(j->transcript);
 		j->transcript = NULL;
-		run_finish(j, j->prep_rc, j->prep_err);
+		run_finish_detail(j, j->prep_rc, j->prep_public ? j->prep_public : j->prep_err,
+		                  j->prep_err);
 		return;
 	}
 	run_ask_window(j);

@@ -74,7 +74,8 @@ struct run_request {
 
 struct run_outcome {
 	int rc;            /* SB_OK when the turn ran (see result), else why it could not */
-	const char *error; /* when rc != SB_OK */
+	const char *error; /* when rc != SB_OK: what the sender may be told */
+	const char *detail; /* the same for the log (may name server paths); may be NULL */
 	const struct turn_result *result; /* when rc == SB_OK */
 	const char *session_id;
 	const char *transcript_path;

@@ -196,6 +196,78 @@ static void test_config_check_lists_every_error(void **state)
 	harness_rmrf(home);
 }
 
+/* What a valid file still gets wrong here: a missing workspace is an error
+ * of `config check` (every run would fail), a binding that can never match
+ * is a warning; a chat user whose run fails on the missing workspace is
+ * told so without the server's paths, which go to the log. */
+static void test_config_check_on_this_machine(void **state)
+{
+	char home[512], path[700], cfg[2048], body[256];
+	const char *init[] = {"init", NULL};
+	const char *check[] = {"config", "check", NULL};
+	const char *hdr[] = {"Authorization: Bearer lint-bearer-token-0123456789",
+	                     "Content-Type: application/json", NULL};
+	struct harness_daemon d;
+	struct buf out, log;
+	long st;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_cli(home, NULL, init), 0);
+	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
+	snprintf(cfg, sizeof cfg,
+	         "providers:\n"
+	         "  - {id: s, api: scripted, script: \"builtin:offline\"}\n"
+	         "agents:\n"
+	         "  - {id: main, default: true, model: s/x, workspace: gone/main}\n"
+	         "channels:\n"
+	         "  webhook:\n"
+	         "    dm_policy: open\n"
+	         "    allow_from: [\"*\"]\n"
+	         "    hooks:\n"
+	         "      - {name: in, verify: bearer, secret: lint-bearer-token-0123456789, "
+	         "mode: sync, sync_timeout: 10s}\n"
+	         "bindings:\n"
+	         "  - agent: main\n"
+	         "    match: {channel: webhook}\n"
+	         "  - agent: main\n"
+	         "    match: {channel: webhook, account: nosuch}\n"
+	         "  - agent: main\n"
+	         "    match: {channel: webhook, account: in}\n");
+	assert_int_equal(harness_write_file(path, cfg), 0);
+	buf_init(&out, 1 << 20);
+	assert_int_equal(harness_cli(home, &out, check), 1);
+	if (!strstr(out.data, "agents[0].workspace: agent \"main\": the workspace ") ||
+	    !strstr(out.data, "gone/main does not exist") || !strstr(out.data, "switchboard init") ||
+	    !strstr(out.data, "switchboard.yaml:12:5: bindings[0].match.account: this binding can "
+	                      "never match") ||
+	    !strstr(out.data, "account: \"*\" (any hook)") ||
+	    !strstr(out.data, "switchboard.yaml:14:5: bindings[1].match.account: ") ||
+	    !strstr(out.data, "has no account \"nosuch\"") || strstr(out.data, "bindings[2]") ||
+	    !strstr(out.data, "2 warnings in ") || !strstr(out.data, "1 error in "))
+		fail_msg("config check said:\n%s", out.data);
+
+	/* The gateway runs all the same (warned); the chat user's error names
+	 * no server path. */
+	assert_int_equal(harness_daemon_start(&d, home, NULL), 0);
+	assert_int_equal(harness_wait_ready(&d, 20000), 0);
+	snprintf(body, sizeof body, "{\"text\":\"hello\",\"sender\":\"u1\"}");
+	buf_reset(&out);
+	st = harness_http(d.port, "POST", "/hooks/in", hdr, body, &out);
+	buf_init(&log, 64 << 20);
+	harness_daemon_log(&d, &log);
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
+	if (st != 200 || !out.data || !strstr(out.data, "workspace is missing") ||
+	    strstr(out.data, home) || strstr(out.data, "gone/main"))
+		fail_msg("the sender got %ld: %s", st, out.data ? out.data : "");
+	if (!log.data || !strstr(log.data, "gone/main does not exist") ||
+	    !strstr(log.data, "this binding can never match"))
+		fail_msg("the log lacks the path or the warning:\n%s", log.data ? log.data : "");
+	buf_free(&log);
+	buf_free(&out);
+	harness_rmrf(home);
+}
+
 static void test_gateway_serves_and_stops_cleanly(void **state)
 {
 	struct harness_daemon d;
@@ -808,6 +880,7 @@ int main(void)
 	    cmocka_unit_test(test_init_creates_home),
 	    cmocka_unit_test(test_cli_usage),
 	    cmocka_unit_test(test_config_check_lists_every_error),
+	    cmocka_unit_test(test_config_check_on_this_machine),
 	    cmocka_unit_test(test_gateway_serves_and_stops_cleanly),
 	    cmocka_unit_test(test_reload),
 	    cmocka_unit_test(test_runtime_file),
