@@ -25,7 +25,7 @@
  *
  * Environment: LLM_PORT (use the OpenAI-compatible model server
  * bench_llm.js on that port instead of the in-process scripted provider),
- * PREFIX (figure names, default "pipeline_"), PERF=0 (do not count system
+ * PIPELINE_PREFIX (figure names, default "pipeline_"), PERF=0 (do not count system
  * calls). Prints `name: value` lines; exits 1 on any failure, an invalid
  * callback or a callback that matches no outstanding message.
  */
@@ -102,6 +102,7 @@ struct bench {
 	long invalid, stray;
 	bool failed;
 	bool echo_child;
+	double best, best_cpu; /* --echo: the fastest level and its driver CPU per message */
 };
 
 static double now_ms(void)
@@ -769,7 +770,7 @@ static bool perf_start(struct perf *p, const char *dir, int target)
 			break;
 		usleep(10000);
 	}
-	if (p->ctl < 0 || p->ack < 0 || !perf_cmd(p, "enable\n")) {
+	if (p->ctl < 0 || p->ack < 0) {
 		perf_end(p);
 		return false;
 	}
@@ -785,7 +786,6 @@ static bool perf_stop(struct perf *p, long long counts[3])
 	int found = 0;
 	FILE *f;
 
-	perf_cmd(p, "disable\n");
 	perf_end(p);
 	counts[0] = counts[1] = counts[2] = 0;
 	if (!(f = fopen(p->out_path, "r")))
@@ -970,7 +970,8 @@ static void run_level(struct bench *b, int level, long n, pid_t gw)
 		sender_send(b, &b->senders[k]);
 	}
 	while (b->completed < b->target && !b->failed) {
-		loop_once(b, 1000);
+		int events = loop_once(b, 1000);
+
 		if (b->completed != done) {
 			done = b->completed;
 			last = now_ms();
@@ -978,7 +979,7 @@ static void run_level(struct bench *b, int level, long n, pid_t gw)
 			fprintf(stderr, "bench_pipeline: no callback for %d s (%ld of %ld done)\n",
 			        BP_STALL_MS / 1000, b->completed, b->target);
 			b->failed = true;
-		} else if (gw > 0 && waitpid(gw, NULL, WNOHANG) == gw) {
+		} else if (events == 0 && gw > 0 && waitpid(gw, NULL, WNOHANG) == gw) {
 			fprintf(stderr, "bench_pipeline: the gateway exited\n");
 			exit(1);
 		}
@@ -999,16 +1000,92 @@ static void print_loadavg(const char *prefix, const char *name)
 	printf("%s%s: %s\n", prefix, name, buf);
 }
 
+struct level_figures {
+	long n;
+	double secs, mean, p50, p99, ack50, ack99, driver_us, gw_cpu_us;
+	double write_bytes, wchar, rchar;
+};
+
+/* Runs N messages at LEVEL senders and reads the counters around them; PERF,
+ * when given, is enabled only while the messages flow. */
+static bool measure_level(struct bench *b, int level, long n, pid_t gw, struct perf *perf,
+                          struct level_figures *f)
+{
+	struct gw_sample g0, g1;
+	double t0, cpu0;
+
+	memset(f, 0, sizeof *f);
+	gw_read(gw, &g0);
+	if (perf && !perf_cmd(perf, "enable\n"))
+		return false;
+	cpu0 = self_cpu_s();
+	t0 = now_ms();
+	run_level(b, level, n, gw);
+	f->secs = (now_ms() - t0) / 1000.0;
+	f->driver_us = (self_cpu_s() - cpu0) * 1e6;
+	if (perf)
+		perf_cmd(perf, "disable\n");
+	gw_read(gw, &g1);
+	if (b->failed || b->completed <= 0)
+		return false;
+	f->n = b->completed;
+	for (long j = 0; j < f->n; j++)
+		f->mean += b->lat[j];
+	f->mean /= (double)f->n;
+	qsort(b->lat, (size_t)f->n, sizeof *b->lat, cmp_double);
+	qsort(b->ack, (size_t)f->n, sizeof *b->ack, cmp_double);
+	f->p50 = pct(b->lat, f->n, 50);
+	f->p99 = pct(b->lat, f->n, 99);
+	f->ack50 = pct(b->ack, f->n, 50);
+	f->ack99 = pct(b->ack, f->n, 99);
+	f->driver_us /= (double)f->n;
+	f->gw_cpu_us = (g1.cpu_s - g0.cpu_s) * 1e6 / (double)f->n;
+	f->write_bytes = (double)(g1.write_bytes - g0.write_bytes) / (double)f->n;
+	f->wchar = (double)(g1.wchar - g0.wchar) / (double)f->n;
+	f->rchar = (double)(g1.rchar - g0.rchar) / (double)f->n;
+	return true;
+}
+
+static void print_level(struct bench *b, int c, const struct level_figures *f, bool echo, pid_t gw)
+{
+	const char *prefix = b->prefix;
+
+	printf("%sc%d_messages: %ld\n", prefix, c, f->n);
+	printf("%sc%d_throughput_msgs_per_s: %.1f\n", prefix, c, (double)f->n / f->secs);
+	printf("%sc%d_latency_p50_ms: %.3f\n", prefix, c, f->p50);
+	printf("%sc%d_latency_p99_ms: %.3f\n", prefix, c, f->p99);
+	printf("%sc%d_latency_mean_ms: %.3f\n", prefix, c, f->mean);
+	printf("%sc%d_ack_p50_ms: %.3f\n", prefix, c, f->ack50);
+	printf("%sc%d_ack_p99_ms: %.3f\n", prefix, c, f->ack99);
+	printf("%sc%d_driver_cpu_us_per_msg: %.1f\n", prefix, c, f->driver_us);
+	if (echo) {
+		printf("%sc%d_echo_server_cpu_us_per_msg: %.1f\n", prefix, c, f->gw_cpu_us);
+		if ((double)f->n / f->secs > b->best) {
+			b->best = (double)f->n / f->secs;
+			b->best_cpu = f->driver_us;
+		}
+	} else {
+		printf("%sc%d_gateway_cpu_us_per_msg: %.0f\n", prefix, c, f->gw_cpu_us);
+		printf("%sc%d_gateway_write_bytes_per_msg: %.0f\n", prefix, c, f->write_bytes);
+		printf("%sc%d_gateway_wchar_per_msg: %.0f\n", prefix, c, f->wchar);
+		printf("%sc%d_gateway_rchar_per_msg: %.0f\n", prefix, c, f->rchar);
+		printf("%sc%d_gateway_rss_kib: %ld\n", prefix, c, proc_rss_kib(gw));
+	}
+	print_loadavg(prefix, "loadavg");
+	fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
 	static struct bench bench;
 	struct bench *b = &bench;
 	bool echo = argc >= 2 && strcmp(argv[1], "--echo") == 0;
-	const char *bin = NULL, *home = NULL, *lv, *prefix = getenv("PREFIX");
+	const char *bin = NULL, *home = NULL, *lv, *prefix = getenv("PIPELINE_PREFIX");
 	const char *perf_env = getenv("PERF");
 	int levels[16], nlevels = 0, ai = echo ? 2 : 3, recv_fd, maxlevel = 1;
 	long messages = 400;
-	double best = 0, best_cpu = 0;
+	long count_messages;
+	bool have_perf;
 	pid_t gw;
 	char *e;
 
@@ -1038,6 +1115,12 @@ int main(int argc, char **argv)
 		if (e == p && *p)
 			die("LEVELS: comma-separated sender counts from 1 to 256");
 	}
+	count_messages = messages / 4 > 50 ? messages / 4 : messages < 50 ? messages : 50;
+	if ((e = getenv("COUNT_MESSAGES")) && *e)
+		count_messages = strtol(e, NULL, 10) > 0 ? strtol(e, NULL, 10) : count_messages;
+	if (count_messages > messages)
+		count_messages = messages;
+	have_perf = !echo && !(perf_env && strcmp(perf_env, "0") == 0);
 	if (!prefix)
 		prefix = echo ? "pipeline_echo_" : "pipeline_";
 	if (sodium_init() < 0)
@@ -1079,77 +1162,46 @@ int main(int argc, char **argv)
 		run_level(b, levels[i], 2L * levels[i], gw);
 	for (int i = 0; i < nlevels && !b->failed; i++) {
 		int c = levels[i];
-		struct gw_sample g0, g1;
-		struct perf perf;
-		long long counts[3];
-		bool perf_ok = false, have_perf = !echo && !(perf_env && strcmp(perf_env, "0") == 0);
-		double t0, secs, cpu0, mean = 0, dn;
-		long n;
+		struct level_figures f;
 
-		gw_read(gw, &g0);
-		if (have_perf)
-			perf_ok = perf_start(&perf, echo ? "/tmp" : home, gw);
-		cpu0 = self_cpu_s();
-		t0 = now_ms();
-		run_level(b, c, messages, gw);
-		secs = (now_ms() - t0) / 1000.0;
-		cpu0 = self_cpu_s() - cpu0;
-		if (perf_ok)
-			perf_ok = perf_stop(&perf, counts);
-		gw_read(gw, &g1);
-		if (b->failed)
+		/* The timed phase: nothing traces the gateway. */
+		if (!measure_level(b, c, messages, gw, NULL, &f))
 			break;
-		n = b->completed;
-		dn = (double)n;
-		for (long j = 0; j < n; j++)
-			mean += b->lat[j];
-		mean /= dn;
-		qsort(b->lat, (size_t)n, sizeof *b->lat, cmp_double);
-		qsort(b->ack, (size_t)n, sizeof *b->ack, cmp_double);
-		printf("%sc%d_messages: %ld\n", prefix, c, n);
-		printf("%sc%d_throughput_msgs_per_s: %.1f\n", prefix, c, dn / secs);
-		printf("%sc%d_latency_p50_ms: %.3f\n", prefix, c, pct(b->lat, n, 50));
-		printf("%sc%d_latency_p99_ms: %.3f\n", prefix, c, pct(b->lat, n, 99));
-		printf("%sc%d_latency_mean_ms: %.3f\n", prefix, c, mean);
-		printf("%sc%d_ack_p50_ms: %.3f\n", prefix, c, pct(b->ack, n, 50));
-		printf("%sc%d_ack_p99_ms: %.3f\n", prefix, c, pct(b->ack, n, 99));
-		printf("%sc%d_driver_cpu_us_per_msg: %.1f\n", prefix, c, cpu0 * 1e6 / dn);
-		if (echo) {
-			printf("%sc%d_echo_server_cpu_us_per_msg: %.1f\n", prefix, c,
-			       (g1.cpu_s - g0.cpu_s) * 1e6 / dn);
-			if (dn / secs > best) {
-				best = dn / secs;
-				best_cpu = cpu0 * 1e6 / dn;
-			}
-		} else {
-			printf("%sc%d_gateway_cpu_us_per_msg: %.0f\n", prefix, c,
-			       (g1.cpu_s - g0.cpu_s) * 1e6 / dn);
-			printf("%sc%d_gateway_write_bytes_per_msg: %.0f\n", prefix, c,
-			       (double)(g1.write_bytes - g0.write_bytes) / dn);
-			printf("%sc%d_gateway_wchar_per_msg: %.0f\n", prefix, c,
-			       (double)(g1.wchar - g0.wchar) / dn);
-			printf("%sc%d_gateway_rchar_per_msg: %.0f\n", prefix, c,
-			       (double)(g1.rchar - g0.rchar) / dn);
-			if (perf_ok) {
+		print_level(b, c, &f, echo, gw);
+		/* The counting phase: the same load with perf counting the
+		 * gateway's system calls (its tracepoints slow each call a little,
+		 * so the timed figures above come from the phase without it). */
+		if (!echo && have_perf) {
+			struct perf perf;
+			long long counts[3];
+			bool ok = perf_start(&perf, home, gw);
+
+			if (!measure_level(b, c, count_messages, gw, ok ? &perf : NULL, &f))
+				break;
+			ok = ok && perf_stop(&perf, counts);
+			if (ok) {
+				printf("%sc%d_counted_messages: %ld\n", prefix, c, f.n);
 				printf("%sc%d_gateway_syscalls_per_msg: %.1f\n", prefix, c,
-				       (double)counts[2] / dn);
+				       (double)counts[2] / (double)f.n);
 				printf("%sc%d_gateway_fsyncs_per_msg: %.2f\n", prefix, c,
-				       (double)(counts[0] + counts[1]) / dn);
-				printf("%sc%d_gateway_fsync_fdatasync_calls: %lld %lld\n", prefix, c, counts[0],
-				       counts[1]);
+				       (double)(counts[0] + counts[1]) / (double)f.n);
+				printf("%sc%d_gateway_fsync_calls_per_msg: %.2f\n", prefix, c,
+				       (double)counts[0] / (double)f.n);
+				printf("%sc%d_gateway_fdatasync_calls_per_msg: %.2f\n", prefix, c,
+				       (double)counts[1] / (double)f.n);
+				printf("%sc%d_counted_gateway_cpu_us_per_msg: %.0f\n", prefix, c,
+				       f.gw_cpu_us);
 			} else {
-				printf("%sc%d_gateway_syscalls_per_msg: not measured (perf stat with "
-				       "syscall tracepoints unavailable, or PERF=0)\n",
+				printf("%sc%d_gateway_syscalls_per_msg: not measured (perf stat cannot count "
+				       "syscall tracepoints here)\n",
 				       prefix, c);
 			}
-			printf("%sc%d_gateway_rss_kib: %ld\n", prefix, c, proc_rss_kib(gw));
+			fflush(stdout);
 		}
-		print_loadavg(prefix, "loadavg");
-		fflush(stdout);
 	}
 	if (echo && !b->failed) {
-		printf("%sdriver_max_msgs_per_s: %.0f\n", prefix, best);
-		printf("%sdriver_cpu_us_per_msg: %.1f\n", prefix, best_cpu);
+		printf("%sdriver_max_msgs_per_s: %.0f\n", prefix, b->best);
+		printf("%sdriver_cpu_us_per_msg: %.1f\n", prefix, b->best_cpu);
 	}
 	printf("%sinvalid_callbacks: %ld\n", prefix, b->invalid);
 	printf("%sstray_callbacks: %ld\n", prefix, b->stray);
