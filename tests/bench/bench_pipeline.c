@@ -73,9 +73,10 @@ struct conn {
 	enum conn_kind kind;
 	int fd;
 	bool want_out;
-	bool continued;       /* 100 Continue sent for the request in rbuf */
-	struct sender *s;     /* CK_SEND */
-	struct conn *out;     /* CK_ECHO_IN */
+	bool continued;   /* 100 Continue sent for the request in rbuf */
+	struct sender *s; /* CK_SEND */
+	struct conn *out; /* CK_ECHO_IN: its callback connection; CK_ECHO_OUT: that CK_ECHO_IN */
+	int slot;         /* in bench.conns, for those conn_new made */
 	size_t rlen, wlen, woff;
 	char rbuf[BP_BUF + 1];
 	char wbuf[BP_BUF];
@@ -102,6 +103,8 @@ struct bench {
 	long invalid, stray;
 	bool failed;
 	bool echo_child;
+	struct conn *conns[BP_CONNS_MAX]; /* the connections conn_new made */
+	int nconns;
 	double best, best_cpu; /* --echo: the fastest level and its driver CPU per message */
 };
 
@@ -179,7 +182,8 @@ static int http_parse(const char *buf, size_t len, struct http_msg *m)
 		for (v = colon + 1; v < eol && (*v == ' ' || *v == '\t'); v++)
 			;
 		vlen = (size_t)(eol - v);
-#define IS(name) ((size_t)(colon - p) == sizeof name - 1 && strncasecmp(p, name, sizeof name - 1) == 0)
+#define IS(name)                                                                                   \
+	((size_t)(colon - p) == sizeof name - 1 && strncasecmp(p, name, sizeof name - 1) == 0)
 		if (IS("content-length")) {
 			char *e;
 
@@ -293,7 +297,8 @@ static int listen_loopback(int *port)
 
 static int connect_loopback(int port)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port),
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+	                         .sin_port = htons((unsigned short)port),
 	                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
@@ -320,11 +325,12 @@ static void sender_send(struct bench *b, struct sender *s)
 	                "\"conversation\":\"bench-c%d-s%d-m%lu\"}",
 	                s->seq, b->level, s->index, b->level, s->index, s->seq);
 	sign(HOOK_KEY, s->id, ts, body, (size_t)blen, sig);
-	rlen = snprintf(req, sizeof req,
-	                "POST /hooks/bench HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-	                "Content-Type: application/json\r\nContent-Length: %d\r\n"
-	                "webhook-id: %s\r\nwebhook-timestamp: %lld\r\nwebhook-signature: v1,%s\r\n\r\n%s",
-	                blen, s->id, ts, sig, body);
+	rlen = snprintf(
+	    req, sizeof req,
+	    "POST /hooks/bench HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+	    "Content-Type: application/json\r\nContent-Length: %d\r\n"
+	    "webhook-id: %s\r\nwebhook-timestamp: %lld\r\nwebhook-signature: v1,%s\r\n\r\n%s",
+	    blen, s->id, ts, sig, body);
 	if (rlen <= 0 || (size_t)rlen >= sizeof req)
 		die("request too long");
 	if (s->c.fd < 0) {
@@ -384,7 +390,8 @@ static bool sig_has(const char *sig, size_t len, const char *expected)
 		const char *sp = memchr(p, ' ', (size_t)(end - p));
 		size_t tlen = (size_t)((sp ? sp : end) - p);
 
-		if (tlen == elen + 3 && memcmp(p, "v1,", 3) == 0 && memcmp(p + 3, expected, elen) == 0)
+		if (tlen == elen + 3 && memcmp(p, "v1,", 3) == 0 &&
+		    memcmp(p + 3, expected, elen) == 0)
 			return true;
 		p = sp ? sp + 1 : end;
 	}
@@ -462,12 +469,26 @@ static void on_callback(struct bench *b, struct conn *c, const char *req, const 
 
 static struct conn *conn_new(struct bench *b, int fd, enum conn_kind kind)
 {
-	struct conn *c = calloc(1, sizeof *c);
+	struct conn *c;
 
-	if (!c)
+	if (b->nconns >= BP_CONNS_MAX) {
+		close(fd);
+		return NULL;
+	}
+	if (!(c = calloc(1, sizeof *c)))
 		die("out of memory");
 	conn_add(b, c, fd, kind);
+	c->slot = b->nconns;
+	b->conns[b->nconns++] = c;
 	return c;
+}
+
+static void conn_free(struct bench *b, struct conn *c)
+{
+	conn_close(b, c);
+	b->conns[c->slot] = b->conns[--b->nconns];
+	b->conns[c->slot]->slot = c->slot;
+	free(c);
 }
 
 static void on_echo_request(struct bench *b, struct conn *c, const struct http_msg *m)
@@ -487,17 +508,19 @@ static void on_echo_request(struct bench *b, struct conn *c, const struct http_m
 	                "\"text\":\"done\",\"status\":\"ok\"}",
 	                id);
 	sign(CB_KEY, cid, ts, body, (size_t)blen, sig);
-	olen = snprintf(out, sizeof out,
-	                "POST /replies HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-	                "Content-Type: application/json\r\nContent-Length: %d\r\n"
-	                "webhook-id: %s\r\nwebhook-timestamp: %lld\r\nwebhook-signature: v1,%s\r\n\r\n%s",
-	                blen, cid, ts, sig, body);
+	olen = snprintf(
+	    out, sizeof out,
+	    "POST /replies HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+	    "Content-Type: application/json\r\nContent-Length: %d\r\n"
+	    "webhook-id: %s\r\nwebhook-timestamp: %lld\r\nwebhook-signature: v1,%s\r\n\r\n%s",
+	    blen, cid, ts, sig, body);
 	if (!c->out) {
 		int fd = connect_loopback(b->recv_port);
 
 		if (fd < 0)
 			die("echo: cannot connect to the receiver");
-		c->out = conn_new(b, fd, CK_ECHO_OUT);
+		if (!(c->out = conn_new(b, fd, CK_ECHO_OUT)))
+			die("echo: too many connections");
 		c->out->out = c;
 	}
 	conn_write(b, c->out, out, (size_t)olen);
@@ -528,7 +551,8 @@ static void conn_bury(struct bench *b, struct graveyard *g, struct conn *c)
 static void conn_gone(struct bench *b, struct graveyard *g, struct conn *c)
 {
 	if (c->kind == CK_SEND && c->s->busy && !c->s->acked) {
-		fprintf(stderr, "bench_pipeline: the gateway closed a connection before answering\n");
+		fprintf(stderr,
+		        "bench_pipeline: the gateway closed a connection before answering\n");
 		b->failed = true;
 	}
 	conn_bury(b, g, c);
@@ -552,7 +576,8 @@ static void conn_readable(struct bench *b, struct graveyard *g, struct conn *c)
 		int r = http_parse(c->rbuf + off, c->rlen - off, &m);
 
 		if (r < 0) {
-			fprintf(stderr, "bench_pipeline: a malformed or unsupported HTTP message\n");
+			fprintf(stderr,
+			        "bench_pipeline: a malformed or unsupported HTTP message\n");
 			b->failed = true;
 			conn_bury(b, g, c);
 			return;
@@ -618,7 +643,7 @@ static int loop_once(struct bench *b, int timeout_ms)
 			conn_readable(b, &g, c);
 	}
 	for (int i = 0; i < g.n; i++)
-		free(g.dead[i]);
+		conn_free(b, g.dead[i]);
 	return n < 0 ? 0 : n;
 }
 
@@ -758,10 +783,11 @@ static bool perf_start(struct perf *p, const char *dir, int target)
 			dup2(null, 1);
 			dup2(null, 2);
 		}
-		execlp("perf", "perf", "stat", "-x", ",", "-o", p->out_path, "--delay", "-1", "--control",
-		       ctl, "-e",
-		       "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync,raw_syscalls:sys_enter",
-		       "-p", pid, (char *)NULL);
+		execlp(
+		    "perf", "perf", "stat", "-x", ",", "-o", p->out_path, "--delay", "-1",
+		    "--control", ctl, "-e",
+		    "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync,raw_syscalls:sys_enter",
+		    "-p", pid, (char *)NULL);
 		_exit(127);
 	}
 	for (int i = 0; p->pid > 0 && i < 500; i++) {
@@ -780,8 +806,8 @@ static bool perf_start(struct perf *p, const char *dir, int target)
 /* Stops perf and reads its counts: fsync, fdatasync, all system calls. */
 static bool perf_stop(struct perf *p, long long counts[3])
 {
-	static const char *const names[3] = {"syscalls:sys_enter_fsync",
-	                                     "syscalls:sys_enter_fdatasync", "raw_syscalls:sys_enter"};
+	static const char *const names[3] = {
+	    "syscalls:sys_enter_fsync", "syscalls:sys_enter_fdatasync", "raw_syscalls:sys_enter"};
 	char line[512];
 	int found = 0;
 	FILE *f;
@@ -858,10 +884,12 @@ static void write_config(const char *home, int recv_port)
 	whsec(CB_KEY, cb, sizeof cb);
 	if (llm && *llm)
 		snprintf(provider, sizeof provider,
-		         "  - {id: s, api: openai-chat, base_url: \"http://127.0.0.1:%ld/v1\", api_key: bench}\n",
+		         "  - {id: s, api: openai-chat, base_url: \"http://127.0.0.1:%ld/v1\", "
+		         "api_key: bench}\n",
 		         strtol(llm, NULL, 10));
 	else
-		snprintf(provider, sizeof provider, "  - {id: s, api: scripted, script: bench-script.yaml}\n");
+		snprintf(provider, sizeof provider,
+		         "  - {id: s, api: scripted, script: bench-script.yaml}\n");
 	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
 	umask(077);
 	if (!(f = fopen(path, "w")))
@@ -1133,8 +1161,10 @@ int main(int argc, char **argv)
 		b->senders[k].c.kind = CK_SEND;
 		b->senders[k].c.s = &b->senders[k];
 	}
-	b->lat = calloc((size_t)(messages > 2 * maxlevel ? messages : 2 * maxlevel), sizeof *b->lat);
-	b->ack = calloc((size_t)(messages > 2 * maxlevel ? messages : 2 * maxlevel), sizeof *b->ack);
+	b->lat =
+	    calloc((size_t)(messages > 2 * maxlevel ? messages : 2 * maxlevel), sizeof *b->lat);
+	b->ack =
+	    calloc((size_t)(messages > 2 * maxlevel ? messages : 2 * maxlevel), sizeof *b->ack);
 	if (!b->lat || !b->ack)
 		die("out of memory");
 	recv_fd = listen_loopback(&b->recv_port);
@@ -1192,7 +1222,8 @@ int main(int argc, char **argv)
 				printf("%sc%d_counted_gateway_cpu_us_per_msg: %.0f\n", prefix, c,
 				       f.gw_cpu_us);
 			} else {
-				printf("%sc%d_gateway_syscalls_per_msg: not measured (perf stat cannot count "
+				printf("%sc%d_gateway_syscalls_per_msg: not measured (perf stat "
+				       "cannot count "
 				       "syscall tracepoints here)\n",
 				       prefix, c);
 			}
@@ -1216,6 +1247,11 @@ int main(int argc, char **argv)
 			b->failed = true;
 		}
 	}
+	while (b->nconns > 0)
+		conn_free(b, b->conns[0]);
+	for (int k = 0; k < BP_SENDERS_MAX; k++)
+		conn_close(b, &b->senders[k].c);
+	close(b->ep);
 	free(b->lat);
 	free(b->ack);
 	return b->failed || b->invalid || b->stray ? 1 : 0;
