@@ -17,17 +17,22 @@
  * With BINARY and HOME (made by `switchboard init`), the driver writes the
  * configuration (a scripted provider whose every turn calls `ls` once and then
  * answers, one callback hook), starts `BINARY gateway` on a free loopback port
- * and, per level, reads the gateway's CPU time (/proc/PID/stat, all threads),
- * its I/O counters (/proc/PID/io) and, when `perf` can count tracepoints here,
- * its system calls and fsync/fdatasync calls (perf stat -p, enabled only
- * while the level runs). With --echo the gateway is replaced by a child
- * process that answers 202 and calls back at once: the driver's ceiling.
+ * and, per level after a warm-up, reads around the timed messages the
+ * gateway's CPU time (/proc/PID/stat, all threads) and I/O counters
+ * (/proc/PID/io). Then, when `perf` can count tracepoints here, a separate
+ * counting phase of the same load (COUNT_MESSAGES, default a quarter of
+ * MESSAGES, at least 50) gives its system calls and fsync/fdatasync calls
+ * (perf stat -p, enabled only while those messages flow; kept out of the
+ * timed phase because the tracepoints slow each call). With --echo the
+ * gateway is replaced by a child process that answers 202 and calls back at
+ * once: the driver's ceiling.
  *
  * Environment: LLM_PORT (use the OpenAI-compatible model server
  * bench_llm.js on that port instead of the in-process scripted provider),
- * PIPELINE_PREFIX (figure names, default "pipeline_"), PERF=0 (do not count system
- * calls). Prints `name: value` lines; exits 1 on any failure, an invalid
- * callback or a callback that matches no outstanding message.
+ * PIPELINE_PREFIX (figure names, default "pipeline_" or "pipeline_echo_"),
+ * COUNT_MESSAGES, PERF=0 (no counting phase). Prints `name: value` lines;
+ * exits 1 on any failure, an invalid callback or a callback that matches no
+ * outstanding message. Loopback (127.0.0.1) only.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -116,9 +121,15 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* The gateway (or the echo child), stopped by die(): the one file-level
+ * variable, so that a failure anywhere does not leave it running. */
+static pid_t bp_child;
+
 static void die(const char *what)
 {
 	fprintf(stderr, "bench_pipeline: %s\n", what);
+	if (bp_child > 0)
+		kill(bp_child, SIGTERM);
 	exit(1);
 }
 
@@ -943,6 +954,8 @@ static pid_t gateway_start(const char *bin, const char *home, int port)
 		usleep(10000);
 	}
 	fprintf(stderr, "bench_pipeline: the gateway did not become ready; see %s\n", log);
+	if (pid > 0)
+		kill(pid, SIGTERM);
 	exit(1);
 }
 
@@ -1173,6 +1186,8 @@ int main(int argc, char **argv)
 
 		fflush(stdout);
 		gw = fork();
+		if (gw < 0)
+			die("fork");
 		if (gw == 0) {
 			close(recv_fd);
 			b->echo_child = true;
@@ -1184,6 +1199,7 @@ int main(int argc, char **argv)
 		b->target_port = free_port();
 		gw = gateway_start(bin, home, b->target_port);
 	}
+	bp_child = gw;
 	b->ep = epoll_create1(EPOLL_CLOEXEC);
 	conn_new(b, recv_fd, CK_RECV_LISTEN);
 	print_loadavg(prefix, "loadavg_before");
