@@ -2,7 +2,9 @@
 # Prints the gateway's benchmark figures as `name: value` lines.
 #   tests/bench/run.sh BUILD_DIR      (make bench builds an optimised BUILD_DIR first)
 # Environment: RUNS (start-ups, default 30), IDLE (seconds before reading memory, default 10),
-# AGENT_COUNTS (default "1 100 632"), MESSAGES and LEVELS (pipeline, default 400 and 1,8,64).
+# AGENT_COUNTS (default "1 100 632"), MESSAGES and LEVELS (pipeline, default 400 and 1,8,64),
+# ECHO_MESSAGES (the pipeline driver's own ceiling, default 5000), COUNT_MESSAGES (the pipeline's
+# system-call counting phase, default MESSAGES/4), PERF=0 (no counting phase), NODE_PIPELINE=1.
 # The side-by-side run with OpenClaw is tests/bench/openclaw.sh (make bench-openclaw).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -66,16 +68,32 @@ rm -f "$tg_out"
 # The agent runtime: time per turn without model time (scripted provider, 3 tool calls) and memory per loaded session history.
 "$build/bench_turn"
 # Webhooks end to end: signed webhook -> scripted agent (one tool call) -> signed callback, at 1, 8 and 64
-# concurrent senders; first with the in-process scripted provider, then with the OpenAI-compatible
-# scripted model server over HTTP (bench_llm.js), whose own time is subtracted for the gateway's overhead.
-LEVELS=${LEVELS:-1,8,64} IDLE=$idle tests/bench/bench_webhooks.sh "$build"
+# concurrent closed-loop senders, driven by the C load generator bench_pipeline (one thread, about
+# 20 us of its own CPU per message). First its own ceiling against a stand-in that calls back at once,
+# then the gateway with the in-process scripted provider, then with the OpenAI-compatible scripted
+# model server over HTTP (bench_llm.js). Per level: throughput, latency, and the gateway's CPU, bytes
+# written, system calls and fsyncs per message. NODE_PIPELINE=1 also runs the older Node driver
+# (tests/bench/bench_webhooks.sh, webhook_* figures), whose own CPU cost (about 1 ms per message)
+# shares the cores with the gateway.
+levels=${LEVELS:-1,8,64}
+messages=${MESSAGES:-400}
+"$build/bench_pipeline" --echo "${ECHO_MESSAGES:-5000}" "$levels"
+mkdir "$home/pipeline"
+SWITCHBOARD_HOME="$home/pipeline" "$bin" init >/dev/null
+"$build/bench_pipeline" "$bin" "$home/pipeline" "$messages" "$levels"
 if command -v node >/dev/null; then
   llm_out=$(mktemp)
   exec {llm_in}> >(node tests/bench/bench_llm.js 0 >"$llm_out")
   for _ in $(seq 1 100); do grep -q PORT "$llm_out" && break; sleep 0.05; done
-  LLM_PORT=$(awk '/PORT/ {print $2}' "$llm_out") PREFIX=http_ LEVELS=${LEVELS:-1,8,64} tests/bench/bench_webhooks.sh "$build"
+  mkdir "$home/pipeline_http"
+  SWITCHBOARD_HOME="$home/pipeline_http" "$bin" init >/dev/null
+  LLM_PORT=$(awk '/PORT/ {print $2}' "$llm_out") PIPELINE_PREFIX=pipeline_http_ \
+    "$build/bench_pipeline" "$bin" "$home/pipeline_http" "$messages" "$levels"
   exec {llm_in}>&-
   rm -f "$llm_out"
+fi
+if [ "${NODE_PIPELINE:-0}" = 1 ]; then
+  LEVELS=$levels MESSAGES=$messages IDLE=$idle tests/bench/bench_webhooks.sh "$build"
 fi
 # The web UI: its size and first paint on loopback, in headless chromium
 # (installed by `make test`'s deps; skipped here when it is not there).
