@@ -913,12 +913,36 @@ static void ctl_status_frame(struct ctl *c, const json_t *f)
 	       json_string_value(json_object_get(p, "version")), c->host, c->port, c->path,
 	       json_string_value(json_object_get(p, "state")), up / 3600, up / 60 % 60, up % 60,
 	       (int64_t)json_integer_value(json_object_get(p, "pid")));
-	printf("  agents:      ");
-	ids = json_object_get(json_object_get(p, "agents"), "ids");
-	json_array_foreach(ids, i, v) printf("%s%s", i ? ", " : "", json_string_value(v));
-	printf(" (default: %s)\n",
-	       ctl_s(json_string_value(json_object_get(json_object_get(p, "agents"), "defaultId")),
-	             "none"));
+	ids = json_object_get(json_object_get(p, "agents"), "list");
+	if (json_array_size(ids)) {
+		const char *def =
+		    json_string_value(json_object_get(json_object_get(p, "agents"), "defaultId"));
+
+		json_array_foreach(ids, i, v)
+		{
+			const char *aid = json_string_value(json_object_get(v, "id"));
+			const json_t *fb = json_object_get(v, "fallbacks"), *fv;
+			size_t k;
+
+			printf("  agent:       %s%s: %s", aid,
+			       def && aid && strcmp(def, aid) == 0 ? " (default)" : "",
+			       ctl_s(json_string_value(json_object_get(v, "model")), "no model"));
+			if (json_array_size(fb)) {
+				printf(", then ");
+				json_array_foreach(fb, k, fv)
+				printf("%s%s", k ? ", " : "", json_string_value(fv));
+			}
+			printf("\n");
+		}
+	} else {
+		printf("  agents:      ");
+		ids = json_object_get(json_object_get(p, "agents"), "ids");
+		json_array_foreach(ids, i, v) printf("%s%s", i ? ", " : "", json_string_value(v));
+		printf(" (default: %s)\n",
+		       ctl_s(json_string_value(
+		                 json_object_get(json_object_get(p, "agents"), "defaultId")),
+		             "none"));
+	}
 	printf("  clients:     %" PRId64 " connected\n",
 	       (int64_t)json_integer_value(
 	           json_object_get(json_object_get(p, "connections"), "control")));
@@ -927,8 +951,26 @@ static void ctl_status_frame(struct ctl *c, const json_t *f)
 	       (int64_t)json_integer_value(json_object_get(json_object_get(p, "runs"), "waiting")));
 	printf("  inbox:       %" PRId64 " pending\n",
 	       (int64_t)json_integer_value(json_object_get(json_object_get(p, "queues"), "inbox")));
-	printf("  config:      %s\n",
+	printf("  config:      %s",
 	       json_string_value(json_object_get(json_object_get(p, "config"), "path")));
+	{
+		const json_t *lr = json_object_get(json_object_get(p, "config"), "lastReload");
+		int64_t now = json_integer_value(json_object_get(p, "ts"));
+		char span[32];
+
+		if (lr) {
+			int64_t at = json_integer_value(json_object_get(lr, "at"));
+
+			printf(", last reload %s ago", fmt_span(span, sizeof span,
+			                                        now > at ? (now - at) / 1000 * 1000 : 0));
+			if (json_is_true(json_object_get(lr, "ok")))
+				printf(" (applied)");
+			else
+				printf(" REJECTED, still running the previous one: %s",
+				       ctl_s(json_string_value(json_object_get(lr, "error")), "?"));
+		}
+	}
+	printf("\n");
 	ctl_status_channels(json_object_get(p, "channels"));
 	ctl_status_scheduler(json_object_get(p, "scheduler"));
 	fflush(stdout);

@@ -190,6 +190,31 @@ static void control_status(struct control_conn *c, const json_t *id, json_t *par
 	    channels ? channels : json_object());
 	if (payload && g->scheduler)
 		json_object_set_new(payload, "scheduler", scheduler_status(g->scheduler));
+	/* Each agent's model chain, and the last reload and why it was
+	 * rejected (what `switchboard status` shows). */
+	if (payload) {
+		json_t *list = json_array();
+
+		for (size_t i = 0; list && i < cfg->n_agents; i++) {
+			const struct agent_config *a = &cfg->agents[i];
+			json_t *fb = json_array();
+
+			for (size_t k = 0; fb && k < a->n_fallbacks; k++)
+				json_array_append_new(fb, json_string(a->fallbacks[k]));
+			json_array_append_new(list, json_pack("{ss ss? so}", "id", a->id, "model",
+			                                      a->model, "fallbacks",
+			                                      fb ? fb : json_array()));
+		}
+		json_object_set_new(json_object_get(payload, "agents"), "list",
+		                    list ? list : json_array());
+		if (m && m->config_last_reload_ms)
+			json_object_set_new(
+			    json_object_get(payload, "config"), "lastReload",
+			    json_pack("{sI sb ss?}", "at", (json_int_t)m->config_last_reload_ms, "ok",
+			              m->config_last_reload_ok, "error",
+			              m->config_last_reload_error[0] ? m->config_last_reload_error
+			                                             : NULL));
+	}
 	control_reply_ok(c, id, payload);
 	config_unref(cfg);
 }

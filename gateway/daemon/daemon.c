@@ -259,13 +259,24 @@ static void daemon_reload_done(uv_work_t *w, int status)
 		goto out;
 	d->metrics.config_last_reload_ms = clock_wall_ms();
 	d->metrics.config_last_reload_ok = r->rc == SB_OK;
+	d->metrics.config_last_reload_error[0] = '\0';
 	if (r->rc) {
 		d->metrics.config_reloads_failed++;
-		if (r->errs.n)
+		if (r->errs.n) {
+			const struct cfg_error *e = &r->errs.v[0];
+
 			daemon_log_config_errors(
 			    &r->errs, "reload rejected; keeping the running configuration");
-		else
+			snprintf(d->metrics.config_last_reload_error,
+			         sizeof d->metrics.config_last_reload_error, "%s:%d:%d: %s: %s%s",
+			         e->file ? e->file : "?", e->line, e->col, e->path ? e->path : "",
+			         e->msg ? e->msg : "", r->errs.n > 1 ? " (and more)" : "");
+		} else {
 			log_error("config", "reload rejected: the routing table does not compile");
+			snprintf(d->metrics.config_last_reload_error,
+			         sizeof d->metrics.config_last_reload_error,
+			         "the routing table does not compile");
+		}
 		goto out;
 	}
 	if (memcmp(r->next->digest, d->cfg->digest, sizeof r->next->digest) == 0) {
@@ -279,6 +290,10 @@ static void daemon_reload_done(uv_work_t *w, int status)
 	    !(r->next->gateway.auth_token && *r->next->gateway.auth_token)) {
 		d->metrics.config_reloads_failed++;
 		d->metrics.config_last_reload_ok = false;
+		snprintf(d->metrics.config_last_reload_error,
+		         sizeof d->metrics.config_last_reload_error,
+		         "the gateway listens on %s and the new file has no gateway.auth_token",
+		         d->listen_bind);
 		log_error("config",
 		          "reload rejected: the gateway listens on a non-loopback address and the "
 		          "new configuration has no gateway.auth_token; keeping the running "
@@ -293,6 +308,9 @@ static void daemon_reload_done(uv_work_t *w, int status)
 	if (!gen) {
 		d->metrics.config_reloads_failed++;
 		d->metrics.config_last_reload_ok = false;
+		snprintf(d->metrics.config_last_reload_error,
+		         sizeof d->metrics.config_last_reload_error,
+		         "the model providers cannot be set up");
 		log_error("config", "reload rejected: the model providers cannot be set up");
 		goto out;
 	}

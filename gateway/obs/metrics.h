@@ -51,6 +51,9 @@ struct metrics {
 	int64_t config_reloads_failed;
 	int64_t config_last_reload_ms; /* unix ms of the last reload tried; 0 = none yet */
 	bool config_last_reload_ok;
+	/* Why the last reload was rejected ("" when it was not): the first
+	 * error, file:line:col: key: message. Loop thread. */
+	char config_last_reload_error[512];
 	int64_t ingest_accepted;
 	int64_t ingest_duplicates;
 	int64_t ingest_rejected;

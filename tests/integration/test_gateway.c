@@ -395,10 +395,15 @@ static void test_runtime_file(void **state)
 	/* A configuration broken on disk, and a port nobody listens on: the
 	 * CLI still reaches the gateway, and says the file does not load. */
 	assert_int_equal(harness_write_file(path, "gateway:\n  port: 1\n  bind: [\n"), 0);
+	/* the running gateway rejects it too, and status says so and why */
+	assert_int_equal(wait_for_log(&d, "reload rejected", 5000), 0);
 	buf_init(&out, 1 << 20);
 	rc = harness_cli(home, &out, status);
 	if (rc != 0 || !out.data || !strstr(out.data, "does not load") ||
-	    !strstr(out.data, "last good configuration")) {
+	    !strstr(out.data, "last good configuration") ||
+	    !strstr(out.data, "REJECTED, still running the previous one: ") ||
+	    !strstr(out.data, "switchboard.yaml:") ||
+	    !strstr(out.data, "agent:       main (default): ")) {
 		harness_daemon_stop(&d, SIGKILL, 5000);
 		fail_msg("status with a broken file: exit %d\n%s", rc, out.data ? out.data : "");
 	}
