@@ -201,7 +201,11 @@ int provider_call_fail(struct provider_call *c, enum model_error_kind kind, int 
 
 	if (c->failed)
 		return c->fail_rc;
-	n = snprintf(text, sizeof(text), "%s: ", c->api->label);
+	/* Which provider of the configuration, and where: "OpenAI" alone does
+	 * not tell the operator which of several it was. */
+	n = snprintf(text, sizeof(text), "provider \"%s\" (%s API at %s): ",
+	             c->p->base.cfg->id ? c->p->base.cfg->id : "?", c->api->label,
+	             c->p->base.cfg->base_url ? c->p->base.cfg->base_url : "its default URL");
 	if (n < 0 || (size_t)n >= sizeof(text))
 		n = 0;
 	va_start(ap, fmt);

@@ -35,7 +35,8 @@
 enum { OAI = 0, ANT = 1, N_API = 2 };
 
 static const char *const api_names[N_API] = {"openai-chat", "anthropic-messages"};
-static const char *const api_labels[N_API] = {"OpenAI: ", "Anthropic: "};
+static const char *const api_labels[N_API] = {"provider \"oai\" (OpenAI API at http://",
+                                              "provider \"ant\" (Anthropic API at http://"};
 static const char *const api_keys[N_API] = {"sk-test-secret-key-123", "ant-test-secret-key-456"};
 
 /* cmocka's asserts longjmp; from inside a libuv or curl callback that would
