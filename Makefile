@@ -45,7 +45,7 @@ deps:
 
 build: deps
 	@cmake -S . -B $(RELEASE) -DCMAKE_BUILD_TYPE=Release -DSB_TESTS=OFF -DSB_CRASH_POINTS=OFF >/dev/null
-	@cmake --build $(RELEASE) -j$(JOBS) --target switchboard
+	@cmake --build $(RELEASE) -j$(JOBS) --target switchboard -- --no-print-directory
 
 test-deps:
 	@scripts/deps.sh test
