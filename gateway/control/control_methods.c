@@ -131,15 +131,28 @@ static bool control_key_param(struct control_conn *c, const json_t *id, const ch
 	struct config *cfg = control_config(c);
 	int rc = control_session_key(cfg, name, key, CONTROL_KEY_MAX, agent, 65);
 
-	config_unref(cfg);
 	if (rc == SB_ERR_NOTFOUND) {
-		control_reply_error(c, id, CONTROL_E_INVALID,
-		                    "the session key names no configured agent",
-		                    json_pack("{ss ss}", "code", "UNKNOWN_AGENT", "sessionKey",
-		                              name ? name : "main"),
+		/* Name the agent that is missing and the ones there are. */
+		const char *k = name ? name : "main", *who = k;
+		char msg[1024], known[600] = "";
+		size_t len = 0, wlen = strlen(k);
+
+		if (strncmp(k, "agent:", 6) == 0) {
+			who = k + 6;
+			wlen = strcspn(who, ":");
+		}
+		for (size_t i = 0; i < cfg->n_agents && len < sizeof known; i++)
+			len += (size_t)snprintf(known + len, sizeof known - len, "%s%s", i ? ", " : "",
+			                        cfg->agents[i].id);
+		snprintf(msg, sizeof msg, "no agent \"%.*s\" is configured (the agents are: %s)",
+		         (int)(wlen > 200 ? 200 : wlen), who, known[0] ? known : "none");
+		config_unref(cfg);
+		control_reply_error(c, id, CONTROL_E_INVALID, msg,
+		                    json_pack("{ss ss}", "code", "UNKNOWN_AGENT", "sessionKey", k),
 		                    false, 0);
 		return false;
 	}
+	config_unref(cfg);
 	if (rc) {
 		control_bad(c, id,
 		            "sessionKey is \"agent:<id>:<rest>\" or a short key such as \"main\" "

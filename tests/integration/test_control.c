@@ -703,6 +703,16 @@ static void test_cli(void **state)
 	assert_non_null(strstr(out.data, "Scripted reply: hi from the cli"));
 	buf_free(&out);
 
+	/* an agent that is not there is named, with the ones that are */
+	{
+		const char *nosuch[] = {"send", "--agent", "nosuch", "--url", fx.url, "hello", NULL};
+
+		assert_int_equal(cli(&out, nosuch), 1);
+		if (!strstr(out.data, "no agent \"nosuch\" is configured (the agents are: main, ops"))
+			fail_msg("send --agent nosuch said:\n%s", out.data);
+		buf_free(&out);
+	}
+
 	assert_int_equal(cli(&out, send_json), 0);
 	j = json_loads(out.data, JSON_DISABLE_EOF_CHECK, NULL);
 	assert_string_equal(jstr(j, "status"), "ok");
