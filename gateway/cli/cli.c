@@ -3,6 +3,7 @@
  */
 #include "gateway/cli/cli.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
@@ -12,6 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sysexits.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -83,6 +88,29 @@ static void cli_init_usage(FILE *f)
 	           "Files that exist are never overwritten, so it is safe to run again.\n");
 }
 
+/* The first port from want on that nothing holds on 127.0.0.1 (tried by
+ * binding it), within a hundred; *taken says want itself was in use. 0
+ * when none is free. */
+static int cli_free_port(int want, bool *taken)
+{
+	*taken = false;
+	for (int port = want; port < want + 100; port++) {
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, ok;
+
+		if (fd < 0)
+			return want;
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+		close(fd);
+		if (ok)
+			return port;
+		*taken = true;
+	}
+	return 0;
+}
+
 static int cli_write_token(const char *home, bool *created)
 {
 	unsigned char raw[CLI_TOKEN_BYTES];
@@ -111,8 +139,8 @@ int cli_init(int argc, char **argv)
 	char home[PATH_MAX], path[PATH_MAX + 64];
 	struct cfg_errors errs;
 	struct config *cfg = NULL;
-	bool token_created;
-	int c, rc = 1, wrc;
+	bool token_created, taken = false;
+	int c, rc = 1, wrc, port;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -136,12 +164,21 @@ int cli_init(int argc, char **argv)
 	}
 	printf("home: %s\n", home);
 	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
-	wrc = config_write_default(path);
+	port = access(path, F_OK) == 0 ? 0 : cli_free_port(8790, &taken);
+	wrc = config_write_default(path, port);
 	if (wrc && wrc != SB_ERR_EXISTS) {
 		fprintf(stderr, "switchboard: cannot write %s: %s\n", path, sb_strerror(wrc));
 		goto out;
 	}
 	printf("  %-18s %s\n", "switchboard.yaml", wrc == SB_ERR_EXISTS ? "kept" : "created");
+	if (wrc == SB_OK && taken)
+		printf("  %-18s 8790 is in use on 127.0.0.1 (another gateway?): this home listens "
+		       "on %d (gateway.port)\n",
+		       "port", port);
+	else if (wrc == SB_OK && port <= 0)
+		printf("  %-18s 8790 and the next hundred ports are in use: set gateway.port "
+		       "before you start\n",
+		       "port");
 	if (cli_write_token(home, &token_created)) {
 		fprintf(stderr, "switchboard: cannot write %s/gateway.token\n", home);
 		goto out;

@@ -1309,11 +1309,22 @@ static const char config_default_text[] =
     "#     group_policy: allowlist # allowlist | open | disabled\n"
     "#     groups: [{id: \"-1001234567890\", require_mention: true}]\n";
 
-int config_write_default(const char *path)
+int config_write_default(const char *path, int port)
 {
-	const char *p = config_default_text;
-	size_t left = sizeof config_default_text - 1;
+	static const char port_line[] = "  port: 8790\n";
+	char text[sizeof config_default_text + 32];
+	const char *p = text, *at;
+	size_t left;
 	int fd, rc = SB_ERR_IO;
+
+	/* The default text with the port chosen for this home. */
+	at = strstr(config_default_text, port_line);
+	if (port > 0 && port <= 65535 && port != 8790 && at)
+		snprintf(text, sizeof text, "%.*s  port: %d\n%s", (int)(at - config_default_text),
+		         config_default_text, port % 65536, at + sizeof port_line - 1);
+	else
+		snprintf(text, sizeof text, "%s", config_default_text);
+	left = strlen(text);
 
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0600);
 	if (fd < 0)

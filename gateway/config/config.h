@@ -184,10 +184,11 @@ const struct agent_config *config_agent(const struct config *c, const char *id);
 int config_bindings_table(const struct config *c, struct bindings_table **out);
 
 /* Writes the commented default configuration that `switchboard init`
- * creates (mode 0600; the parent directory must exist). It loads cleanly
+ * creates (mode 0600; the parent directory must exist), listening on port
+ * (0: the default, 8790). It loads cleanly
  * with config_load. Returns SB_OK; SB_ERR_EXISTS if path exists (never
  * overwrites); SB_ERR_IO otherwise (a partial file is removed). */
-int config_write_default(const char *path);
+int config_write_default(const char *path, int port);
 
 /* What a valid configuration can still get wrong on this machine, for
  * `config check` and the gateway's start and reload: errors (an agent's

@@ -15,6 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -92,6 +95,41 @@ static void test_init_creates_home(void **state)
 		assert_string_equal(soul.data, "custom soul\n");
 		buf_free(&soul);
 	}
+	harness_rmrf(home);
+}
+
+/* Two homes on one machine: init sees the default port taken and gives
+ * the new home another one, and says so. */
+static void test_init_picks_a_free_port(void **state)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(8790)};
+	const char *init[] = {"init", NULL};
+	char home[512], path[700];
+	struct buf out, file;
+	int fd, one = 1;
+
+	(void)state;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	/* held by us, or already by something else: taken either way */
+	if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0)
+		assert_int_equal(listen(fd, 4), 0);
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	buf_init(&out, 1 << 20);
+	assert_int_equal(harness_cli(home, &out, init), 0);
+	close(fd);
+	if (!strstr(out.data, "8790 is in use on 127.0.0.1") ||
+	    !strstr(out.data, "this home listens on 87"))
+		fail_msg("init said:\n%s", out.data);
+	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
+	buf_init(&file, 1 << 20);
+	assert_int_equal(harness_read_file(path, &file), 0);
+	assert_null(strstr(file.data, "port: 8790\n"));
+	assert_non_null(strstr(file.data, "  port: 87"));
+	buf_free(&file);
+	buf_free(&out);
 	harness_rmrf(home);
 }
 
@@ -883,6 +921,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_init_creates_home),
+	    cmocka_unit_test(test_init_picks_a_free_port),
 	    cmocka_unit_test(test_cli_usage),
 	    cmocka_unit_test(test_config_check_lists_every_error),
 	    cmocka_unit_test(test_config_check_on_this_machine),

@@ -1092,10 +1092,10 @@ static void test_write_default_and_reload(void **state)
 	int fd;
 
 	(void)state;
-	assert_int_equal(config_write_default(path), SB_OK);
+	assert_int_equal(config_write_default(path, 0), SB_OK);
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
-	assert_int_equal(config_write_default(path), SB_ERR_EXISTS);
+	assert_int_equal(config_write_default(path, 0), SB_ERR_EXISTS);
 
 	cfg_errors_init(&e);
 	assert_int_equal(config_load(path, home, &c, &e), SB_OK);
@@ -1123,7 +1123,15 @@ static void test_write_default_and_reload(void **state)
 	config_unref(c);
 	cfg_errors_free(&e);
 
-	assert_int_equal(config_write_default("/nonexistent-dir/sb.yaml"), SB_ERR_IO);
+	assert_int_equal(config_write_default("/nonexistent-dir/sb.yaml", 0), SB_ERR_IO);
+	assert_int_equal(unlink(path), 0);
+	/* Another port for a home whose default one is taken. */
+	assert_int_equal(config_write_default(path, 8791), SB_OK);
+	cfg_errors_init(&e);
+	assert_int_equal(config_load(path, home, &c, &e), SB_OK);
+	assert_int_equal(c->gateway.port, 8791);
+	config_unref(c);
+	cfg_errors_free(&e);
 	assert_int_equal(unlink(path), 0);
 	free(path);
 	free(ws);
