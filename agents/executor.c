@@ -431,6 +431,8 @@ static bool exec_gate(struct executor *ex, struct exec_call *c)
 	req.scope = d.scope;
 	req.channel = p->channel;
 	req.sender = p->sender;
+	req.account = ex->ctx->account;
+	req.target = ex->ctx->target;
 	req.timeout_ms = p->approval_timeout_ms > 0 ? p->approval_timeout_ms : 300000;
 	if (approvals_covered(p->approvals, &req))
 		return true;

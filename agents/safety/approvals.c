@@ -30,7 +30,7 @@ struct approval_wait {
 	char id[17];
 	/* the request, copied */
 	struct approval_request req;
-	char *strs[8];
+	char *strs[10];
 	int64_t created_at, expires_at;
 	approvals_cb cb;
 	void *ud;
@@ -207,7 +207,7 @@ int approvals_request(struct approvals *a, const struct approval_request *req, a
 	struct approval_wait *w;
 	struct approval_info info;
 	unsigned char raw[8];
-	const char *src[8];
+	const char *src[10];
 
 	if (out)
 		*out = NULL;
@@ -226,7 +226,9 @@ int approvals_request(struct approvals *a, const struct approval_request *req, a
 	src[5] = req->scope;
 	src[6] = req->channel;
 	src[7] = req->sender;
-	for (size_t i = 0; i < 8; i++) {
+	src[8] = req->account;
+	src[9] = req->target;
+	for (size_t i = 0; i < 10; i++) {
 		w->strs[i] = dup_or_null(src[i]);
 		if (src[i] && !w->strs[i]) {
 			for (size_t k = 0; k < i; k++)
@@ -243,6 +245,8 @@ int approvals_request(struct approvals *a, const struct approval_request *req, a
 	w->req.scope = w->strs[5];
 	w->req.channel = w->strs[6];
 	w->req.sender = w->strs[7];
+	w->req.account = w->strs[8];
+	w->req.target = w->strs[9];
 	w->req.timeout_ms = req->timeout_ms;
 	randombytes_buf(raw, sizeof raw);
 	for (size_t i = 0; i < sizeof raw; i++)

@@ -42,6 +42,8 @@ struct approval_request {
 	const char *scope;   /* the cache key (permissions.h: perm_decision.scope) */
 	const char *channel; /* who asked */
 	const char *sender;
+	const char *account; /* the conversation the run answers (its channel's */
+	const char *target;  /* account and peer), or NULL: told that it waits */
 	int64_t timeout_ms;
 };
 

@@ -88,6 +88,47 @@ out:
 	config_unref(cfg);
 }
 
+/* The sender's own conversation is told the call waits, so that a
+ * silence is not taken for a hang (chat channels only: a webhook or an
+ * OpenAI request gets its one answer when the run ends). */
+static void notify_sender(struct approvals_notify *n, const struct approval_info *a)
+{
+	static const char *const chats[] = {"telegram", "slack", "webchat"};
+	const struct approval_request *r = a->req;
+	struct host_outbound msg;
+	char text[512], key[80], span[32];
+	bool chat = false;
+	json_t *o;
+	char *payload = NULL;
+
+	for (size_t i = 0; r->channel && i < sizeof chats / sizeof *chats; i++)
+		chat = chat || strcmp(r->channel, chats[i]) == 0;
+	if (!chat || !r->target || !n->host->deliver)
+		return;
+	snprintf(span, sizeof span, "%lld min", (long long)((r->timeout_ms + 59999) / 60000));
+	snprintf(text, sizeof text,
+	         "Waiting for the operator's approval to run %s. The answer comes when they "
+	         "decide (without one within %s, the call is not run).",
+	         r->tool, span);
+	o = json_pack("{ss ss ss}", "text", text, "status", "approval_wait", "approval_id", a->id);
+	payload = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	json_decref(o);
+	if (!payload || FMT(key, "approval-wait:%s", a->id) != SB_OK) {
+		free(payload);
+		return;
+	}
+	memset(&msg, 0, sizeof msg);
+	msg.idempotency_key = key;
+	msg.channel = r->channel;
+	msg.account = r->account ? r->account : "default";
+	msg.target = r->target;
+	msg.payload = payload;
+	if (n->host->deliver(n->host->ctx, &msg, notify_delivered, NULL) != SB_OK)
+		log_warn("approvals", "the sender could not be told that the call waits",
+		         LOG_S("channel", r->channel));
+	free(payload);
+}
+
 static void notify_requested(void *ud, const struct approval_info *a)
 {
 	struct approvals_notify *n = ud;
@@ -97,6 +138,7 @@ static void notify_requested(void *ud, const struct approval_info *a)
 	         LOG_S("scope", a->req->scope ? a->req->scope : ""));
 	notify_publish(n, EVENT_APPROVAL_REQUESTED, a);
 	notify_message(n, a);
+	notify_sender(n, a);
 }
 
 static void notify_resolved(void *ud, const struct approval_info *a)

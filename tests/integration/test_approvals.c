@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -435,11 +436,150 @@ static void test_deny_from_the_cli_in_another_session(void **state)
 	assert_true(denial_seen);
 }
 
+/* ---- the Telegram sender is told that the call waits ---- */
+
+static json_t *tg_ctl(int port, const char *method, const char *path, json_t *body_take)
+{
+	static const char *const h[] = {"Content-Type: application/json", NULL};
+	char *text = body_take ? json_dumps(body_take, JSON_COMPACT) : NULL;
+	struct buf resp;
+	json_t *out = NULL;
+
+	json_decref(body_take);
+	buf_init(&resp, 16 << 20);
+	if (harness_http(port, method, path, h, text, &resp) == 200 && resp.data)
+		out = json_loads(resp.data, 0, NULL);
+	free(text);
+	buf_free(&resp);
+	return out;
+}
+
+/* Index of the first accepted send to chat 555 holding needle, or -1. */
+static int tg_sent_index(int port, const char *needle)
+{
+	json_t *st = tg_ctl(port, "GET", "/_ctl/state", NULL), *m;
+	size_t i;
+	int at = -1, k = 0;
+
+	json_array_foreach(json_object_get(st, "sent"), i, m)
+	{
+		const char *t = json_string_value(json_object_get(m, "text"));
+
+		if (json_integer_value(json_object_get(m, "outcome")) != 200 ||
+		    json_integer_value(json_object_get(m, "chat_id")) != 555)
+			continue;
+		if (at < 0 && t && strstr(t, needle))
+			at = k;
+		k++;
+	}
+	json_decref(st);
+	return at;
+}
+
+static void test_telegram_sender_told_it_waits(void **state)
+{
+	const char *init[] = {"init", NULL};
+	const char *targs[] = {"123456:TEST-token", NULL};
+	const char *ls[] = {"approvals", "list", "--json", NULL};
+	struct harness_peer tg;
+	struct harness_daemon d;
+	char home[512], path[700], cfg[2048], id[64] = "";
+	struct buf out;
+	int wait_at = -1, done_at = -1;
+	json_t *r;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_peer_start(&tg, "fake_telegram.js", targs), 0);
+	snprintf(cfg, sizeof cfg,
+	         "providers:\n"
+	         "  - {id: s, api: scripted, script: script.yaml}\n"
+	         "agents:\n"
+	         "  - id: main\n"
+	         "    default: true\n"
+	         "    model: s/x\n"
+	         "    sandbox: full\n"
+	         "    permissions:\n"
+	         "      - {ask_commands: [touch]}\n"
+	         "security: {approval_timeout: 60s}\n"
+	         "channels:\n"
+	         "  telegram:\n"
+	         "    dm_policy: open\n"
+	         "    allow_from: [\"*\"]\n"
+	         "    accounts:\n"
+	         "      - {id: bot, token: \"123456:TEST-token\", api_base: "
+	         "\"http://127.0.0.1:%d\", poll_timeout: 1s, typing: false, parse_mode: plain}\n",
+	         tg.port);
+	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
+	assert_int_equal(harness_write_file(path, cfg), 0);
+	snprintf(path, sizeof path, "%s/script.yaml", home);
+	assert_int_equal(harness_write_file(path, "steps:\n"
+	                                          "  - match: \"make the file\"\n"
+	                                          "    tool_calls:\n"
+	                                          "      - {name: bash, input: {command: "
+	                                          "\"touch made.txt\"}}\n"
+	                                          "  - match: \"@never@\"\n"
+	                                          "    text: \"made it\"\n"),
+	                 0);
+	assert_int_equal(harness_cli(home, NULL, init), 0);
+	assert_int_equal(harness_daemon_start(&d, home, NULL), 0);
+	assert_int_equal(harness_wait_ready(&d, 20000), 0);
+	r = tg_ctl(tg.port, "POST", "/_ctl/update",
+	           json_pack("{s{sIs{sIsbss}s{sIss}sIss}}", "message", "message_id", (json_int_t)900,
+	                     "from", "id", (json_int_t)555, "is_bot", 0, "first_name", "Ana",
+	                     "chat", "id", (json_int_t)555, "type", "private", "date",
+	                     (json_int_t)time(NULL), "text", "please make the file"));
+	json_decref(r);
+	/* The user hears that it waits, before anyone answered. */
+	for (int i = 0; i < 200 && wait_at < 0; i++) {
+		wait_at = tg_sent_index(tg.port, "Waiting for the operator's approval to run bash");
+		if (wait_at < 0)
+			usleep(50000);
+	}
+	/* The operator approves it from the CLI (the home's gateway, found by
+	 * its runtime file). */
+	for (int i = 0; i < 100 && !*id; i++) {
+		json_t *list;
+
+		buf_init(&out, 1 << 20);
+		if (harness_cli(home, &out, ls) == 0 && out.data &&
+		    (list = json_loads(out.data, 0, NULL)) != NULL) {
+			const char *v = json_string_value(json_object_get(
+			    json_array_get(json_object_get(list, "approvals"), 0), "id"));
+
+			if (v)
+				snprintf(id, sizeof id, "%s", v);
+			json_decref(list);
+		}
+		buf_free(&out);
+		if (!*id)
+			usleep(100000);
+	}
+	if (*id) {
+		const char *approve[] = {"approvals", "approve", id, NULL};
+
+		buf_init(&out, 1 << 20);
+		(void)harness_cli(home, &out, approve);
+		buf_free(&out);
+	}
+	for (int i = 0; i < 200 && done_at < 0; i++) {
+		done_at = tg_sent_index(tg.port, "made it");
+		if (done_at < 0)
+			usleep(50000);
+	}
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
+	harness_peer_stop(&tg);
+	if (wait_at < 0 || !*id || done_at < 0 || wait_at > done_at)
+		fail_msg("wait notice at %d, approval \"%s\", reply at %d", wait_at, id, done_at);
+	harness_rmrf(home);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_approve_for_the_session_then_cached),
 	    cmocka_unit_test(test_deny_from_the_cli_in_another_session),
+	    cmocka_unit_test(test_telegram_sender_told_it_waits),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
