@@ -21,6 +21,10 @@ struct approval_scope {
 	char *agent_id;
 	char *session_key; /* NULL: every session of the agent */
 	char *scope;
+	/* Who asked ("channel:sender"; NULL: nobody named, as the control
+	 * plane): a scope approved for one sender covers that sender only, so
+	 * approving it for the agent does not let every sender run it. */
+	char *asker;
 	struct approval_scope *next;
 };
 
@@ -72,6 +76,7 @@ static void approvals_scopes_free(struct approvals *a)
 		free(s->agent_id);
 		free(s->session_key);
 		free(s->scope);
+		free(s->asker);
 		free(s);
 	}
 	a->scopes = NULL;
@@ -169,12 +174,28 @@ static bool scope_covers(const char *granted, const char *asked)
 	       (n == 0 || granted[n - 1] == '/' || granted[n - 1] == ':');
 }
 
+/* "channel:sender" of a request into out, or NULL when it names nobody. */
+static const char *asker_of(const struct approval_request *req, char *out, size_t size)
+{
+	if (!req->sender || !*req->sender)
+		return NULL;
+	snprintf(out, size, "%s:%s", req->channel ? req->channel : "", req->sender);
+	return out;
+}
+
 bool approvals_covered(const struct approvals *a, const struct approval_request *req)
 {
+	char buf[512];
+	const char *asker;
+
 	if (!a || !req->scope || !*req->scope || !req->agent_id)
 		return false;
+	asker = asker_of(req, buf, sizeof buf);
 	for (const struct approval_scope *s = a->scopes; s; s = s->next) {
 		if (strcmp(s->agent_id, req->agent_id) != 0)
+			continue;
+		if ((s->asker == NULL) != (asker == NULL) ||
+		    (s->asker && strcmp(s->asker, asker) != 0))
 			continue;
 		if (s->session_key &&
 		    (!req->session_key || strcmp(s->session_key, req->session_key) != 0))
@@ -283,16 +304,21 @@ void approvals_cancel(struct approval_wait *w)
 static int approvals_remember(struct approvals *a, const struct approval_request *req, bool session)
 {
 	struct approval_scope *s = calloc(1, sizeof *s), **pp;
+	char buf[512];
+	const char *asker = asker_of(req, buf, sizeof buf);
 
 	if (!s)
 		return SB_ERR_NOMEM;
 	s->agent_id = strdup(req->agent_id);
 	s->session_key = session && req->session_key ? strdup(req->session_key) : NULL;
 	s->scope = strdup(req->scope);
-	if (!s->agent_id || !s->scope || (session && req->session_key && !s->session_key)) {
+	s->asker = asker ? strdup(asker) : NULL;
+	if (!s->agent_id || !s->scope || (session && req->session_key && !s->session_key) ||
+	    (asker && !s->asker)) {
 		free(s->agent_id);
 		free(s->session_key);
 		free(s->scope);
+		free(s->asker);
 		free(s);
 		return SB_ERR_NOMEM;
 	}
@@ -305,6 +331,7 @@ static int approvals_remember(struct approvals *a, const struct approval_request
 		free((*pp)->agent_id);
 		free((*pp)->session_key);
 		free((*pp)->scope);
+		free((*pp)->asker);
 		free(*pp);
 		*pp = NULL;
 		a->n_scopes--;

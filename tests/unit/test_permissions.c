@@ -941,7 +941,38 @@ static void test_executor_approvals(void **state)
 	json_decref(r.results);
 	json_decref(msg);
 
-	/* a timeout denies */
+	/* approved for the agent by one sender's request: that sender is not
+	 * asked again in any session, another sender is */
+	ctx.session_key = "agent:main:a";
+	memset(&r, 0, sizeof r);
+	start_exec(&r, &ctx, "[[\"bash\",{\"command\":\"touch agent-wide\"}]]", &ex, &msg);
+	run_until(&r, is_requested);
+	assert_int_equal(approvals_resolve(ap, r.last_id, APPROVAL_AGENT, "test"), SB_OK);
+	run_until(&r, is_done);
+	assert_false(result_error(&r, 0));
+	json_decref(r.results);
+	json_decref(msg);
+	ctx.session_key = "agent:main:elsewhere";
+	memset(&r, 0, sizeof r);
+	start_exec(&r, &ctx, "[[\"bash\",{\"command\":\"touch agent-wide-2\"}]]", &ex, &msg);
+	run_until(&r, is_done);
+	assert_int_equal(r.requested, 0);
+	assert_false(result_error(&r, 0));
+	json_decref(r.results);
+	json_decref(msg);
+	p.sender = "43";
+	memset(&r, 0, sizeof r);
+	start_exec(&r, &ctx, "[[\"bash\",{\"command\":\"touch by-another\"}]]", &ex, &msg);
+	run_until(&r, is_requested);
+	if (r.done)
+		fail_msg("another sender ran it without being asked: %s", result_text(&r, 0));
+	assert_int_equal(r.requested, 1);
+	assert_int_equal(approvals_resolve(ap, r.last_id, APPROVAL_DENY, "test"), SB_OK);
+	run_until(&r, is_done);
+	json_decref(r.results);
+	json_decref(msg);
+	/* a timeout denies (a sender the agent-wide approval does not cover) */
+	p.sender = "44";
 	p.approval_timeout_ms = 1000;
 	memset(&r, 0, sizeof r);
 	start_exec(&r, &ctx, "[[\"bash\",{\"command\":\"touch late\"}]]", &ex, &msg);
