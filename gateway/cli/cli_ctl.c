@@ -92,6 +92,10 @@ struct ctl {
 	int port;
 	char path[CTL_PATH_MAX];
 	char *token;
+	/* Found by the home's runtime file (config/runtime.h): its pid; else
+	 * 0, and home says whose gateway should have answered. */
+	long live_pid;
+	char home[PATH_MAX];
 	struct buf rx;
 	struct ctl_msg *q_head, *q_tail;
 	bool hello_done;
@@ -159,6 +163,21 @@ static void ctl_print_error(struct ctl *c, const json_t *f)
 		return;
 	}
 	ctl_err(c, "%s: %s", code ? code : "ERROR", msg ? msg : "(no message)");
+	if (!code || strcmp(code, "UNAUTHORIZED") != 0 || c->o.url)
+		return;
+	/* Say whose gateway refused: this home's, or another one on the port
+	 * this home's configuration names. */
+	if (c->live_pid > 0)
+		fprintf(stderr,
+		        "hint: this home's gateway (pid %ld) refused the token; it comes from "
+		        "--token, SWITCHBOARD_TOKEN, gateway.auth_token or %s/gateway.token\n",
+		        c->live_pid, c->home);
+	else
+		fprintf(stderr,
+		        "hint: this home (%s) has no gateway running; the one on %s:%d is another "
+		        "(another home's?) and does not take this home's token. Start this home's "
+		        "with `switchboard gateway`, or give --url and --token for that one\n",
+		        c->home, c->host, c->port);
 }
 
 /* ---- the connection ---- */
@@ -581,8 +600,11 @@ static int ctl_locate(struct ctl *c)
 	/* The running gateway says where it listens (config/runtime.h): a
 	 * configuration broken on disk, or a port edited and not applied yet,
 	 * does not matter then. */
-	if (!c->o.url && runtime_read(home, &ri) == SB_OK && ctl_parse_url(c, ri.control) == 0)
+	snprintf(c->home, sizeof c->home, "%s", home);
+	if (!c->o.url && runtime_read(home, &ri) == SB_OK && ctl_parse_url(c, ri.control) == 0) {
 		live = true;
+		c->live_pid = ri.pid;
+	}
 	if ((!c->o.url && !live) || !c->token) {
 		if (cli_config_path(home, c->o.config, cfg_path, sizeof cfg_path) ||
 		    config_load(cfg_path, home, &cfg, &errs) != SB_OK) {

@@ -447,6 +447,28 @@ static void test_runtime_file(void **state)
 	}
 	buf_free(&out);
 
+	/* Another home whose file names this gateway's port, without a
+	 * gateway of its own: the refusal says whose gateway answered. */
+	{
+		char other[512], opath[700], ocfg[128];
+		const char *oinit[] = {"init", NULL};
+
+		assert_int_equal(harness_tmpdir(other, sizeof other), 0);
+		assert_int_equal(harness_cli(other, NULL, oinit), 0);
+		snprintf(opath, sizeof opath, "%s/switchboard.yaml", other);
+		snprintf(ocfg, sizeof ocfg, "gateway:\n  port: %d\nagents:\n  - id: main\n", d.port);
+		assert_int_equal(harness_write_file(opath, ocfg), 0);
+		buf_init(&out, 1 << 20);
+		rc = harness_cli(other, &out, status);
+		if (rc != 1 || !out.data || !strstr(out.data, "UNAUTHORIZED") ||
+		    !strstr(out.data, "has no gateway running; the one on 127.0.0.1:")) {
+			harness_daemon_stop(&d, SIGKILL, 5000);
+			fail_msg("status from another home: exit %d\n%s", rc, out.data ? out.data : "");
+		}
+		buf_free(&out);
+		harness_rmrf(other);
+	}
+
 	/* Killed: the file stays, but names nobody; the CLI says what is
 	 * wrong with the configuration instead of trying its port. */
 	assert_int_equal(harness_daemon_stop(&d, SIGKILL, 20000), 128 + SIGKILL);
