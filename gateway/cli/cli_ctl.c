@@ -1384,13 +1384,27 @@ int cli_chat(int argc, char **argv)
 static void ctl_sessions_print(const json_t *p)
 {
 	const json_t *list = json_object_get(p, "sessions"), *s;
+	int wkey = 3, wagent = 5;
 	size_t i;
 
 	if (!json_array_size(list)) {
 		printf("no sessions yet\n");
 		return;
 	}
-	printf("%-40s %-12s %-20s %s\n", "KEY", "AGENT", "UPDATED (UTC)", "SESSION ID");
+	/* Columns as wide as their longest value: a long key never pushes
+	 * the others out of line. */
+	json_array_foreach(list, i, s)
+	{
+		const char *k = json_string_value(json_object_get(s, "key"));
+		const char *a = json_string_value(json_object_get(s, "agentId"));
+
+		if (k && (int)strlen(k) > wkey)
+			wkey = (int)strlen(k) > 200 ? 200 : (int)strlen(k);
+		if (a && (int)strlen(a) > wagent)
+			wagent = (int)strlen(a) > 64 ? 64 : (int)strlen(a);
+	}
+	printf("%-*s  %-*s  %-19s  %s\n", wkey, "KEY", wagent, "AGENT", "UPDATED (UTC)",
+	       "SESSION ID");
 	json_array_foreach(list, i, s)
 	{
 		time_t t = (time_t)(json_integer_value(json_object_get(s, "updatedAt")) / 1000);
@@ -1399,9 +1413,10 @@ static void ctl_sessions_print(const json_t *p)
 
 		if (gmtime_r(&t, &tm))
 			strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-		printf("%-40s %-12s %-20s %s\n", json_string_value(json_object_get(s, "key")),
-		       json_string_value(json_object_get(s, "agentId")), when,
-		       json_string_value(json_object_get(s, "sessionId")));
+		printf("%-*s  %-*s  %-19s  %s\n", wkey,
+		       ctl_s(json_string_value(json_object_get(s, "key")), ""), wagent,
+		       ctl_s(json_string_value(json_object_get(s, "agentId")), ""), when,
+		       ctl_s(json_string_value(json_object_get(s, "sessionId")), ""));
 	}
 }
 

@@ -733,6 +733,37 @@ static void test_cli(void **state)
 	assert_non_null(strstr(out.data, "user: hi from the cli"));
 	buf_free(&out);
 
+	/* The plain list keeps its columns with a long key: every row's agent
+	 * starts where the header's AGENT does. */
+	{
+		const char *longsend[] = {"send",   "--agent", "ops",
+		                          "--session",
+		                          "a-rather-long-session-name-for-the-column-test-0123456789",
+		                          "--url",  fx.url,    "long", NULL};
+		const char *plain[] = {"sessions", "list", "--url", fx.url, NULL};
+		char *line, *save = NULL;
+		long col = -1;
+
+		assert_int_equal(cli(&out, longsend), 0);
+		buf_free(&out);
+		assert_int_equal(cli(&out, plain), 0);
+		for (line = strtok_r(out.data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			char *a = strstr(line, col < 0 ? "AGENT" : " ops ");
+
+			if (col < 0) {
+				assert_non_null(a);
+				col = a - line;
+				continue;
+			}
+			if (!a)
+				a = strstr(line, " main ");
+			if (!a || a + 1 - line != col)
+				fail_msg("a row out of line (agent at %ld, header at %ld): %s",
+				         a ? (long)(a + 1 - line) : -1L, col, line);
+		}
+		buf_free(&out);
+	}
+
 	assert_int_equal(cli(&out, bad), 1);
 	assert_non_null(strstr(out.data, "UNAUTHORIZED"));
 	buf_free(&out);
