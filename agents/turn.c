@@ -159,6 +159,8 @@ struct turn {
 	uint64_t prev_system, prev_tools, prev_prefix;
 	size_t prev_n;
 	uint64_t tools_hash;
+	int64_t tools_tokens; /* tokens_estimate_json(tools_json), when tools_cached */
+	bool tools_cached;    /* tools_json, tools_hash and tools_tokens from opt.tools_cache */
 	int64_t session_breaks;
 
 	struct turn_result counts; /* the context fields of the result */
@@ -1090,6 +1092,92 @@ static uint64_t turn_json_hash(uint64_t h, const json_t *v)
 	return turn_fnv(h, "\n", 1);
 }
 
+/* ---- the tool-list cache ---- */
+
+struct turn_tools_entry {
+	uint64_t set; /* bit i: tool_all()[i] */
+	json_t *json;
+	uint64_t hash;
+	int64_t tokens;
+};
+
+struct turn_tools_cache {
+	struct turn_tools_entry v[TURN_TOOLS_CACHE_MAX];
+	size_t n;
+};
+
+int turn_tools_cache_new(struct turn_tools_cache **out)
+{
+	*out = calloc(1, sizeof **out);
+	return *out ? SB_OK : SB_ERR_NOMEM;
+}
+
+void turn_tools_cache_free(struct turn_tools_cache *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->n; i++)
+		json_decref(c->v[i].json);
+	free(c);
+}
+
+/* The set of built-in tools a run with names/n lists, the way turn_start
+ * reads them: NULL is all of them, a list of none is none; unknown names
+ * fall out (tool_list_json_new). False when the set does not fit a mask. */
+static bool turn_tools_set(const char *const *names, size_t n, uint64_t *set)
+{
+	size_t k, i, j;
+	const struct tool_def *const *all = tool_all(&k);
+
+	if (k > 64)
+		return false;
+	*set = 0;
+	for (i = 0; i < k; i++) {
+		bool listed = !names;
+
+		for (j = 0; names && j < n && !listed; j++)
+			listed = names[j] && strcmp(names[j], all[i]->name) == 0;
+		if (listed)
+			*set |= (uint64_t)1 << i;
+	}
+	return true;
+}
+
+static json_t *turn_tools_json_new(const char *const *names, size_t n)
+{
+	return n || !names ? tool_list_json_new(names, n) : json_array();
+}
+
+const json_t *turn_tools_cache_get(struct turn_tools_cache *c, const char *const *names, size_t n,
+                                   uint64_t *hash, int64_t *tokens)
+{
+	struct turn_tools_entry *e = NULL;
+	uint64_t set;
+	size_t i;
+
+	if (!c || !turn_tools_set(names, n, &set))
+		return NULL;
+	for (i = 0; i < c->n && !e; i++)
+		if (c->v[i].set == set)
+			e = &c->v[i];
+	if (!e) {
+		if (c->n == TURN_TOOLS_CACHE_MAX)
+			return NULL;
+		e = &c->v[c->n];
+		if (!(e->json = turn_tools_json_new(names, n)))
+			return NULL;
+		e->set = set;
+		e->hash = turn_json_hash(TURN_FNV_OFFSET, e->json);
+		e->tokens = tokens_estimate_json(e->json);
+		c->n++;
+	}
+	if (hash)
+		*hash = e->hash;
+	if (tokens)
+		*tokens = e->tokens;
+	return e->json;
+}
+
 static uint64_t turn_hex_value(const json_t *v)
 {
 	const char *s = json_string_value(v);
@@ -1658,11 +1746,15 @@ static void turn_setup_context(struct turn *t)
 	if (t->limits.window <= 0)
 		compact_limits_default(&t->limits);
 	tokens_ledger_init(&t->ledger);
-	tokens_ledger_set_fixed(&t->ledger, t->opt.system, t->tools_json);
+	if (t->tools_cached)
+		tokens_ledger_set_fixed_est(&t->ledger, t->opt.system, t->tools_tokens);
+	else
+		tokens_ledger_set_fixed(&t->ledger, t->opt.system, t->tools_json);
 	if (lp && json_is_number(json_object_get(lp, "calibration")))
 		tokens_ledger_set_scale(&t->ledger,
 		                        json_number_value(json_object_get(lp, "calibration")));
-	t->tools_hash = turn_json_hash(TURN_FNV_OFFSET, t->tools_json);
+	if (!t->tools_cached)
+		t->tools_hash = turn_json_hash(TURN_FNV_OFFSET, t->tools_json);
 	t->compact_failures = t->opt.session.compact_failures;
 	if (t->compact_failures >= COMPACT_BREAKER) {
 		/* Open for long enough: one more summary may be tried. */
@@ -1765,8 +1857,12 @@ int turn_start(struct turn **out, const struct turn_options *opt, turn_done_cb d
 	t->steer = json_array();
 	t->refused = json_object();
 	t->id_map = json_object();
-	t->tools_json = opt->n_tools || !opt->tools ? tool_list_json_new(opt->tools, opt->n_tools)
-	                                            : json_array();
+	/* The list is never changed once built, so runs share the cache's. */
+	t->tools_json = (json_t *)turn_tools_cache_get(opt->tools_cache, opt->tools, opt->n_tools,
+	                                               &t->tools_hash, &t->tools_tokens);
+	t->tools_cached = t->tools_json != NULL;
+	t->tools_json = t->tools_cached ? json_incref(t->tools_json)
+	                                : turn_tools_json_new(opt->tools, opt->n_tools);
 	if (!t->history || !t->added || !t->steer || !t->tools_json || !t->refused || !t->id_map)
 		goto fail;
 	turn_setup_context(t);
