@@ -34,6 +34,11 @@ struct model_request {
 	 * not call them: OpenAI's tool_choice "none", Anthropic's {"type":
 	 * "none"}. For the last call of a run that reached a limit. */
 	bool no_tools;
+	/* The length of messages' and tools' compact JSON (JSON_COMPACT) when
+	 * the caller has it at hand; 0 = unknown. Only a provider that prices
+	 * the request by its size reads them (scripted). */
+	size_t messages_chars;
+	size_t tools_chars;
 };
 
 enum model_stop {

@@ -159,6 +159,10 @@ struct turn {
 	uint64_t prev_system, prev_tools, prev_prefix;
 	size_t prev_n;
 	uint64_t tools_hash;
+	int64_t tools_tokens; /* tokens_estimate_json(tools_json), when tools_cached */
+	bool tools_cached;    /* tools_json, tools_hash and tools_tokens from opt.tools_cache */
+	size_t tools_chars;   /* tools_json's compact JSON length (model_request) */
+	size_t history_chars; /* the history's, as of the last turn_check_prefix */
 	int64_t session_breaks;
 
 	struct turn_result counts; /* the context fields of the result */
@@ -1078,16 +1082,127 @@ static uint64_t turn_fnv(uint64_t h, const char *p, size_t n)
 	return h;
 }
 
+struct turn_fnv_acc {
+	uint64_t h;
+	size_t len;
+};
+
 static int turn_fnv_cb(const char *buffer, size_t size, void *data)
 {
-	*(uint64_t *)data = turn_fnv(*(uint64_t *)data, buffer, size);
+	struct turn_fnv_acc *acc = data;
+
+	acc->h = turn_fnv(acc->h, buffer, size);
+	acc->len += size;
 	return 0;
 }
 
-static uint64_t turn_json_hash(uint64_t h, const json_t *v)
+/* h extended by v's compact JSON and a newline; *len (may be NULL) receives
+ * the length of that JSON. */
+static uint64_t turn_json_hash_len(uint64_t h, const json_t *v, size_t *len)
 {
-	json_dump_callback(v, turn_fnv_cb, &h, JSON_COMPACT);
-	return turn_fnv(h, "\n", 1);
+	struct turn_fnv_acc acc = {.h = h};
+
+	json_dump_callback(v, turn_fnv_cb, &acc, JSON_COMPACT);
+	if (len)
+		*len = acc.len;
+	return turn_fnv(acc.h, "\n", 1);
+}
+
+/* ---- the tool-list cache ---- */
+
+struct turn_tools_entry {
+	uint64_t set; /* bit i: tool_all()[i] */
+	json_t *json;
+	uint64_t hash;
+	int64_t tokens;
+	size_t chars; /* its compact JSON's length */
+};
+
+struct turn_tools_cache {
+	struct turn_tools_entry v[TURN_TOOLS_CACHE_MAX];
+	size_t n;
+};
+
+int turn_tools_cache_new(struct turn_tools_cache **out)
+{
+	*out = calloc(1, sizeof **out);
+	return *out ? SB_OK : SB_ERR_NOMEM;
+}
+
+void turn_tools_cache_free(struct turn_tools_cache *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->n; i++)
+		json_decref(c->v[i].json);
+	free(c);
+}
+
+/* The set of built-in tools a run with names/n lists, the way turn_start
+ * reads them: NULL is all of them, a list of none is none; unknown names
+ * fall out (tool_list_json_new). False when the set does not fit a mask. */
+static bool turn_tools_set(const char *const *names, size_t n, uint64_t *set)
+{
+	size_t k, i, j;
+	const struct tool_def *const *all = tool_all(&k);
+
+	if (k > 64)
+		return false;
+	*set = 0;
+	for (i = 0; i < k; i++) {
+		bool listed = !names;
+
+		for (j = 0; names && j < n && !listed; j++)
+			listed = names[j] && strcmp(names[j], all[i]->name) == 0;
+		if (listed)
+			*set |= (uint64_t)1 << i;
+	}
+	return true;
+}
+
+static json_t *turn_tools_json_new(const char *const *names, size_t n)
+{
+	return n || !names ? tool_list_json_new(names, n) : json_array();
+}
+
+/* turn_tools_cache_get, and the list's compact JSON length into *chars. */
+static const json_t *turn_tools_cache_get_chars(struct turn_tools_cache *c,
+                                                const char *const *names, size_t n, uint64_t *hash,
+                                                int64_t *tokens, size_t *chars)
+{
+	struct turn_tools_entry *e = NULL;
+	uint64_t set;
+	size_t i;
+
+	if (!c || !turn_tools_set(names, n, &set))
+		return NULL;
+	for (i = 0; i < c->n && !e; i++)
+		if (c->v[i].set == set)
+			e = &c->v[i];
+	if (!e) {
+		if (c->n == TURN_TOOLS_CACHE_MAX)
+			return NULL;
+		e = &c->v[c->n];
+		if (!(e->json = turn_tools_json_new(names, n)))
+			return NULL;
+		e->set = set;
+		e->hash = turn_json_hash_len(TURN_FNV_OFFSET, e->json, &e->chars);
+		e->tokens = tokens_estimate_json(e->json);
+		c->n++;
+	}
+	if (hash)
+		*hash = e->hash;
+	if (tokens)
+		*tokens = e->tokens;
+	if (chars)
+		*chars = e->chars;
+	return e->json;
+}
+
+const json_t *turn_tools_cache_get(struct turn_tools_cache *c, const char *const *names, size_t n,
+                                   uint64_t *hash, int64_t *tokens)
+{
+	return turn_tools_cache_get_chars(c, names, n, hash, tokens, NULL);
 }
 
 static uint64_t turn_hex_value(const json_t *v)
@@ -1105,13 +1220,17 @@ static void turn_check_prefix(struct turn *t, int64_t tokens)
 	uint64_t sys = turn_fnv(TURN_FNV_OFFSET, t->opt.system ? t->opt.system : "",
 	                        t->opt.system ? strlen(t->opt.system) : 0);
 	uint64_t h = TURN_FNV_OFFSET, at_prev = TURN_FNV_OFFSET;
+	size_t len;
 	int why = -1;
 	char hs[17], ht[17], hp[17];
 
+	/* The history's compact JSON: "[", the messages between commas, "]". */
+	t->history_chars = n ? 1 + n : 2;
 	for (i = 0; i < n; i++) {
 		if (i == t->prev_n)
 			at_prev = h;
-		h = turn_json_hash(h, json_array_get(t->history, i));
+		h = turn_json_hash_len(h, json_array_get(t->history, i), &len);
+		t->history_chars += len;
 	}
 	if (t->prev_n == n)
 		at_prev = h;
@@ -1175,6 +1294,8 @@ static void turn_send(struct turn *t)
 	tokens_ledger_sync(&t->ledger, t->history);
 	t->counts.context_tokens = tokens_ledger_total(&t->ledger);
 	turn_check_prefix(t, t->counts.context_tokens);
+	req.messages_chars = t->history_chars;
+	req.tools_chars = req.tools ? t->tools_chars : 0;
 	t->sent_n = json_array_size(t->history);
 	turn_set_state(t, TURN_CALLING_MODEL, t->send_reason);
 	if (t->finished) /* aborted from inside the state event */
@@ -1658,11 +1779,15 @@ static void turn_setup_context(struct turn *t)
 	if (t->limits.window <= 0)
 		compact_limits_default(&t->limits);
 	tokens_ledger_init(&t->ledger);
-	tokens_ledger_set_fixed(&t->ledger, t->opt.system, t->tools_json);
+	if (t->tools_cached)
+		tokens_ledger_set_fixed_est(&t->ledger, t->opt.system, t->tools_tokens);
+	else
+		tokens_ledger_set_fixed(&t->ledger, t->opt.system, t->tools_json);
 	if (lp && json_is_number(json_object_get(lp, "calibration")))
 		tokens_ledger_set_scale(&t->ledger,
 		                        json_number_value(json_object_get(lp, "calibration")));
-	t->tools_hash = turn_json_hash(TURN_FNV_OFFSET, t->tools_json);
+	if (!t->tools_cached)
+		t->tools_hash = turn_json_hash_len(TURN_FNV_OFFSET, t->tools_json, &t->tools_chars);
 	t->compact_failures = t->opt.session.compact_failures;
 	if (t->compact_failures >= COMPACT_BREAKER) {
 		/* Open for long enough: one more summary may be tried. */
@@ -1765,8 +1890,13 @@ int turn_start(struct turn **out, const struct turn_options *opt, turn_done_cb d
 	t->steer = json_array();
 	t->refused = json_object();
 	t->id_map = json_object();
-	t->tools_json = opt->n_tools || !opt->tools ? tool_list_json_new(opt->tools, opt->n_tools)
-	                                            : json_array();
+	/* The list is never changed once built, so runs share the cache's. */
+	t->tools_json =
+	    (json_t *)turn_tools_cache_get_chars(opt->tools_cache, opt->tools, opt->n_tools,
+	                                         &t->tools_hash, &t->tools_tokens, &t->tools_chars);
+	t->tools_cached = t->tools_json != NULL;
+	t->tools_json = t->tools_cached ? json_incref(t->tools_json)
+	                                : turn_tools_json_new(opt->tools, opt->n_tools);
 	if (!t->history || !t->added || !t->steer || !t->tools_json || !t->refused || !t->id_map)
 		goto fail;
 	turn_setup_context(t);

@@ -107,6 +107,28 @@ struct turn_context {
 	struct budget_limits budget;
 };
 
+/* What a run derives from its tool list and would otherwise rebuild at every
+ * start: the list's JSON (tool_list_json_new), its fingerprint in the
+ * "prompt" event and its token estimate. One entry per set of tools, at most
+ * TURN_TOOLS_CACHE_MAX (past that a run builds its own). The built-in tools
+ * never change while the process runs, so an entry is never stale: a
+ * configuration that changes an agent's tools asks for another set.
+ * Loop thread only. */
+struct turn_tools_cache;
+
+#define TURN_TOOLS_CACHE_MAX 32
+
+/* *out: an empty cache. SB_OK or SB_ERR_NOMEM. */
+int turn_tools_cache_new(struct turn_tools_cache **out);
+/* Frees c; runs still holding an entry's JSON keep their reference. NULL is a no-op. */
+void turn_tools_cache_free(struct turn_tools_cache *c);
+/* The cached tool list for names (turn_options.tools/n_tools): a borrowed
+ * reference valid until c is freed, or NULL when out of memory or c is full.
+ * *hash receives its fingerprint (the "prompt" event's "tools") and *tokens
+ * its tokens_estimate_json; either may be NULL. */
+const json_t *turn_tools_cache_get(struct turn_tools_cache *c, const char *const *names, size_t n,
+                                   uint64_t *hash, int64_t *tokens);
+
 struct turn_options {
 	struct models *models;
 	const char *const *chain; /* "provider/model" names: model then fallbacks */
@@ -119,6 +141,7 @@ struct turn_options {
 	int64_t inbox_id;
 	const char *const *tools; /* tool names the agent may use; NULL = all */
 	size_t n_tools;
+	struct turn_tools_cache *tools_cache; /* borrowed; NULL = build the list per run */
 	struct tool_ctx tool_ctx; /* copied; its strings borrowed until done */
 	int64_t max_turns;
 	int max_tokens;

@@ -205,6 +205,11 @@ void tokens_ledger_set_fixed(struct tokens_ledger *l, const char *system, const 
 	    tokens_estimate_text(system, system ? strlen(system) : 0) + tokens_estimate_json(tools);
 }
 
+void tokens_ledger_set_fixed_est(struct tokens_ledger *l, const char *system, int64_t tools_est)
+{
+	l->fixed = tokens_estimate_text(system, system ? strlen(system) : 0) + tools_est;
+}
+
 void tokens_ledger_set_scale(struct tokens_ledger *l, double scale)
 {
 	if (scale >= TOKENS_SCALE_MIN && scale <= TOKENS_SCALE_MAX) {

@@ -66,6 +66,8 @@ void tokens_ledger_free(struct tokens_ledger *l);
 
 /* Sets the cost of what every request carries besides the messages. */
 void tokens_ledger_set_fixed(struct tokens_ledger *l, const char *system, const json_t *tools);
+/* The same, with the tool list's tokens_estimate_json already known. */
+void tokens_ledger_set_fixed_est(struct tokens_ledger *l, const char *system, int64_t tools_est);
 
 /* Starts from an earlier calibration (a session's last one); ignored when
  * not within [TOKENS_SCALE_MIN, TOKENS_SCALE_MAX]. */

@@ -951,6 +951,20 @@ static size_t scripted_json_chars(const json_t *v)
 	return n;
 }
 
+/* The length of v's compact JSON, known (the caller's figure) or 0 when it
+ * must be measured. Debug builds measure anyway and stop on a stale figure,
+ * so that the tests would catch one. */
+static size_t scripted_request_chars(const json_t *v, size_t known)
+{
+	if (!v)
+		return 0;
+#ifndef NDEBUG
+	if (known && known != scripted_json_chars(v))
+		abort();
+#endif
+	return known ? known : scripted_json_chars(v);
+}
+
 /* Builds the answer of step st into c. */
 static int scripted_answer(struct scripted *sp, const struct scripted_step *st,
                            const char *user_text, const char *tool_result, struct scripted_call *c)
@@ -1024,7 +1038,8 @@ static int scripted_call(struct provider *p, const struct model_request *req,
 		goto out;
 	c->usage.input_tokens =
 	    scripted_tokens((req->system ? strlen(req->system) : 0) +
-	                    scripted_json_chars(req->messages) + scripted_json_chars(req->tools));
+	                    scripted_request_chars(req->messages, req->messages_chars) +
+	                    scripted_request_chars(req->tools, req->tools_chars));
 	idx = scripted_pick(sp, continuation, user_text, req->messages);
 	delay = 0;
 	if (idx < 0) {

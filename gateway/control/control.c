@@ -408,21 +408,36 @@ void control_unsubscribe(struct control_conn *c, const char *key)
 
 /* Sends an event to every connected client that follows session_key (NULL:
  * every connected client) and holds scope. */
+static bool control_hears(const struct control_conn *c, const char *session_key, unsigned scope)
+{
+	return c->authed && (control_scopes_effective(c->scopes) & scope) == scope &&
+	       (!session_key || control_follows(c, session_key));
+}
+
+/* Whether an event for session_key (NULL: every connection) under scope
+ * would reach a connection: when none would, the event is neither built
+ * nor serialised (most messages arrive with nobody watching). */
+static bool control_listening(const struct control *ctl, const char *session_key, unsigned scope)
+{
+	for (const struct control_conn *c = ctl->conns; c; c = c->next)
+		if (control_hears(c, session_key, scope))
+			return true;
+	return false;
+}
+
 static void control_broadcast(struct control *ctl, const char *session_key, unsigned scope,
                               const char *event, json_t *payload)
 {
-	char *text = payload ? json_dumps(payload, JSON_COMPACT) : NULL;
+	char *text = payload && control_listening(ctl, session_key, scope)
+	                 ? json_dumps(payload, JSON_COMPACT)
+	                 : NULL;
 
 	json_decref(payload);
 	if (!text)
 		return;
-	for (struct control_conn *c = ctl->conns; c; c = c->next) {
-		if (!c->authed || (control_scopes_effective(c->scopes) & scope) != scope)
-			continue;
-		if (session_key && !control_follows(c, session_key))
-			continue;
-		control_send_event_text(c, event, text);
-	}
+	for (struct control_conn *c = ctl->conns; c; c = c->next)
+		if (control_hears(c, session_key, scope))
+			control_send_event_text(c, event, text);
 	free(text);
 }
 
@@ -1332,9 +1347,16 @@ static json_t *control_assistant_message(const char *text)
 static void control_chat_event(struct control *ctl, struct control_run *r, const char *state,
                                const char *text, const char *stop_reason)
 {
-	json_t *p = json_pack("{ss ss sI ss}", "runId", r->run_id, "sessionKey", r->session_key,
-	                      "seq", (json_int_t)++r->chat_seq, "state", state);
+	json_t *p;
 
+	/* Unheard, the sequence still counts: a client that subscribes
+	 * mid-run sees the numbers a client subscribed from the start sees. */
+	if (!control_listening(ctl, r->session_key, CONTROL_SCOPE_READ)) {
+		++r->chat_seq;
+		return;
+	}
+	p = json_pack("{ss ss sI ss}", "runId", r->run_id, "sessionKey", r->session_key, "seq",
+	              (json_int_t)++r->chat_seq, "state", state);
 	if (!p)
 		return;
 	if (strcmp(state, "error") == 0)
@@ -1344,6 +1366,16 @@ static void control_chat_event(struct control *ctl, struct control_run *r, const
 	if (stop_reason)
 		json_object_set_new(p, "stopReason", json_string(stop_reason));
 	control_broadcast(ctl, r->session_key, CONTROL_SCOPE_READ, "chat", p);
+}
+
+/* Whether r's agent events would reach a connection; when not, counts the
+ * event that is not built (as control_chat_event does). */
+static bool control_agent_heard(struct control *ctl, struct control_run *r)
+{
+	if (control_listening(ctl, r->session_key, CONTROL_SCOPE_READ))
+		return true;
+	++r->agent_seq;
+	return false;
 }
 
 static void control_agent_event(struct control *ctl, struct control_run *r, const char *stream,
@@ -1401,7 +1433,7 @@ static void control_on_event(void *ud, const struct event *e)
 
 	switch (e->kind) {
 	case EVENT_RUN_START:
-		if ((r = control_run_get(ctl, e)))
+		if ((r = control_run_get(ctl, e)) && control_agent_heard(ctl, r))
 			control_agent_event(ctl, r, "lifecycle",
 			                    json_pack("{ss ss sI}", "phase", "start", "agentId",
 			                              e->agent_id ? e->agent_id : "", "startedAt",
@@ -1420,11 +1452,13 @@ static void control_on_event(void *ud, const struct event *e)
 			ctl->flush_armed = true;
 			uv_timer_start(ctl->flush, control_flush_fire, CONTROL_CHAT_THROTTLE_MS, 0);
 		}
-		control_agent_event(ctl, r, "assistant", json_pack("{ss}", "delta", e->text));
+		if (control_agent_heard(ctl, r))
+			control_agent_event(ctl, r, "assistant",
+			                    json_pack("{ss}", "delta", e->text));
 		return;
 	case EVENT_TOOL_START:
 	case EVENT_TOOL_END:
-		if (!(r = control_run_get(ctl, e)))
+		if (!(r = control_run_get(ctl, e)) || !control_agent_heard(ctl, r))
 			return;
 		data = json_pack(
 		    "{ss ss ss}", "phase", e->kind == EVENT_TOOL_START ? "start" : "result", "name",
@@ -1447,21 +1481,25 @@ static void control_on_event(void *ud, const struct event *e)
 			const char *state = control_end_state(e->status);
 
 			control_chat_event(ctl, r, state, e->text, e->status);
-			control_agent_event(ctl, r, "lifecycle",
-			                    json_pack("{ss ss sI}", "phase",
-			                              strcmp(state, "error") == 0 ? "error" : "end",
-			                              "stopReason", e->status ? e->status : "",
-			                              "endedAt", (json_int_t)clock_wall_ms()));
+			if (control_agent_heard(ctl, r))
+				control_agent_event(
+				    ctl, r, "lifecycle",
+				    json_pack("{ss ss sI}", "phase",
+				              strcmp(state, "error") == 0 ? "error" : "end",
+				              "stopReason", e->status ? e->status : "", "endedAt",
+				              (json_int_t)clock_wall_ms()));
 			strmap_del(ctl->runs, r->run_id);
 			control_run_free(r);
 		}
-		if (e->session_key)
+		if (e->session_key && control_listening(ctl, NULL, CONTROL_SCOPE_READ))
 			control_broadcast(ctl, NULL, CONTROL_SCOPE_READ, "sessions.changed",
 			                  json_pack("{ss ss sI}", "sessionKey", e->session_key,
 			                            "reason", "run_end", "ts",
 			                            (json_int_t)clock_wall_ms()));
 		return;
 	case EVENT_SESSIONS_CHANGED:
+		if (!control_listening(ctl, NULL, CONTROL_SCOPE_READ))
+			return;
 		control_broadcast(ctl, NULL, CONTROL_SCOPE_READ, "sessions.changed",
 		                  json_pack("{ss sI}", "sessionKey",
 		                            e->session_key ? e->session_key : "", "ts",

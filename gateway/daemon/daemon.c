@@ -379,9 +379,39 @@ static void daemon_reload(struct daemon *d, const char *why)
 	}
 }
 
+static void daemon_cfg_changed(uv_fs_event_t *h, const char *filename, int events, int status);
+
+/* Watches the configuration file itself, not its directory: the home often
+ * holds the store too, and every write to its WAL would wake the loop. An
+ * editor that saves by rename leaves the watch on the old file, so it is
+ * armed again after each change; while the file is missing (deleted to be
+ * written anew, renamed away) the directory is watched, filtered by name,
+ * until it is back. 0 or a libuv error. */
+static int daemon_cfg_arm(struct daemon *d)
+{
+	int rc;
+
+	if (uv_is_active((uv_handle_t *)&d->cfg_watch))
+		uv_fs_event_stop(&d->cfg_watch);
+	rc = uv_fs_event_start(&d->cfg_watch, daemon_cfg_changed, d->cfg_path, 0);
+	d->cfg_on_dir = rc != 0;
+	if (rc != 0)
+		rc = uv_fs_event_start(&d->cfg_watch, daemon_cfg_changed, d->cfg_dir, 0);
+	return rc;
+}
+
 static void daemon_reload_timer(uv_timer_t *t)
 {
-	daemon_reload(t->data, "file change");
+	struct daemon *d = t->data;
+
+	/* Before reading: a change from now on is seen by the new watch. And
+	 * even when no reload follows (not ready), or the watch would stay on
+	 * a file replaced meanwhile. */
+	if (d->watching && daemon_cfg_arm(d) != 0)
+		log_warn("config", "cannot watch the config file any more; reload with SIGHUP",
+		         LOG_S("path", d->cfg_path));
+	if (d->state == DAEMON_READY)
+		daemon_reload(d, "file change");
 }
 
 static void daemon_cfg_changed(uv_fs_event_t *h, const char *filename, int events, int status)
@@ -389,12 +419,11 @@ static void daemon_cfg_changed(uv_fs_event_t *h, const char *filename, int event
 	struct daemon *d = h->data;
 
 	(void)events;
-	if (status < 0 || d->state != DAEMON_READY)
+	if (status < 0 || d->state >= DAEMON_STOPPING)
 		return;
-	/* Editors replace files by rename: watch the directory, filter by name,
-	 * and let a burst of events settle before reading. */
-	if (filename && strcmp(filename, d->cfg_base) != 0)
+	if (d->cfg_on_dir && filename && strcmp(filename, d->cfg_base) != 0)
 		return;
+	/* Let a burst of events (a file written in parts) settle before reading. */
 	uv_timer_start(&d->reload_timer, daemon_reload_timer, DAEMON_RELOAD_DEBOUNCE_MS, 0);
 }
 
@@ -871,6 +900,7 @@ static void daemon_watch_config(struct daemon *d)
 
 	if (!d->cfg->gateway.watch_config)
 		return;
+	snprintf(d->cfg_path, sizeof d->cfg_path, "%s", d->opt->config_path);
 	snprintf(tmp, sizeof tmp, "%s", d->opt->config_path);
 	snprintf(d->cfg_dir, sizeof d->cfg_dir, "%s", dirname(tmp));
 	snprintf(tmp, sizeof tmp, "%s", d->opt->config_path);
@@ -878,7 +908,7 @@ static void daemon_watch_config(struct daemon *d)
 	if (uv_fs_event_init(&d->loop, &d->cfg_watch) != 0)
 		return;
 	d->cfg_watch.data = d;
-	if (uv_fs_event_start(&d->cfg_watch, daemon_cfg_changed, d->cfg_dir, 0) != 0) {
+	if (daemon_cfg_arm(d) != 0) {
 		uv_close((uv_handle_t *)&d->cfg_watch, NULL);
 		uv_run(&d->loop, UV_RUN_NOWAIT);
 		log_warn("config", "cannot watch the config file; reload with SIGHUP",

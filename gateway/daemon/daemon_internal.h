@@ -99,8 +99,10 @@ struct daemon {
 	const char *reload_again; /* why another reload was asked for meanwhile */
 	uint64_t drain_deadline;
 	uint64_t started_ns;
+	char cfg_path[PATH_MAX]; /* the file watched */
 	char cfg_dir[PATH_MAX];
 	char cfg_base[256];
+	bool cfg_on_dir; /* the file was missing: its directory is watched instead */
 };
 
 /* daemon_host.c */

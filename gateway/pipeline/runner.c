@@ -44,6 +44,7 @@ struct runner {
 	struct runner_options opt;
 	size_t active;
 	struct workspace_cache *ws_cache; /* the workspaces' files, shared by the jobs */
+	struct turn_tools_cache *tools;   /* the agents' tool lists, shared by the jobs */
 };
 
 enum run_stage { RUN_SESSION, RUN_PREPARE, RUN_WINDOW, RUN_TURN, RUN_FLUSH, RUN_DONE };
@@ -138,14 +139,21 @@ int runner_new(struct runner **out, const struct runner_options *opt)
 		free(r);
 		return SB_ERR_NOMEM;
 	}
+	if (turn_tools_cache_new(&r->tools) != SB_OK) {
+		workspace_cache_free(r->ws_cache);
+		free(r);
+		return SB_ERR_NOMEM;
+	}
 	*out = r;
 	return SB_OK;
 }
 
 void runner_free(struct runner *r)
 {
-	if (r)
+	if (r) {
 		workspace_cache_free(r->ws_cache);
+		turn_tools_cache_free(r->tools);
+	}
 	free(r);
 }
 
@@ -827,6 +835,7 @@ static void run_start_turn(struct run_job *j)
 		to.tools = j->tools;
 		to.n_tools = n;
 	}
+	to.tools_cache = j->r->tools;
 	if (a->web.fetch) {
 		j->web.allow = &a->web.policy;
 		j->web.max_bytes = (size_t)a->web.max_bytes;

@@ -44,6 +44,25 @@ static int wait_for_log(struct harness_daemon *d, const char *needle, int timeou
 	return -1;
 }
 
+/* Waits until needle appears at least n times in the daemon's log. */
+static int wait_for_log_count(struct harness_daemon *d, const char *needle, int n, int timeout_ms)
+{
+	for (int waited = 0; waited < timeout_ms; waited += 20) {
+		struct buf log;
+		int found = 0;
+
+		buf_init(&log, 64 << 20);
+		harness_daemon_log(d, &log);
+		for (const char *p = log.data; p && (p = strstr(p, needle)); p += strlen(needle))
+			found++;
+		buf_free(&log);
+		if (found >= n)
+			return 0;
+		usleep(20000);
+	}
+	return -1;
+}
+
 static void test_init_creates_home(void **state)
 {
 	char home[512], path[700];
@@ -495,7 +514,7 @@ static void test_runtime_file(void **state)
 static void test_reload(void **state)
 {
 	struct harness_daemon d;
-	char home[512], path[700];
+	char home[512], path[700], tmp[720];
 	struct buf log;
 
 	(void)state;
@@ -525,6 +544,31 @@ static void test_reload(void **state)
 
 	kill(d.pid, SIGHUP);
 	assert_int_equal(wait_for_log(&d, "msg=unchanged trigger=SIGHUP", 5000), 0);
+
+	/* The watch is on the file: an editor that saves by rename replaces
+	 * it, and the next save in place is still seen (the watch followed);
+	 * so is a file deleted and written anew, and a save after that. */
+	snprintf(tmp, sizeof tmp, "%s/switchboard.yaml.tmp", home);
+	for (int i = 0; i < 4; i++) {
+		char text[256];
+
+		snprintf(text, sizeof text,
+		         "gateway:\n  port: 1999\nlog:\n  level: debug\n"
+		         "agents:\n  - id: main\n    max_turns: %d\n",
+		         10 + i);
+		if (i == 0) {
+			assert_int_equal(harness_write_file(tmp, text), 0);
+			assert_int_equal(rename(tmp, path), 0);
+		} else if (i == 2) {
+			assert_int_equal(unlink(path), 0);
+			usleep(300 * 1000); /* past the debounce: the file is missing */
+			assert_int_equal(harness_write_file(path, text), 0);
+		} else {
+			assert_int_equal(harness_write_file(path, text), 0);
+		}
+		assert_int_equal(
+		    wait_for_log_count(&d, "msg=reloaded trigger=\"file change\"", 2 + i, 5000), 0);
+	}
 
 	buf_init(&log, 1 << 20);
 	assert_int_equal(harness_http(d.port, "GET", "/metrics", NULL, NULL, &log), 200);

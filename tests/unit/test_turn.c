@@ -36,6 +36,7 @@
 
 #include "agents/message.h"
 #include "agents/models.h"
+#include "agents/context/tokens.h"
 #include "agents/tool.h"
 #include "agents/transcript.h"
 #include "agents/turn.h"
@@ -1500,6 +1501,110 @@ static void test_transcript(void **state)
 	run_free(&r);
 }
 
+/* The "prompt" event of a one-call run over tools/n_tools (with or without
+ * a tool-list cache): its "tools" fingerprint and "tokens_estimate". */
+static void prompt_of(struct fixture *fx, const char *name, const char *const *tools,
+                      size_t n_tools, struct turn_tools_cache *cache, char *hash,
+                      json_int_t *tokens)
+{
+	struct transcript_info ti = {
+	    .session_id = name, .session_key = "agent:main:test", .agent_id = "main"};
+	struct transcript *tr = NULL;
+	struct transcript_loaded l;
+	struct turn_options o;
+	struct flushed fl = {0};
+	struct run r;
+	char path[PATH_MAX + 64];
+	const json_t *e;
+	size_t i;
+
+	snprintf(path, sizeof path, "%s/sessions/%s.jsonl", fx->home, name);
+	assert_int_equal(transcript_open(&tr, &fx->loop, path, &ti), SB_OK);
+	run_init(&r, fx);
+	opts_init(&o, &r, "hi");
+	o.transcript = tr;
+	o.tools = tools;
+	o.n_tools = n_tools;
+	o.tools_cache = cache;
+	start_run(&r, &o);
+	wait_done(&r);
+	assert_int_equal(r.end, TURN_END_TURN);
+	assert_int_equal(transcript_flush(tr, on_flushed, &fl), SB_OK);
+	while (!fl.n)
+		uv_run(&fx->loop, UV_RUN_ONCE);
+	transcript_close(tr);
+	assert_int_equal(transcript_load(path, &l), SB_OK);
+	*hash = '\0';
+	json_array_foreach(l.entries, i, e)
+	{
+		if (strcmp(str_of(e, "type"), "event") == 0 &&
+		    strcmp(str_of(e, "event"), "prompt") == 0) {
+			snprintf(hash, 17, "%s", str_of(e, "tools"));
+			*tokens = json_integer_value(json_object_get(e, "tokens_estimate"));
+			break;
+		}
+	}
+	assert_int_equal(strlen(hash), 16);
+	transcript_loaded_free(&l);
+	run_free(&r);
+}
+
+/* The tool-list cache: one entry per set of tools whatever the order of the
+ * names, the same bytes, fingerprint and estimate as a run without it, and
+ * another entry (another fingerprint) when an agent's tools change, as a
+ * configuration reload does. */
+static void test_tools_cache(void **state)
+{
+	struct fixture *fx = *state;
+	static const char *const two[] = {"read", "ls"};
+	static const char *const two_again[] = {"ls", "nope", "read", "ls"};
+	static const char *const three[] = {"ls", "read", "grep"};
+	struct turn_tools_cache *c = NULL;
+	const json_t *all, *a, *b, *none;
+	json_t *fresh;
+	uint64_t h_all = 0, h_two = 0, h = 0;
+	int64_t k_all = 0, k = 0;
+	char p0[17], p1[17], p2[17];
+	json_int_t t0 = 0, t1 = 0, t2 = 0;
+
+	assert_int_equal(turn_tools_cache_new(&c), SB_OK);
+	assert_null(turn_tools_cache_get(NULL, NULL, 0, NULL, NULL));
+	all = turn_tools_cache_get(c, NULL, 0, &h_all, &k_all);
+	assert_non_null(all);
+	fresh = tool_list_json_new(NULL, 0);
+	assert_true(json_equal(all, fresh));
+	assert_int_equal(k_all, tokens_estimate_json(fresh));
+	json_decref(fresh);
+	assert_ptr_equal(turn_tools_cache_get(c, NULL, 0, &h, &k), all);
+	assert_true(h == h_all);
+	assert_int_equal(k, k_all);
+	a = turn_tools_cache_get(c, two, 2, &h_two, NULL);
+	b = turn_tools_cache_get(c, two_again, 4, &h, NULL);
+	assert_ptr_equal(a, b);
+	assert_true(h == h_two && h_two != h_all);
+	fresh = tool_list_json_new(two, 2);
+	assert_true(json_equal(a, fresh));
+	json_decref(fresh);
+	/* A list of none is none, not all (turn_options.tools). */
+	none = turn_tools_cache_get(c, two, 0, &h, NULL);
+	assert_int_equal(json_array_size(none), 0);
+	assert_true(h != h_all && h != h_two);
+
+	load_script(fx, "{\"text\": \"Hello.\"}\n", 0);
+	prompt_of(fx, "plain", two, 2, NULL, p0, &t0);
+	prompt_of(fx, "cached", two_again, 4, c, p1, &t1);
+	assert_string_equal(p0, p1);
+	assert_int_equal(t0, t1);
+	/* The agent's tools changed: another list, another fingerprint. */
+	prompt_of(fx, "changed", three, 3, c, p2, &t2);
+	assert_string_not_equal(p1, p2);
+	assert_true(t2 > t1);
+	prompt_of(fx, "changed_plain", three, 3, NULL, p0, &t0);
+	assert_string_equal(p0, p2);
+	assert_int_equal(t0, t2);
+	turn_tools_cache_free(c);
+}
+
 /* ---- against the fake model server (tests/fakes/fake_llm.js) ---- */
 
 /* Starts the fake with script (a JSON list of steps) and loads providers
@@ -1934,6 +2039,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_provider_error_after_tools, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_start, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_transcript, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_tools_cache, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_cut_tool_call, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_ids_unique_in_session, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_tools_start_while_streaming, setup, teardown),
