@@ -30,7 +30,8 @@
 struct fixture {
 	struct harness_daemon d;
 	char home[512];
-	char log[700]; /* $HOME/logs/gateway.log */
+	char log[700];  /* $HOME/logs/gateway.log */
+	pid_t follower; /* `switchboard logs -f`, killed at teardown if still there */
 };
 
 static struct fixture fx;
@@ -169,6 +170,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
+	if (fx.follower > 0) {
+		kill(fx.follower, SIGKILL);
+		harness_wait(fx.follower, 5000);
+	}
 	if (fx.d.pid > 0)
 		assert_int_equal(harness_daemon_stop(&fx.d, SIGTERM, 20000), 0);
 	harness_rmrf(fx.home);
@@ -289,7 +294,7 @@ static void test_logs_follow_rotation(void **state)
 
 	(void)state;
 	snprintf(out_path, sizeof out_path, "%s/follow.out", fx.home);
-	pid = harness_cli_start(fx.home, out_path, args);
+	pid = fx.follower = harness_cli_start(fx.home, out_path, args);
 	assert_true(pid > 0);
 	usleep(500 * 1000); /* it has printed the (empty) tail and follows */
 	text = read_text(out_path);
@@ -353,6 +358,7 @@ static void test_logs_follow_rotation(void **state)
 	}
 	free(text);
 	kill(pid, SIGINT);
+	fx.follower = 0;
 	assert_int_equal(harness_wait(pid, 5000), 0);
 }
 
