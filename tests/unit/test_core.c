@@ -241,9 +241,27 @@ static void check_log_file(const char *path, long *next, long file_max)
 	assert_true(size <= file_max);
 }
 
+static char rot_dir[] = "/tmp/sb-logrot-XXXXXX";
+
+/* Removes what a failed test_log_file_rotation left behind. */
+static int rotation_cleanup(void **state)
+{
+	char name[160];
+
+	(void)state;
+	log_file_close();
+	log_configure(LOG_INFO, LOG_FORMAT_LOGFMT, NULL);
+	for (int k = 0; k < 10; k++) {
+		snprintf(name, sizeof name, k ? "%s/gateway.log.%d" : "%s/gateway.log", rot_dir, k);
+		unlink(name);
+	}
+	rmdir(rot_dir);
+	return 0;
+}
+
 static void test_log_file_rotation(void **state)
 {
-	char dir[] = "/tmp/sb-logrot-XXXXXX", path[128], name[160], pad[101];
+	char *dir = rot_dir, path[128], name[160], pad[101];
 	FILE *sink = tmpfile();
 	struct stat st;
 	long next;
@@ -561,7 +579,7 @@ int main(void)
 	    cmocka_unit_test(test_secrets),
 	    cmocka_unit_test(test_invariant_report),
 	    cmocka_unit_test(test_fmt),
-	    cmocka_unit_test(test_log_file_rotation),
+	    cmocka_unit_test_teardown(test_log_file_rotation, rotation_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
