@@ -211,6 +211,32 @@ static bool models_later_available(const struct models_call *c, size_t i, uint64
 	return false;
 }
 
+/* One info line per failed attempt on the current entry (its error is in
+ * c): which provider and model, the kind, and what happens next ("retry",
+ * "failover" to the next entry, "give_up" at the end of the chain, or
+ * "compact" for the caller to make room). */
+static void models_log_error(const struct models_call *c, const char *then)
+{
+	char provider[MODELS_NAME_MAX];
+	const char *model = NULL;
+
+	if (models_split(c->chain[c->idx], provider, sizeof provider, &model) != SB_OK) {
+		provider[0] = '\0';
+		model = c->chain[c->idx];
+	}
+	log_info("models", "model error", LOG_S("provider", provider), LOG_S("model", model),
+	         LOG_S("kind", model_error_kind_name(c->err.kind)),
+	         LOG_I("attempt", c->attempt + 1), LOG_S("then", then),
+	         LOG_S("failover", strcmp(then, "failover") == 0 ? "yes" : "no"),
+	         LOG_S("error", c->err.message));
+}
+
+/* What follows giving up the current entry. */
+static const char *models_after(const struct models_call *c)
+{
+	return c->idx + 1 < c->n ? "failover" : "give_up";
+}
+
 /* Gives up the current entry (its error is in c) and moves on. */
 static void models_next(struct models_call *c)
 {
@@ -218,6 +244,9 @@ static void models_next(struct models_call *c)
 		models_finish_error(c);
 		return;
 	}
+	log_info("models", "model failover", LOG_S("from", c->chain[c->idx]),
+	         LOG_S("to", c->chain[c->idx + 1]),
+	         LOG_S("kind", model_error_kind_name(c->err.kind)), LOG_S("error", c->err.message));
 	models_emit(c, MODELS_FALLBACK, c->chain[c->idx], &c->err, 0);
 	if (c->state == MODELS_DONE)
 		return;
@@ -272,6 +301,9 @@ static void models_start_entry(struct models_call *c)
 					break;
 				}
 			}
+			log_info("models", "model skipped while its provider cools down",
+			         LOG_S("model", c->chain[c->idx]),
+			         LOG_I("cooldown_left_ms", (int64_t)(mp->cooldown_until - now)));
 			models_emit(c, MODELS_FALLBACK, c->chain[c->idx], NULL,
 			            (int64_t)(mp->cooldown_until - now));
 			c->idx++;
@@ -321,22 +353,26 @@ static void models_on_done(void *ud, int rc, const struct model_response *resp,
 		return;
 	}
 	if (c->err.kind == MODEL_ERR_PROMPT_TOO_LONG) {
+		models_log_error(c, "compact");
 		models_finish_error(c);
 		return;
 	}
 	if (!model_error_retryable(c->err.kind)) {
+		models_log_error(c, models_after(c));
 		models_next(c);
 		return;
 	}
 	delay =
 	    c->err.retry_after_ms >= 0 ? c->err.retry_after_ms : models_backoff(c->m, c->attempt);
 	if (c->attempt < mp->cfg->max_retries && delay <= c->m->opt.backoff_max_ms) {
+		models_log_error(c, "retry");
 		c->state = MODELS_WAITING;
 		uv_timer_start(&c->timer, models_on_timer, (uint64_t)delay, 0);
 		models_emit(c, MODELS_RETRY, c->label, &c->err, delay);
 		return;
 	}
 	/* Given up on this model with an error that time may cure. */
+	models_log_error(c, models_after(c));
 	{
 		int step = mp->cooldowns < 3 ? mp->cooldowns : 2;
 		int64_t d = c->m->opt.cooldown_ms[step];

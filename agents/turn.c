@@ -37,6 +37,7 @@
 #define TURN_TEXT_MAX (16u << 20)
 #define TURN_TOOLS_MAX 64
 #define TURN_REASON_MAX 1024
+#define TURN_MODEL_MAX 512
 
 static const char *const turn_state_names[] = {"starting", "calling_model", "running_tools",
                                                "compacting", "done"};
@@ -102,6 +103,7 @@ struct turn {
 	uv_timer_t timer;       /* defers the first step out of turn_start */
 	int model_calls;
 	int tool_calls;
+	char model[TURN_MODEL_MAX]; /* the model that gave the last answer */
 	int continuations;
 	bool grace; /* the current call is the last one at a limit (no tools) */
 	enum turn_end grace_end;
@@ -347,6 +349,7 @@ static void turn_finish(struct turn *t, enum turn_end end, const char *detail)
 	r.usage = t->usage;
 	r.model_calls = t->model_calls;
 	r.tool_calls = t->tool_calls;
+	r.model = t->model;
 	memcpy(r.compactions, t->counts.compactions, sizeof r.compactions);
 	memcpy(r.cache_breaks, t->counts.cache_breaks, sizeof r.cache_breaks);
 	r.compaction_failures = t->counts.compaction_failures;
@@ -860,6 +863,8 @@ static void turn_on_model_done(void *ud, int rc, const struct model_response *re
 		return;
 	}
 	t->model_calls++;
+	/* After a fallback this is not the agent's first model. */
+	snprintf(t->model, sizeof t->model, "%s", resp->model ? resp->model : "");
 	t->reactive_used = false;
 	turn_usage_add(&t->usage, &resp->usage);
 	/* The provider's count of the prompt wins over the estimate. */

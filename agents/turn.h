@@ -173,6 +173,7 @@ struct turn_result {
 	struct model_usage usage; /* summed over the run's model calls */
 	int model_calls;
 	int tool_calls;
+	const char *model; /* "provider/model" of the last answer ("" before one) */
 	/* context bookkeeping */
 	struct model_usage session_usage; /* the session's, this run included */
 	int compactions[3];               /* by level - 1 */

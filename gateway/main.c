@@ -46,6 +46,7 @@ static const struct main_command main_commands[] = {
     {"cron", cli_cron, "list, add, remove or run scheduled jobs, and show their runs"},
     {"dashboard", cli_dashboard, "open the web UI, signed in with a one-time code"},
     {"approvals", cli_approvals, "list, approve or deny tool calls waiting for the operator"},
+    {"logs", cli_logs, "print the gateway's log file, or follow it (-f)"},
     {"doctor", cli_doctor, "check the sandbox and the permission settings"},
     {"version", main_version, "print the version"},
 };

@@ -428,14 +428,50 @@ static const struct cfg_key config_log_keys[] = {
         .choices = config_log_formats,
         .doc = "One event per line, as logfmt (`key=value`) or JSON.",
     },
+    {
+        .name = "file_max",
+        .type = CFG_SIZE,
+        .offset = offsetof(struct config_log, file_max),
+        .min = 0,
+        .max = 1LL << 40,
+        .def = "10MiB",
+        .doc = "The gateway also writes every line to `logs/gateway.log` in the home; "
+               "when a line would take it past this size it is renamed `gateway.log.1` "
+               "and a new one started. 0 writes no file; otherwise at least 4KiB.",
+    },
+    {
+        .name = "file_keep",
+        .type = CFG_INT,
+        .offset = offsetof(struct config_log, file_keep),
+        .min = 0,
+        .max = 100,
+        .def = "5",
+        .doc = "Rotated files kept (`gateway.log.1` newest ... `gateway.log.N` oldest); "
+               "the oldest is removed at each rotation.",
+    },
 };
+
+#define CONFIG_LOG_FILE_MIN 4096
+
+static int config_log_check(void *obj, struct cfg_error_ctx *ctx)
+{
+	const struct config_log *l = obj;
+
+	if (l->file_max == 0 || l->file_max >= CONFIG_LOG_FILE_MIN)
+		return 0;
+	cfg_error_add(ctx, "file_max", "use 0 for no log file, or at least 4KiB",
+	              "%lld bytes is too small for a log file", (long long)l->file_max);
+	return 1;
+}
 
 static const struct cfg_section config_log_section = {
     .name = "log",
     .size = sizeof(struct config_log),
     .keys = config_log_keys,
     .nkeys = sizeof config_log_keys / sizeof config_log_keys[0],
-    .doc = "Structured logs on stderr. Secret values are always redacted.",
+    .check = config_log_check,
+    .doc = "Structured logs on stderr and in `logs/gateway.log` in the home, rotated by "
+           "size. Secret values are always redacted.",
 };
 
 /* ---- store ---- */

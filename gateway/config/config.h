@@ -71,6 +71,8 @@ enum config_log_format { CONFIG_LOG_LOGFMT, CONFIG_LOG_JSON };
 struct config_log {
 	int level;  /* enum config_log_level */
 	int format; /* enum config_log_format */
+	int64_t file_max;  /* bytes of <home>/logs/gateway.log before it rotates; 0 = no file */
+	int64_t file_keep; /* rotated files kept (gateway.log.1 ...) */
 };
 
 enum config_store_backend { CONFIG_STORE_SQLITE };

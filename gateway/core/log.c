@@ -1,9 +1,13 @@
 #include "log.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +26,13 @@ static enum log_format log_fmt = LOG_FORMAT_LOGFMT;
 static FILE *log_sink;
 static char **log_secrets;
 static size_t log_nsecrets;
+
+/* The log file (log_file_open): every line is also appended to it. */
+static int log_fd = -1;
+static char log_path[PATH_MAX];
+static int64_t log_file_size; /* bytes in the file as this process sees it */
+static int64_t log_file_max;
+static int log_file_keep;
 
 static const char *const log_level_names[] = {"debug", "info", "warn", "error"};
 
@@ -70,6 +81,108 @@ void log_configure(enum log_level min, enum log_format fmt, FILE *sink)
 	log_fmt = fmt;
 	log_sink = sink;
 	pthread_mutex_unlock(&log_mu);
+}
+
+static int log_file_reopen_locked(void)
+{
+	struct stat st;
+	int fd = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return errno == ENOENT ? SB_ERR_NOTFOUND : SB_ERR_IO;
+	if (fstat(fd, &st) != 0) {
+		close(fd);
+		return SB_ERR_IO;
+	}
+	log_fd = fd;
+	log_file_size = (int64_t)st.st_size;
+	return SB_OK;
+}
+
+int log_file_open(const char *path, int64_t max, int keep)
+{
+	int rc = SB_OK;
+
+	if (max <= 0 || !path) {
+		log_file_close();
+		return SB_OK;
+	}
+	if (strlen(path) + 8 >= sizeof log_path)
+		return SB_ERR_TOOBIG;
+	pthread_mutex_lock(&log_mu);
+	if (log_fd < 0 || strcmp(path, log_path) != 0) {
+		if (log_fd >= 0)
+			close(log_fd);
+		log_fd = -1;
+		snprintf(log_path, sizeof log_path, "%s", path);
+		rc = log_file_reopen_locked();
+	}
+	log_file_max = max;
+	log_file_keep = keep < 0 ? 0 : keep;
+	pthread_mutex_unlock(&log_mu);
+	return rc;
+}
+
+void log_file_close(void)
+{
+	pthread_mutex_lock(&log_mu);
+	if (log_fd >= 0)
+		close(log_fd);
+	log_fd = -1;
+	log_path[0] = '\0';
+	pthread_mutex_unlock(&log_mu);
+}
+
+/* path.N for N > 0, path for 0. */
+static void log_file_name(char *out, size_t size, int n)
+{
+	if (n == 0)
+		snprintf(out, size, "%s", log_path);
+	else
+		snprintf(out, size, "%s.%d", log_path, n);
+}
+
+/* Caller holds log_mu. Shifts path.(k-1) to path.k, the oldest (path.keep)
+ * dropped, path to path.1 (or removes it when keep is 0), and opens a new
+ * path. A line is written whole to one file: this runs between lines. */
+static void log_file_rotate_locked(void)
+{
+	char from[PATH_MAX + 16], to[PATH_MAX + 16];
+
+	close(log_fd);
+	log_fd = -1;
+	if (log_file_keep == 0) {
+		unlink(log_path);
+	} else {
+		log_file_name(to, sizeof to, log_file_keep);
+		unlink(to);
+		for (int k = log_file_keep; k > 0; k--) {
+			log_file_name(from, sizeof from, k - 1);
+			log_file_name(to, sizeof to, k);
+			if (rename(from, to) != 0 && errno != ENOENT)
+				break;
+		}
+	}
+	/* If it cannot be opened again, lines go on to the sink alone. */
+	(void)log_file_reopen_locked();
+}
+
+/* Caller holds log_mu. line ends with its newline. */
+static void log_file_put_locked(const char *line, size_t len)
+{
+	ssize_t w;
+
+	if (log_fd < 0)
+		return;
+	if (log_file_size > 0 && log_file_size + (int64_t)len > log_file_max)
+		log_file_rotate_locked();
+	if (log_fd < 0)
+		return;
+	/* One write per line (O_APPEND): a reader never sees half of one
+	 * unless the disk is full, and then the rest is lost, not mixed. */
+	w = write(log_fd, line, len);
+	if (w > 0)
+		log_file_size += w;
 }
 
 static void log_secrets_free(char **v, size_t n)
@@ -325,6 +438,7 @@ void log_emit_fields(enum log_level lvl, const char *module, const char *msg,
 		sink = log_sink ? log_sink : stderr;
 		fwrite(b.data, 1, b.len, sink);
 		fflush(sink);
+		log_file_put_locked(b.data, b.len);
 	}
 	pthread_mutex_unlock(&log_mu);
 	buf_free(&b);

@@ -1,5 +1,6 @@
 /*
- * log.h - structured logs, one event per line, to stderr (or any FILE).
+ * log.h - structured logs, one event per line, to stderr (or any FILE) and
+ * optionally to a file rotated by size.
  *
  * An event has a level, a module, a message and typed fields:
  *
@@ -10,7 +11,8 @@
  *
  * Every configured secret value is replaced by "[REDACTED]" wherever it
  * appears, in the message and in every string field. All functions are
- * thread-safe (one mutex); a line is written with a single write.
+ * thread-safe (one mutex); a line is written with a single write, to the
+ * sink and to the log file when one is open (log_file_open).
  */
 #ifndef SB_CORE_LOG_H
 #define SB_CORE_LOG_H
@@ -40,6 +42,18 @@ struct log_field {
 
 /* Sets the minimum level, the format and the sink (NULL = stderr). */
 void log_configure(enum log_level min, enum log_format fmt, FILE *sink);
+
+/* Also appends every line to the file at path (created 0600, opened
+ * O_APPEND|O_CLOEXEC; its directory must exist). When a line would take it
+ * past max bytes, it is renamed path.1 first (path.1 to path.2, ... up to
+ * path.KEEP, the oldest removed; with keep 0 it is removed) and a new one
+ * opened, so that a line is never split across files and there are at most
+ * keep + 1 of them. Called again with the same path, only max and keep
+ * change; max <= 0 closes the file. SB_OK, SB_ERR_NOTFOUND (no directory),
+ * SB_ERR_IO, SB_ERR_TOOBIG (path too long). Any thread. */
+int log_file_open(const char *path, int64_t max, int keep);
+/* Stops writing to the file (a no-op when none is open). */
+void log_file_close(void);
 
 /* Replaces the list of secret values to redact (copied; values shorter than 4
  * bytes are ignored as they would redact ordinary words). NULL/0 clears it. */

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sysexits.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +34,7 @@
 #include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fmt.h"
+#include "gateway/core/fsutil.h"
 #include "gateway/config/runtime.h"
 #include "gateway/core/log.h"
 #include "gateway/daemon/daemon_internal.h"
@@ -56,6 +58,34 @@ static void daemon_apply_logging(const struct config *cfg)
 	              cfg->log.format == CONFIG_LOG_JSON ? LOG_FORMAT_JSON : LOG_FORMAT_LOGFMT,
 	              NULL);
 	log_set_secrets((const char *const *)cfg->secrets, cfg->n_secrets);
+}
+
+/* <home>/logs/gateway.log, opened once the home is ours (a second gateway
+ * that finds the lock taken must not rotate the first one's file). */
+static void daemon_log_file(struct daemon *d)
+{
+	char dir[PATH_MAX], path[PATH_MAX + 16];
+	int rc;
+
+	if (d->cfg->log.file_max <= 0) {
+		log_file_close();
+		return;
+	}
+	if (FMT(dir, "%s/logs", d->opt->home) != SB_OK ||
+	    FMT(path, "%s/gateway.log", dir) != SB_OK) {
+		log_warn("gateway", "the log file's path is too long; logging to stderr only",
+		         LOG_S("home", d->opt->home));
+		return;
+	}
+	if (fs_mkdirs(dir, 0700) != 0 || chmod(dir, 0700) != 0) {
+		log_warn("gateway", "cannot create the log directory; logging to stderr only",
+		         LOG_S("path", dir), LOG_S("error", strerror(errno)));
+		return;
+	}
+	rc = log_file_open(path, d->cfg->log.file_max, (int)d->cfg->log.file_keep);
+	if (rc)
+		log_warn("gateway", "cannot open the log file; logging to stderr only",
+		         LOG_S("path", path), LOG_S("error", sb_strerror(rc)));
 }
 
 static void daemon_log_config_errors(const struct cfg_errors *errs, const char *what)
@@ -327,6 +357,7 @@ static void daemon_reload_done(uv_work_t *w, int status)
 	daemon_reconfigure_channels(d);
 	scheduler_reconfigure(d->scheduler);
 	daemon_apply_logging(d->cfg);
+	daemon_log_file(d);
 	d->metrics.config_reloads_ok++;
 	log_info("config", "reloaded", LOG_S("trigger", r->why),
 	         LOG_S("path", d->opt->config_path));
@@ -968,6 +999,7 @@ int daemon_run(const struct daemon_options *opt)
 	daemon_log_lint(d->cfg);
 	if (daemon_lock_home(d))
 		goto out_free;
+	daemon_log_file(d);
 	if (uv_loop_init(&d->loop) != 0)
 		goto out_free;
 	daemon_host_init(d);
@@ -1004,6 +1036,7 @@ out_free:
 	notify_close(&d->notify);
 	if (d->runtime_written)
 		runtime_remove(d->opt->home);
+	log_file_close(); /* before the lock: the next gateway may rotate it */
 	if (d->lock_fd >= 0)
 		close(d->lock_fd);
 	config_unref(d->cfg);

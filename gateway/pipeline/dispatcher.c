@@ -563,6 +563,18 @@ static void run_done(void *ud, const struct run_outcome *o)
 	}
 	if (a->watchdog_fired)
 		status = "timeout";
+	{
+		const struct turn_result *r = o->rc == SB_OK ? o->result : NULL;
+
+		log_info("dispatch", "run done", LOG_S("agent", a->items->agent_id),
+		         LOG_S("session", l->key), LOG_S("model", r && r->model ? r->model : ""),
+		         LOG_I("duration_ms", uv_now(d->opt.loop) - a->started),
+		         LOG_I("input_tokens", r ? r->usage.input_tokens : 0),
+		         LOG_I("output_tokens", r ? r->usage.output_tokens : 0),
+		         LOG_I("model_calls", r ? r->model_calls : 0),
+		         LOG_I("tool_calls", r ? r->tool_calls : 0), LOG_S("end", status),
+		         LOG_I("inbox_id", a->items->inbox_id));
+	}
 	active_publish(a, EVENT_RUN_END, text.data ? text.data : "", status);
 	if (l->d->opt.activity)
 		l->d->opt.activity(l->d->opt.ud, &a->items->env, false);
@@ -921,6 +933,11 @@ static void dispatch_accept(struct dispatcher *d, struct pending *p,
 
 	p->agent_id = strdup(dec->agent_id);
 	p->text = p->env.text ? p->env.text : "";
+	/* What came in and where it goes; never its text. */
+	log_info("dispatch", "message accepted", LOG_S("channel", p->env.channel),
+	         LOG_S("account", p->env.account ? p->env.account : "default"),
+	         LOG_S("agent", dec->agent_id), LOG_S("session", dec->session_key),
+	         LOG_I("inbox_id", p->inbox_id));
 	if (dec->reset)
 		p->reset_policy = *dec->reset;
 	if (dec->reset_trigger && bindings_reset_trigger(d->opt.table(d->opt.ud), p->text, &rest)) {

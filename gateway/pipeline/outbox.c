@@ -124,14 +124,15 @@ static void outbox_sent(void *ud, const struct channel_send_result *res)
 		    store_outbox_done(o->opt.store, s->id, res->channel_msg_id, outbox_recorded, s);
 	} else {
 		bool again = res->retryable && s->attempts < max;
-		int64_t at = again ? clock_wall_ms() + outbox_backoff_ms(&o->opt, s->attempts,
-		                                                         res->retry_after_ms)
-		                   : -1;
+		int64_t in =
+		    again ? outbox_backoff_ms(&o->opt, s->attempts, res->retry_after_ms) : -1;
+		int64_t at = again ? clock_wall_ms() + in : -1;
 
-		log_warn(
-		    "outbox", again ? "delivery failed; will retry" : "delivery failed for good",
-		    LOG_S("channel", s->channel), LOG_I("outbox_id", s->id),
-		    LOG_I("attempt", s->attempts), LOG_S("error", res->error ? res->error : ""));
+		log_warn("outbox",
+		         again ? "delivery failed; will retry" : "delivery failed for good",
+		         LOG_S("channel", s->channel), LOG_I("outbox_id", s->id),
+		         LOG_I("attempt", s->attempts), LOG_I("max_attempts", max),
+		         LOG_I("retry_in_ms", in), LOG_S("error", res->error ? res->error : ""));
 		if (o->opt.metrics) {
 			if (again)
 				o->opt.metrics->outbox_retried++;

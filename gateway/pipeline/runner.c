@@ -126,6 +126,7 @@ struct run_job {
 	char *result_text;
 	char *result_detail;
 	json_t *result_messages;
+	char result_model[512]; /* "provider/model" of the last answer */
 };
 
 int runner_new(struct runner **out, const struct runner_options *opt)
@@ -423,6 +424,8 @@ static void run_turn_done(void *ud, const struct turn_result *res)
 	j->result.text = j->result_text ? j->result_text : "";
 	j->result.detail = j->result_detail ? j->result_detail : "";
 	j->result.messages = j->result_messages;
+	snprintf(j->result_model, sizeof j->result_model, "%s", res->model ? res->model : "");
+	j->result.model = j->result_model;
 	j->stage = RUN_FLUSH;
 	if (transcript_flush(j->transcript, run_flushed, j) != SB_OK)
 		run_flushed(j, SB_ERR_IO);

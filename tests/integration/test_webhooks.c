@@ -943,6 +943,28 @@ static void test_callback_retries_same_id(void **state)
 }
 
 /* 429 with Retry-After is waited out; a 410 is final. */
+/* Whether a line of the home's logs/gateway.log holds a, b and c. */
+static bool log_file_line(const char *a, const char *b, const char *c)
+{
+	char path[1024];
+	struct buf log;
+	bool found = false;
+
+	snprintf(path, sizeof path, "%s/logs/gateway.log", fx.home);
+	buf_init(&log, 64 << 20);
+	if (harness_read_file(path, &log) == 0 && log.data) {
+		for (char *line = log.data, *end; line && *line && !found;
+		     line = end ? end + 1 : NULL) {
+			end = strchr(line, '\n');
+			if (end)
+				*end = '\0';
+			found = strstr(line, a) && strstr(line, b) && strstr(line, c);
+		}
+	}
+	buf_free(&log);
+	return found;
+}
+
 static void test_callback_retry_after_and_final(void **state)
 {
 	json_t *ds;
@@ -960,6 +982,9 @@ static void test_callback_retry_after_and_final(void **state)
 	if (gap < 2900)
 		fail_msg("the retry came %lld ms after a 429 with Retry-After: 3", (long long)gap);
 	json_decref(ds);
+	/* The operator's log says so, and when it is tried again. */
+	assert_true(log_file_line("msg=\"delivery failed; will retry\" channel=webhook",
+	                          " attempt=1 ", " retry_in_ms=3000 "));
 
 	failed_before = metric("switchboard_outbox_failed_total");
 	control(fx.receiver.port, "/__fail", json_pack("{sisi}", "first", 100, "status", 410));
@@ -973,6 +998,8 @@ static void test_callback_retry_after_and_final(void **state)
 	assert_int_equal(json_array_size(ds), 1);
 	json_decref(ds);
 	assert_int_equal(metric("switchboard_outbox_failed_total") - failed_before, 1);
+	assert_true(log_file_line("msg=\"delivery failed for good\" channel=webhook",
+	                          " retry_in_ms=-1 ", "410"));
 	control(fx.receiver.port, "/__fail", json_pack("{si}", "first", 0));
 }
 

@@ -352,6 +352,28 @@ static void test_unknown_key_suggestion(void **state)
 	              "cron, security)\n");
 }
 
+/* log.file_max: 10MiB by default, 0 for no file, else at least 4KiB. */
+static void test_log_file_keys(void **state)
+{
+	struct config *c;
+
+	(void)state;
+	c = load_ok(AGENTS);
+	assert_int_equal(c->log.file_max, 10LL << 20);
+	assert_int_equal(c->log.file_keep, 5);
+	config_unref(c);
+	c = load_ok("log: {file_max: 0, file_keep: 0}\n" AGENTS);
+	assert_int_equal(c->log.file_max, 0);
+	assert_int_equal(c->log.file_keep, 0);
+	config_unref(c);
+	c = load_ok("log: {file_max: 4KiB}\n" AGENTS);
+	assert_int_equal(c->log.file_max, 4096);
+	config_unref(c);
+	expect_errors("log: {file_max: 100}\n" AGENTS,
+	              "t.yaml:1:17: log.file_max: 100 bytes is too small for a log file (hint: "
+	              "use 0 for no log file, or at least 4KiB)\n");
+}
+
 static void test_wrong_types(void **state)
 {
 	(void)state;
@@ -1299,6 +1321,7 @@ int main(void)
 	    cmocka_unit_test(test_defaults_filled),
 	    cmocka_unit_test(test_no_default_agent_among_several),
 	    cmocka_unit_test(test_unknown_key_suggestion),
+	    cmocka_unit_test(test_log_file_keys),
 	    cmocka_unit_test(test_web_allow_errors),
 	    cmocka_unit_test(test_wrong_types),
 	    cmocka_unit_test(test_out_of_range),

@@ -10,6 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -199,6 +201,120 @@ static void test_log_parse(void **state)
 	assert_int_equal(log_format_parse("json", &f), SB_OK);
 	assert_int_equal(f, LOG_FORMAT_JSON);
 	assert_int_equal(log_format_parse("xml", &f), SB_ERR_INVAL);
+}
+
+/* Counts the files in dir whose name starts with "gateway.log". */
+static int count_log_files(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		if (strncmp(de->d_name, "gateway.log", 11) == 0)
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* Reads path's lines "... seq=N ..." in order, checking each is whole
+ * (starts "ts=", ends with a newline) and that N follows *next. */
+static void check_log_file(const char *path, long *next, long file_max)
+{
+	FILE *f = fopen(path, "r");
+	char line[512];
+	long size = 0;
+
+	assert_non_null(f);
+	while (fgets(line, sizeof line, f)) {
+		const char *seq = strstr(line, " seq=");
+
+		size += (long)strlen(line);
+		assert_true(strncmp(line, "ts=", 3) == 0);
+		assert_true(line[strlen(line) - 1] == '\n');
+		assert_non_null(seq);
+		assert_int_equal(strtol(seq + 5, NULL, 10), *next);
+		(*next)++;
+	}
+	fclose(f);
+	assert_true(size <= file_max);
+}
+
+static char rot_dir[] = "/tmp/sb-logrot-XXXXXX";
+
+/* Removes what a failed test_log_file_rotation left behind. */
+static int rotation_cleanup(void **state)
+{
+	char name[160];
+
+	(void)state;
+	log_file_close();
+	log_configure(LOG_INFO, LOG_FORMAT_LOGFMT, NULL);
+	for (int k = 0; k < 10; k++) {
+		snprintf(name, sizeof name, k ? "%s/gateway.log.%d" : "%s/gateway.log", rot_dir, k);
+		unlink(name);
+	}
+	rmdir(rot_dir);
+	return 0;
+}
+
+static void test_log_file_rotation(void **state)
+{
+	char *dir = rot_dir, path[128], name[160], pad[101];
+	FILE *sink = tmpfile();
+	struct stat st;
+	long next;
+	int k;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	assert_non_null(sink);
+	snprintf(path, sizeof path, "%s/gateway.log", dir);
+	memset(pad, 'x', sizeof pad - 1);
+	pad[sizeof pad - 1] = '\0';
+	log_configure(LOG_INFO, LOG_FORMAT_LOGFMT, sink);
+	assert_int_equal(log_file_open(path, 4096, 2), SB_OK);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0600);
+	for (long i = 0; i < 400; i++) {
+		log_info("test", "line", LOG_I("seq", i), LOG_S("pad", pad + (i % 50)));
+		/* never more than keep + 1 files, at any moment */
+		assert_true(count_log_files(dir) <= 3);
+	}
+	log_file_close();
+	log_info("test", "after close", LOG_I("seq", 400));
+	log_configure(LOG_INFO, LOG_FORMAT_LOGFMT, NULL);
+	fclose(sink);
+	assert_int_equal(count_log_files(dir), 3);
+	/* the oldest kept file, then the newer ones: consecutive lines, none
+	 * lost in between and none split across two files */
+	snprintf(name, sizeof name, "%s.2", path);
+	{
+		FILE *f = fopen(name, "r");
+		char first[512];
+
+		assert_non_null(f);
+		assert_non_null(fgets(first, sizeof first, f));
+		fclose(f);
+		assert_non_null(strstr(first, " seq="));
+		next = strtol(strstr(first, " seq=") + 5, NULL, 10);
+		assert_true(next > 0); /* older lines were dropped with older files */
+	}
+	for (k = 2; k >= 0; k--) {
+		if (k)
+			snprintf(name, sizeof name, "%s.%d", path, k);
+		else
+			snprintf(name, sizeof name, "%s", path);
+		check_log_file(name, &next, 4096);
+		unlink(name);
+	}
+	assert_int_equal(next, 400); /* nothing after log_file_close */
+	/* max 0: no file at all */
+	assert_int_equal(log_file_open(path, 0, 2), SB_OK);
+	log_info("test", "no file");
+	assert_int_equal(access(path, F_OK), -1);
+	assert_int_equal(rmdir(dir), 0);
 }
 
 static void test_envelope_roundtrip(void **state)
@@ -463,6 +579,7 @@ int main(void)
 	    cmocka_unit_test(test_secrets),
 	    cmocka_unit_test(test_invariant_report),
 	    cmocka_unit_test(test_fmt),
+	    cmocka_unit_test_teardown(test_log_file_rotation, rotation_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
