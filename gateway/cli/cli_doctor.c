@@ -6,39 +6,164 @@
  *
  * The sandbox: is bubblewrap installed, can it build a sandbox here (user
  * namespaces), which agents run their tools without one. The permission
- * setup: approvals that cannot reach the operator. Exit code 0 when
- * nothing failed, 1 when something did (a sandboxed agent on a host where
- * the sandbox does not work), 2 misuse.
+ * setup: approvals that cannot reach the operator. The machine: every
+ * agent's workspace and the bindings (config_lint), the listen port (free,
+ * this home's gateway, or held by something else), the open-file limit
+ * against gateway.max_connections. --json prints one JSON object a line
+ * ({"level", "area", "text"}). Exit code 0 when nothing failed, 1 when
+ * something did (a sandboxed agent on a host where the sandbox does not
+ * work, a missing workspace, a port another program holds), 2 misuse.
  */
+#include <arpa/inet.h>
+#include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <limits.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sodium.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "agents/safety/sandbox.h"
 #include "gateway/cli/cli.h"
 #include "gateway/config/config.h"
+#include "gateway/config/runtime.h"
 #include "gateway/core/err.h"
 
 static void doctor_usage(FILE *f)
 {
-	fprintf(f, "usage: switchboard doctor [--config FILE]\n\n"
-	           "Checks the sandbox (bubblewrap, user namespaces) and the permission\n"
-	           "settings of every agent, one finding a line. Exit code 1 when an agent's\n"
-	           "tools could not run safely here.\n");
+	fprintf(f, "usage: switchboard doctor [--config FILE] [--json]\n\n"
+	           "Checks the sandbox (bubblewrap, user namespaces), the permission settings\n"
+	           "of every agent, the workspaces and bindings, the listen port and the\n"
+	           "open-file limit, one finding a line (--json: one JSON object a line).\n"
+	           "Exit code 1 when something would fail here.\n");
 }
+
+static bool doctor_json;
 
 static void doctor_line(const char *level, const char *area, const char *text)
 {
+	if (doctor_json) {
+		json_t *o = json_pack("{ss ss ss}", "level", level, "area", area, "text", text);
+		char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+
+		if (t)
+			printf("%s\n", t);
+		free(t);
+		json_decref(o);
+		return;
+	}
 	printf("%-4s  %s: %s\n", level, area, text);
+}
+
+/* The listen port: free, this home's gateway (its runtime file), or held by
+ * another program. Returns 1 when it would keep the gateway from starting. */
+static int doctor_port(const struct config *cfg, const char *home)
+{
+	struct runtime_info ri;
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	char line[600];
+	int fd, one = 1, rc = 0;
+	bool loopback = strcmp(cfg->gateway.bind, "127.0.0.1") == 0 ||
+	                strcmp(cfg->gateway.bind, "localhost") == 0;
+
+	if (runtime_read(home, &ri) == SB_OK) {
+		snprintf(line, sizeof line, "this home's gateway (pid %ld) listens on %s", ri.pid,
+		         ri.http);
+		doctor_line("ok", "port", line);
+		return 0;
+	}
+	if (!loopback && strcmp(cfg->gateway.bind, "0.0.0.0") != 0) {
+		snprintf(line, sizeof line, "%s:%lld is not checked (only IPv4 loopback and 0.0.0.0 are)",
+		         cfg->gateway.bind, (long long)cfg->gateway.port);
+		doctor_line("ok", "port", line);
+		return 0;
+	}
+	a.sin_port = htons((uint16_t)cfg->gateway.port);
+	a.sin_addr.s_addr = loopback ? htonl(INADDR_LOOPBACK) : htonl(INADDR_ANY);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0) {
+		snprintf(line, sizeof line, "%s:%lld is free", cfg->gateway.bind,
+		         (long long)cfg->gateway.port);
+		doctor_line("ok", "port", line);
+	} else {
+		snprintf(line, sizeof line,
+		         "%s:%lld is held by another program (%s): the gateway would not start; "
+		         "stop it or set gateway.port",
+		         cfg->gateway.bind, (long long)cfg->gateway.port, strerror(errno));
+		doctor_line("fail", "port", line);
+		rc = 1;
+	}
+	close(fd);
+	return rc;
+}
+
+/* The open-file limit against the connections the gateway may hold. */
+static void doctor_limits(const struct config *cfg)
+{
+	struct rlimit rl;
+	char line[300];
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur != RLIM_INFINITY &&
+	    (long long)rl.rlim_cur < (long long)cfg->gateway.max_connections + 64) {
+		snprintf(line, sizeof line,
+		         "open files limited to %llu, below gateway.max_connections (%lld) and the "
+		         "store's and tools' files: raise it (LimitNOFILE= in the unit, ulimit -n) "
+		         "or lower max_connections",
+		         (unsigned long long)rl.rlim_cur, (long long)cfg->gateway.max_connections);
+		doctor_line("warn", "limits", line);
+	} else {
+		snprintf(line, sizeof line, "open files: %s%llu, enough for %lld connections",
+		         rl.rlim_cur == RLIM_INFINITY ? "unlimited " : "",
+		         rl.rlim_cur == RLIM_INFINITY ? 0ULL : (unsigned long long)rl.rlim_cur,
+		         (long long)cfg->gateway.max_connections);
+		doctor_line("ok", "limits", line);
+	}
+}
+
+/* Workspaces and bindings (config_lint). Returns 1 when one is an error. */
+static int doctor_lint(const struct config *cfg)
+{
+	struct cfg_errors errs, warns;
+	char line[1600];
+	int rc;
+
+	cfg_errors_init(&errs);
+	cfg_errors_init(&warns);
+	config_lint(cfg, &errs, &warns);
+	for (size_t i = 0; i < errs.n; i++) {
+		snprintf(line, sizeof line, "%s (%s)", errs.v[i].msg,
+		         errs.v[i].hint ? errs.v[i].hint : errs.v[i].path);
+		doctor_line("fail", "workspace", line);
+	}
+	for (size_t i = 0; i < warns.n; i++) {
+		snprintf(line, sizeof line, "%s:%d: %s", cfg->path, warns.v[i].line, warns.v[i].msg);
+		doctor_line("warn", "bindings", line);
+	}
+	if (!errs.n)
+		doctor_line("ok", "workspace", "every agent's workspace is a directory");
+	rc = errs.n ? 1 : 0;
+	cfg_errors_free(&errs);
+	cfg_errors_free(&warns);
+	return rc;
 }
 
 int cli_doctor(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"config", required_argument, NULL, 'c'}, {"help", no_argument, NULL, 'h'}, {0}};
+	static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
+	                                     {"json", no_argument, NULL, 'j'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {0}};
 	char home[PATH_MAX], cfg_path[PATH_MAX], bwrap[PATH_MAX], why[1024], line[PATH_MAX + 1400];
 	const char *explicit_cfg = NULL;
 	struct cfg_errors errs;
@@ -47,9 +172,12 @@ int cli_doctor(int argc, char **argv)
 	int c, failed = 0, sandbox_rc;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+	doctor_json = false;
+	while ((c = getopt_long(argc, argv, "c:jh", opts, NULL)) != -1) {
 		if (c == 'c') {
 			explicit_cfg = optarg;
+		} else if (c == 'j') {
+			doctor_json = true;
 		} else if (c == 'h') {
 			doctor_usage(stdout);
 			return 0;
@@ -134,6 +262,9 @@ int cli_doctor(int argc, char **argv)
 		            "requests reach the control plane (`switchboard approvals list`)");
 	else
 		doctor_line("ok", "approvals", "requests also go to security.approval_channel");
+	failed |= doctor_lint(cfg);
+	failed |= doctor_port(cfg, home);
+	doctor_limits(cfg);
 	config_unref(cfg);
 	return failed;
 }

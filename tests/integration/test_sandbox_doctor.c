@@ -9,6 +9,8 @@
  * must report the failure; with a broken bwrap the test fails, as the
  * gateway would refuse its tools there.
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +32,7 @@ struct fixture {
 	char home[512];
 	bool have_bwrap;
 	bool works;
+	int port;
 };
 
 static struct fixture fx;
@@ -77,12 +81,15 @@ static int setup(void **state)
 		                "skipped, doctor must say so\n");
 	if (harness_tmpdir(fx.home, sizeof fx.home) != 0)
 		return -1;
+	fx.port = harness_free_port();
 	snprintf(cfg, sizeof cfg,
+	         "gateway: {port: %d}\n"
 	         "providers:\n"
 	         "  - {id: s, api: scripted, script: script.yaml}\n"
 	         "agents:\n"
 	         "  - {id: main, default: true, model: s/m}\n"
-	         "  - {id: open, model: s/m, sandbox: full}\n");
+	         "  - {id: open, model: s/m, sandbox: full}\n",
+	         fx.port);
 	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
 	if (harness_write_file(path, cfg) != 0)
 		return -1;
@@ -194,7 +201,52 @@ static void test_doctor(void **state)
 		assert_non_null(strstr(out.data, "fail  agent main"));
 	}
 	assert_non_null(strstr(out.data, "warn  agent open: sandbox: full"));
+	assert_non_null(strstr(out.data, "ok    workspace: every agent's workspace"));
+	assert_non_null(strstr(out.data, "ok    port: 127.0.0.1:"));
+	assert_non_null(strstr(out.data, "  limits: open files"));
 	buf_free(&out);
+
+	/* --json: one object a line, the same findings */
+	{
+		const char *dj[] = {"doctor", "--json", NULL};
+		char *line, *save = NULL;
+		int n = 0;
+
+		buf_init(&out, 1 << 20);
+		(void)harness_cli(fx.home, &out, dj);
+		for (line = strtok_r(out.data, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			json_t *o = json_loads(line, 0, NULL);
+
+			if (!o)
+				continue; /* what stderr added */
+			assert_non_null(json_string_value(json_object_get(o, "level")));
+			assert_non_null(json_string_value(json_object_get(o, "area")));
+			assert_non_null(json_string_value(json_object_get(o, "text")));
+			n++;
+			json_decref(o);
+		}
+		assert_true(n >= 6);
+		buf_free(&out);
+	}
+
+	/* the port held by another program: the gateway would not start */
+	{
+		struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)fx.port)};
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		assert_true(fd >= 0);
+		assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+		assert_int_equal(listen(fd, 4), 0);
+		buf_init(&out, 1 << 20);
+		code = harness_cli(fx.home, &out, doctor);
+		close(fd);
+		assert_int_equal(code, 1);
+		if (!strstr(out.data, "fail  port: 127.0.0.1:") ||
+		    !strstr(out.data, "is held by another program"))
+			fail_msg("doctor with the port taken:\n%s", out.data);
+		buf_free(&out);
+	}
 }
 
 int main(void)
