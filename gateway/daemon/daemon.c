@@ -864,6 +864,25 @@ static int daemon_start_parts(struct daemon *d)
 	return SB_OK;
 }
 
+static void daemon_runtime_work(uv_work_t *w)
+{
+	struct daemon *d = w->data;
+
+	d->runtime.rc = runtime_write(d->opt->home, d->runtime.bind, d->runtime.port,
+	                              d->runtime.path, SB_VERSION);
+}
+
+static void daemon_runtime_done(uv_work_t *w, int status)
+{
+	struct daemon *d = w->data;
+
+	if (status == 0 && d->runtime.rc == SB_OK)
+		d->runtime_written = true;
+	else
+		log_warn("gateway", "cannot write the runtime file; the CLI will read the configuration",
+		         LOG_S("file", RUNTIME_FILE));
+}
+
 static void daemon_announce(struct daemon *d)
 {
 	int port = d->opt->port > 0 ? d->opt->port : (int)d->cfg->gateway.port;
@@ -881,16 +900,18 @@ static void daemon_announce(struct daemon *d)
 	       "  stop:    Ctrl-C (or SIGTERM); reload the config: SIGHUP or just save the file\n",
 	       SB_VERSION, url, url, url, url, d->opt->home);
 	fflush(stdout);
-	/* Where it listens, for the CLI (config/runtime.h). */
-	if (runtime_write(d->opt->home, bind, port,
-	                  d->cfg->gateway.control.enabled && d->cfg->gateway.control.n_paths
-	                      ? d->cfg->gateway.control.paths[0]
-	                      : "/",
-	                  SB_VERSION) != SB_OK)
+	/* Where it listens, for the CLI (config/runtime.h): a file write, on
+	 * the thread pool. */
+	snprintf(d->runtime.bind, sizeof d->runtime.bind, "%s", bind);
+	snprintf(d->runtime.path, sizeof d->runtime.path, "%s",
+	         d->cfg->gateway.control.enabled && d->cfg->gateway.control.n_paths
+	             ? d->cfg->gateway.control.paths[0]
+	             : "/");
+	d->runtime.port = port;
+	d->runtime.work.data = d;
+	if (uv_queue_work(&d->loop, &d->runtime.work, daemon_runtime_work, daemon_runtime_done) != 0)
 		log_warn("gateway", "cannot write the runtime file; the CLI will read the configuration",
 		         LOG_S("file", RUNTIME_FILE));
-	else
-		d->runtime_written = true;
 }
 
 /* Claims a crash left behind are released; then the gateway is ready. */

@@ -79,6 +79,13 @@ struct daemon {
 	enum daemon_state state;
 	int lock_fd;
 	bool runtime_written; /* gateway.runtime.json is ours to remove */
+	struct {
+		uv_work_t work;
+		char bind[256];
+		char path[256];
+		int port;
+		int rc;
+	} runtime; /* its write, on the thread pool */
 	struct notify notify; /* the service manager's socket (notify.h) */
 	bool reload_notified; /* RELOADING=1 was sent; READY=1 is owed */
 	bool stop_notified;   /* STOPPING=1 was sent */

@@ -43,8 +43,36 @@ static void notify_delivered(void *ud, int rc, int64_t outbox_id, bool duplicate
 	(void)outbox_id;
 	(void)duplicate;
 	if (rc)
-		log_warn("approvals", "the approval request could not be queued for the operator",
+		log_warn("approvals", "an approval message could not be queued",
 		         LOG_S("error", sb_strerror(rc)));
+}
+
+/* Queues {"text", "status", "approval_id"} to channel/account/target,
+ * once per approval (key: "<kind>:<id>"). */
+static void notify_send(struct approvals_notify *n, const struct approval_info *a,
+                        const char *kind, const char *channel, const char *account,
+                        const char *target, const char *text)
+{
+	struct host_outbound msg;
+	char key[80];
+	json_t *o = json_pack("{ss ss ss}", "text", text, "status", kind, "approval_id", a->id);
+	char *payload = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+
+	json_decref(o);
+	if (!payload || FMT(key, "%s:%s", kind, a->id) != SB_OK) {
+		free(payload);
+		return;
+	}
+	memset(&msg, 0, sizeof msg);
+	msg.idempotency_key = key;
+	msg.channel = channel;
+	msg.account = account ? account : "default";
+	msg.target = target;
+	msg.payload = payload;
+	if (n->host->deliver(n->host->ctx, &msg, notify_delivered, NULL) != SB_OK)
+		log_warn("approvals", "an approval message could not be sent",
+		         LOG_S("status", kind), LOG_S("channel", channel));
+	free(payload);
 }
 
 /* A message to the operator's configured chat. */
@@ -52,39 +80,22 @@ static void notify_message(struct approvals_notify *n, const struct approval_inf
 {
 	struct config *cfg = n->host->config ? n->host->config(n->host->ctx) : NULL;
 	const struct security_config *sec = cfg ? &cfg->security : NULL;
-	struct host_outbound msg;
-	char text[1600], key[64];
-	json_t *o;
-	char *payload = NULL;
+	char text[1600];
 
-	if (!sec || !sec->approval_channel || !sec->approval_target || !n->host->deliver)
-		goto out;
-	snprintf(text, sizeof text,
-	         "Approval needed (%s): agent %s wants to run %s — %s\n"
-	         "Asked from %s%s%s. Answer with:\n"
-	         "  switchboard approvals approve %s [--scope session|agent]\n"
-	         "  switchboard approvals deny %s",
-	         a->id, a->req->agent_id, a->req->tool, a->req->summary ? a->req->summary : "",
-	         a->req->channel ? a->req->channel : "the gateway", a->req->sender ? " by " : "",
-	         a->req->sender ? a->req->sender : "", a->id, a->id);
-	o = json_pack("{ss ss ss}", "text", text, "status", "approval", "approval_id", a->id);
-	payload = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-	json_decref(o);
-	if (!payload)
-		goto out;
-	if (FMT(key, "approval:%s", a->id) != SB_OK)
-		goto out;
-	memset(&msg, 0, sizeof msg);
-	msg.idempotency_key = key;
-	msg.channel = sec->approval_channel;
-	msg.account = sec->approval_account ? sec->approval_account : "default";
-	msg.target = sec->approval_target;
-	msg.payload = payload;
-	if (n->host->deliver(n->host->ctx, &msg, notify_delivered, NULL) != SB_OK)
-		log_warn("approvals", "the approval request could not be sent to the operator",
-		         LOG_S("channel", sec->approval_channel));
-out:
-	free(payload);
+	if (sec && sec->approval_channel && sec->approval_target && n->host->deliver) {
+		snprintf(text, sizeof text,
+		         "Approval needed (%s): agent %s wants to run %s — %s\n"
+		         "Asked from %s%s%s. Answer with:\n"
+		         "  switchboard approvals approve %s [--scope session|agent]\n"
+		         "  switchboard approvals deny %s",
+		         a->id, a->req->agent_id, a->req->tool,
+		         a->req->summary ? a->req->summary : "",
+		         a->req->channel ? a->req->channel : "the gateway",
+		         a->req->sender ? " by " : "", a->req->sender ? a->req->sender : "", a->id,
+		         a->id);
+		notify_send(n, a, "approval", sec->approval_channel, sec->approval_account,
+		            sec->approval_target, text);
+	}
 	config_unref(cfg);
 }
 
@@ -95,38 +106,18 @@ static void notify_sender(struct approvals_notify *n, const struct approval_info
 {
 	static const char *const chats[] = {"telegram", "slack", "webchat"};
 	const struct approval_request *r = a->req;
-	struct host_outbound msg;
-	char text[512], key[80], span[32];
+	char text[512];
 	bool chat = false;
-	json_t *o;
-	char *payload = NULL;
 
 	for (size_t i = 0; r->channel && i < sizeof chats / sizeof *chats; i++)
 		chat = chat || strcmp(r->channel, chats[i]) == 0;
 	if (!chat || !r->target || !n->host->deliver)
 		return;
-	snprintf(span, sizeof span, "%lld min", (long long)((r->timeout_ms + 59999) / 60000));
 	snprintf(text, sizeof text,
 	         "Waiting for the operator's approval to run %s. The answer comes when they "
-	         "decide (without one within %s, the call is not run).",
-	         r->tool, span);
-	o = json_pack("{ss ss ss}", "text", text, "status", "approval_wait", "approval_id", a->id);
-	payload = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-	json_decref(o);
-	if (!payload || FMT(key, "approval-wait:%s", a->id) != SB_OK) {
-		free(payload);
-		return;
-	}
-	memset(&msg, 0, sizeof msg);
-	msg.idempotency_key = key;
-	msg.channel = r->channel;
-	msg.account = r->account ? r->account : "default";
-	msg.target = r->target;
-	msg.payload = payload;
-	if (n->host->deliver(n->host->ctx, &msg, notify_delivered, NULL) != SB_OK)
-		log_warn("approvals", "the sender could not be told that the call waits",
-		         LOG_S("channel", r->channel));
-	free(payload);
+	         "decide (without one within %lld min, the call is not run).",
+	         r->tool, (long long)((r->timeout_ms + 59999) / 60000));
+	notify_send(n, a, "approval_wait", r->channel, r->account, r->target, text);
 }
 
 static void notify_requested(void *ud, const struct approval_info *a)
