@@ -22,7 +22,6 @@
 #include "bindings/bindings.h"
 
 #include <ctype.h>
-#include <regex.h>
 #include <stdalign.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,12 +31,28 @@
 
 #include "gateway/core/err.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #define BT_NIL UINT32_MAX
 #define BT_KEY_MAX 1024 /* longer envelope ids cannot match a binding's */
 #define BT_SEP '\x1f'
 #define BT_CHUNK_FIRST 4096u       /* arena chunks double from here... */
 #define BT_CHUNK_MAX (64u * 1024u) /* ...up to this */
 #define BT_EXPLAIN_MAX 20          /* candidates shown per tier */
+/* What one mention pattern may cost on one message. Routing runs on the
+ * event loop, and the text is the sender's. PCRE2's match limit counts
+ * afresh at each start position, so the pattern is compiled with automatic
+ * callouts and the callout counts every item tried over the whole text: an
+ * ordinary pattern takes a few a word, so a 40 KB Slack message of prose
+ * stays well below this, while "(a|aa)+$" on a run of a's gives up within
+ * a few milliseconds. */
+#define BT_PATTERN_STEPS 500000
+#define BT_PATTERN_DEPTH 1000
+#define BT_PATTERN_HEAP_KIB 1024
+#define BT_PATTERN_FLAGS                                                                   \
+	(PCRE2_CASELESS | PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF |                \
+	 PCRE2_NEVER_BACKSLASH_C | PCRE2_AUTO_CALLOUT)
 #define BT_TEXT_SHOWN 60           /* bytes of message text shown by explain */
 #define BT_DAY_MS (24LL * 3600 * 1000)
 
@@ -87,9 +102,9 @@ struct bt_channel {
 	bool allow_bots, dm_allow_all;
 	size_t n_dm_allow;
 	uint32_t first_group, n_groups, wildcard_group; /* into table->groups */
-	regex_t *patterns;
+	pcre2_code **patterns;
 	const char **pattern_src;
-	size_t n_patterns; /* compiled, so regfree'd at free */
+	size_t n_patterns; /* compiled, so freed with the table */
 };
 
 struct bindings_table {
@@ -504,6 +519,70 @@ static void bt_channel_defaults(struct bt_channel *c)
 	c->wildcard_group = BT_NIL;
 }
 
+/* Compiles a mention pattern (JIT where the machine has it); NULL with why
+ * on a bad one. */
+static pcre2_code *bt_pattern_compile(const char *src, char *why, size_t why_len)
+{
+	pcre2_code *re;
+	PCRE2_SIZE off = 0;
+	int err = 0;
+
+	re = pcre2_compile((PCRE2_SPTR)src, PCRE2_ZERO_TERMINATED, BT_PATTERN_FLAGS, &err, &off,
+	                   NULL);
+	if (!re) {
+		if (why && why_len) {
+			char msg[160];
+
+			if (pcre2_get_error_message(err, (PCRE2_UCHAR *)msg, sizeof msg) < 0)
+				snprintf(msg, sizeof msg, "error %d", err);
+			snprintf(why, why_len, "%s at offset %zu", msg, (size_t)off);
+		}
+		return NULL;
+	}
+	(void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* the interpreter otherwise */
+	return re;
+}
+
+int bindings_pattern_check(const char *src, char *why, size_t why_len)
+{
+	pcre2_code *re = bt_pattern_compile(src, why, why_len);
+
+	pcre2_code_free(re);
+	return re ? 0 : -1;
+}
+
+static int bt_pattern_step(pcre2_callout_block *cb, void *ud)
+{
+	unsigned long *steps = ud;
+
+	(void)cb;
+	return ++*steps > BT_PATTERN_STEPS ? PCRE2_ERROR_CALLOUT : 0;
+}
+
+/* 1 when a pattern matches the text, 0 when not, -1 when it gave up at its
+ * limits (counted as no match: the sender cannot make routing spin). Its
+ * own match context, so any thread may route. */
+static int bt_pattern_match(pcre2_code *re, const char *text)
+{
+	pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+	pcre2_match_context *mc = pcre2_match_context_create(NULL);
+	unsigned long steps = 0;
+	int rc = PCRE2_ERROR_NOMEMORY;
+
+	if (md && mc) {
+		pcre2_set_match_limit(mc, BT_PATTERN_STEPS);
+		pcre2_set_depth_limit(mc, BT_PATTERN_DEPTH);
+		pcre2_set_heap_limit(mc, BT_PATTERN_HEAP_KIB);
+		pcre2_set_callout(mc, bt_pattern_step, &steps);
+		rc = pcre2_match(re, (PCRE2_SPTR)text, strlen(text), 0, 0, md, mc);
+	}
+	pcre2_match_context_free(mc);
+	pcre2_match_data_free(md);
+	if (rc >= 0)
+		return 1;
+	return rc == PCRE2_ERROR_NOMATCH ? 0 : -1;
+}
+
 static int bt_copy_channel(struct bindings_table *t, struct bt_channel *c,
                            const struct bindings_channel_access *src, uint32_t *next_group)
 {
@@ -569,8 +648,8 @@ static int bt_copy_channel(struct bindings_table *t, struct bt_channel *c,
 		c->pattern_src[i] = bt_strdup(t, a->mention_patterns[i], &nomem);
 		if (nomem)
 			return SB_ERR_NOMEM;
-		if (regcomp(&c->patterns[i], a->mention_patterns[i],
-		            REG_EXTENDED | REG_ICASE | REG_NOSUB) != 0)
+		c->patterns[i] = bt_pattern_compile(a->mention_patterns[i], NULL, 0);
+		if (!c->patterns[i])
 			return SB_ERR_CONFIG;
 		c->n_patterns++;
 	}
@@ -673,7 +752,7 @@ void bindings_table_free(struct bindings_table *t)
 		return;
 	for (size_t i = 0; i < t->n_channels; i++)
 		for (size_t p = 0; p < t->channels[i].n_patterns; p++)
-			regfree(&t->channels[i].patterns[p]);
+			pcre2_code_free(t->channels[i].patterns[p]);
 	c = t->chunks;
 	while (c) {
 		struct bt_chunk *next = c->next;
@@ -752,7 +831,7 @@ int bindings_table_new(struct bindings_table **out, const struct bindings_source
 		rc = SB_ERR_INVAL;
 		if (!src->channels[i].channel)
 			goto out;
-		/* Counted first so that a failure regfree's what compiled. */
+		/* Counted first so that a failure frees what compiled. */
 		t->n_channels++;
 		rc = bt_copy_channel(t, &t->channels[i], &src->channels[i], &next_group);
 		if (rc)
@@ -1103,6 +1182,7 @@ static void bt_access_group(const struct bindings_table *t, const struct bt_quer
 {
 	const char *sender = bt_opt(q->env->sender_id);
 	const char *ch = q->channel, *what = envelope_peer_kind_name(q->kind);
+	const char *gave_up = NULL;
 	const struct bt_group *g;
 	char where[96];
 	bool require = true;
@@ -1150,17 +1230,27 @@ static void bt_access_group(const struct bindings_table *t, const struct bt_quer
 		return;
 	}
 	for (size_t i = 0; q->env->text && i < c->n_patterns; i++) {
-		if (regexec(&c->patterns[i], q->env->text, 0, NULL, 0) == 0) {
+		int m = bt_pattern_match(c->patterns[i], q->env->text);
+
+		if (m == 1) {
 			bt_verdict(d, BINDINGS_ALLOW,
 			           "%s %s allowed by %s, and mention pattern \"%s\" matched", what,
 			           q->peer, where, c->pattern_src[i]);
 			return;
 		}
+		if (m < 0)
+			gave_up = c->pattern_src[i];
 	}
-	bt_verdict(d, BINDINGS_MENTION_REQUIRED,
-	           "%s requires a mention and the message has none (no native mention, reply to "
-	           "the bot or mention pattern match)",
-	           where);
+	if (gave_up)
+		bt_verdict(d, BINDINGS_MENTION_REQUIRED,
+		           "%s requires a mention and the message has none (mention pattern \"%s\" "
+		           "gave up at its step limit on this text)",
+		           where, gave_up);
+	else
+		bt_verdict(d, BINDINGS_MENTION_REQUIRED,
+		           "%s requires a mention and the message has none (no native mention, reply "
+		           "to the bot or mention pattern match)",
+		           where);
 }
 
 static void bt_access(const struct bindings_table *t, const struct bindings_input *in,

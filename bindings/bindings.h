@@ -148,8 +148,13 @@ struct bindings_table;
 int bindings_table_new(struct bindings_table **out, const struct bindings_source *src);
 void bindings_table_free(struct bindings_table *t); /* NULL is a no-op */
 
-/* Bytes the table allocated (its arena and indexes, not the regex
- * internals of mention patterns). */
+/* 0 when src compiles as a mention pattern (PCRE2, case-insensitive,
+ * UTF-8, matched under a step limit), else -1 with the reason and its
+ * offset in why. */
+int bindings_pattern_check(const char *src, char *why, size_t why_len);
+
+/* Bytes the table allocated (its arena and indexes, not the compiled
+ * mention patterns). */
 size_t bindings_table_memory(const struct bindings_table *t);
 
 /* The file name given at compile time (borrowed). */

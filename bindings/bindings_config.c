@@ -4,10 +4,10 @@
  */
 #include "bindings/bindings_config.h"
 
-#include <regex.h>
 #include <stddef.h>
 #include <string.h>
 
+#include "bindings/bindings.h"
 #include "gateway/core/envelope.h"
 
 #define BC_ENUM_END NULL
@@ -495,18 +495,10 @@ int access_config_check(const struct access_config *a, struct cfg_error_ctx *ctx
 		}
 	}
 	for (size_t i = 0; i < a->n_mention_patterns; i++) {
-		regex_t re;
-		int rc = regcomp(&re, a->mention_patterns[i], REG_EXTENDED | REG_ICASE | REG_NOSUB);
-
-		if (rc == 0) {
-			regfree(&re);
+		if (bindings_pattern_check(a->mention_patterns[i], why, sizeof why) == 0)
 			continue;
-		}
-		/* A failed regcomp leaves nothing to regfree. */
-		regerror(rc, &re, why, sizeof why);
 		snprintf(key, sizeof key, "mention_patterns[%zu]", i);
-		cfg_error_add(ctx, key,
-		              "write a POSIX extended regular expression, e.g. \"\\\\bbot\\\\b\"",
+		cfg_error_add(ctx, key, "write a PCRE2 regular expression, e.g. \"\\\\bbot\\\\b\"",
 		              "not a valid regular expression: %s", why);
 		added++;
 	}

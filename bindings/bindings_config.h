@@ -134,7 +134,7 @@ struct access_config {
 	int group_policy; /* enum access_group_policy */
 	struct access_group_config *groups;
 	size_t n_groups;
-	char **mention_patterns; /* POSIX extended regexes, case-insensitive */
+	char **mention_patterns; /* PCRE2, case-insensitive */
 	size_t n_mention_patterns;
 	bool allow_bots;
 };
@@ -204,7 +204,7 @@ extern const struct cfg_section access_group_section;
 		.count_offset = offsetof(stype, smember.n_mention_patterns),                       \
 		.min = 0,                                                                          \
 		.max = 64,                                                                         \
-		.doc = "Regular expressions (POSIX extended, case-insensitive) that count as a "   \
+		.doc = "Regular expressions (PCRE2, case-insensitive) that count as a "   \
 		       "mention of the bot in a group message, besides the channel's own "         \
 		       "mention and replies to the bot.",                                          \
 	},                                                                                         \

@@ -672,6 +672,31 @@ static void test_access(void **state)
 	     BINDINGS_MENTION_REQUIRED,
 	     "channels.slack.groups[0] requires a mention and the message has none (no native "
 	     "mention, reply to the bot or mention pattern match)"},
+	    /* UTF-8 aware: \\b and case-folding know non-ASCII letters. */
+	    {"{groups: [{id: C1}], mention_patterns: [\"\\\\bджарвис\\\\b\"]}",
+	     {"slack", NULL, ENVELOPE_PEER_CHANNEL, "C1", .sender = "U1",
+	      .text = "Привет, ДЖАРВИС!"},
+	     false,
+	     false,
+	     BINDINGS_ALLOW,
+	     "channel C1 allowed by channels.slack.groups[0], and mention pattern "
+	     "\"\\bджарвис\\b\" matched"},
+	    {"{groups: [{id: C1}], mention_patterns: [\"\\\\bджарвис\\\\b\"]}",
+	     {"slack", NULL, ENVELOPE_PEER_CHANNEL, "C1", .sender = "U1", .text = "джарвисов"},
+	     false,
+	     false,
+	     BINDINGS_MENTION_REQUIRED,
+	     "channels.slack.groups[0] requires a mention and the message has none (no native "
+	     "mention, reply to the bot or mention pattern match)"},
+	    /* Text that is not UTF-8 is still searched. */
+	    {"{groups: [{id: C1}], mention_patterns: [\"\\\\bjarvis\\\\b\"]}",
+	     {"slack", NULL, ENVELOPE_PEER_CHANNEL, "C1", .sender = "U1",
+	      .text = "\xff\xfe\xc3 hey jarvis"},
+	     false,
+	     false,
+	     BINDINGS_ALLOW,
+	     "channel C1 allowed by channels.slack.groups[0], and mention pattern "
+	     "\"\\bjarvis\\b\" matched"},
 	    {"{groups: [{id: C1, require_mention: false}]}",
 	     {"slack", NULL, ENVELOPE_PEER_CHANNEL, "C1", .sender = "U1"},
 	     false,
@@ -756,6 +781,42 @@ static void test_access(void **state)
 		assert_true(calls <= 1);
 		bindings_table_free(t);
 	}
+}
+
+/* A sender's text cannot make a mention pattern spin: one that backtracks
+ * without end on it gives up at its step limit, counts as no match and says
+ * so, and the next pattern is still tried. (glibc's regexec took 38 s on
+ * this.) */
+static void test_mention_pattern_limit(void **state)
+{
+	struct bindings_table *t =
+	    compile("agents: [{id: main}]\n"
+	            "channels:\n"
+	            "  slack: {groups: [{id: C1}], mention_patterns: [\"(a|aa)+$\"]}\n"
+	            "  telegram: {groups: [{id: G1}], mention_patterns: [\"\\\\w*\\\\w*\\\\w*!$\", "
+	            "\"b$\"]}\n");
+	char *text = malloc(40001);
+	struct bindings_decision d;
+
+	(void)state;
+	assert_non_null(text);
+	memset(text, 'a', 40000);
+	text[39999] = 'b';
+	text[40000] = '\0';
+	d = route(t, &(struct msg){"slack", NULL, ENVELOPE_PEER_CHANNEL, "C1", .sender = "U1",
+	                           .text = text});
+	assert_int_equal(d.verdict, BINDINGS_MENTION_REQUIRED);
+	assert_string_equal(d.reason,
+	                    "channels.slack.groups[0] requires a mention and the message has none "
+	                    "(mention pattern \"(a|aa)+$\" gave up at its step limit on this "
+	                    "text)");
+	d = route(t, &(struct msg){"telegram", NULL, ENVELOPE_PEER_GROUP, "G1", .sender = "U1",
+	                           .text = text});
+	assert_int_equal(d.verdict, BINDINGS_ALLOW);
+	assert_string_equal(d.reason, "group G1 allowed by channels.telegram.groups[0], and "
+	                              "mention pattern \"b$\" matched");
+	free(text);
+	bindings_table_free(t);
 }
 
 /* An unconfigured channel gets the defaults: pairing, groups closed. */
@@ -1156,8 +1217,8 @@ static void test_validation(void **state)
 	    "t.yaml:5:31: channels.telegram.groups[1].id: duplicate group id \"-1\" (also "
 	    "groups[0].id) (hint: keep one entry per group)\n"
 	    "t.yaml:6:24: channels.telegram.mention_patterns[0]: not a valid regular "
-	    "expression: Unmatched ( or \\( (hint: write a POSIX extended regular expression, "
-	    "e.g. \"\\\\bbot\\\\b\")\n");
+	    "expression: missing closing parenthesis at offset 9 (hint: write a PCRE2 regular "
+	    "expression, e.g. \"\\\\bbot\\\\b\")\n");
 	expect_errors("agents: [{id: a}]\n"
 	              "session:\n"
 	              "  dm_scope: per-person\n"
@@ -1366,6 +1427,7 @@ int main(void)
 	    cmocka_unit_test(test_reset_triggers),
 	    cmocka_unit_test(test_access),
 	    cmocka_unit_test(test_access_unknown_channel),
+	    cmocka_unit_test(test_mention_pattern_limit),
 	    cmocka_unit_test(test_shadowing),
 	    cmocka_unit_test(test_list_exact),
 	    cmocka_unit_test(test_explain_exact),
