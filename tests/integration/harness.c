@@ -334,6 +334,11 @@ static void harness_dump_log_tail(const struct harness_daemon *d, int code)
 
 int harness_daemon_stop(struct harness_daemon *d, int sig, int timeout_ms)
 {
+	return harness_daemon_stop_expect(d, sig, timeout_ms, sig == SIGKILL ? 128 + SIGKILL : 0);
+}
+
+int harness_daemon_stop_expect(struct harness_daemon *d, int sig, int timeout_ms, int expected)
+{
 	long deadline = harness_now_ms() + timeout_ms;
 	int st = 0;
 
@@ -347,7 +352,7 @@ int harness_daemon_stop(struct harness_daemon *d, int sig, int timeout_ms)
 			int code = harness_status(st);
 
 			d->pid = 0;
-			if (code != 0)
+			if (code != 0 && code != expected)
 				harness_dump_log_tail(d, code);
 			return code;
 		}

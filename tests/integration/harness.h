@@ -90,6 +90,10 @@ long harness_read_response(int fd, struct buf *out, int timeout_ms);
  * exit code, 128+signal if it died of a signal, or -1 on timeout (the process
  * is then killed). */
 int harness_daemon_stop(struct harness_daemon *d, int sig, int timeout_ms);
+/* The same, for a stop that may end in the status expected (a crash test's
+ * gateway that dies of its crash point while stopping): only another
+ * status shows the log's tail. */
+int harness_daemon_stop_expect(struct harness_daemon *d, int sig, int timeout_ms, int expected);
 
 /* Reads the daemon's log into out. */
 int harness_daemon_log(const struct harness_daemon *d, struct buf *out);

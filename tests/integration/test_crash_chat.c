@@ -66,6 +66,9 @@
 #define HB_TEXT "heartbeat report"
 
 static int failures;
+/* The first line of the first failures, repeated at the end: a CI log may
+ * keep only the head and the tail of a long run. */
+static char failed[20][240];
 
 static int64_t mono_ms(void)
 {
@@ -108,7 +111,22 @@ static void enum_fail(struct run *r, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fputc('\n', stderr);
+	if (failures < (int)(sizeof failed / sizeof *failed)) {
+		char *f = failed[failures];
+		int k = snprintf(f, sizeof failed[0], "SB_CRASH_AT=%ld: ", r->n);
+
+		va_start(ap, fmt);
+		vsnprintf(f + k, sizeof failed[0] - (size_t)k, fmt, ap);
+		va_end(ap);
+		f[strcspn(f, "\n")] = '\0';
+	}
 	failures++;
+}
+
+static void failures_repeat(void)
+{
+	for (int i = 0; i < failures && i < (int)(sizeof failed / sizeof *failed); i++)
+		fprintf(stderr, "failure %d: %s\n", i + 1, failed[i]);
 }
 
 static json_t *ctl(struct run *r, const char *method, const char *path, json_t *body_take)
@@ -384,7 +402,7 @@ static bool run_ready(struct run *r)
 static void run_recover(struct run *r)
 {
 	if (!run_gone(r)) {
-		int code = harness_daemon_stop(&r->d, SIGTERM, 20000);
+		int code = harness_daemon_stop_expect(&r->d, SIGTERM, 20000, 128 + SIGKILL);
 
 		if (code != 0 && code != 128 + SIGKILL)
 			enum_fail(r, "the armed gateway's stop ended with %d", code);
@@ -659,6 +677,7 @@ static void test_every_point(void **state)
 	(void)state;
 	if (only && *only) {
 		run_one(strtol(only, NULL, 10));
+		failures_repeat();
 		assert_int_equal(failures, 0);
 		return;
 	}
@@ -670,6 +689,7 @@ static void test_every_point(void **state)
 		run_one(n);
 	fprintf(stderr, "enumerated %ld crash points in %.1f s (%d failures)\n", p,
 	        (double)(mono_ms() - t0) / 1000.0, failures);
+	failures_repeat();
 	assert_int_equal(failures, 0);
 }
 

@@ -202,7 +202,7 @@ static void run_recover(struct run *r)
 		 * senders). The checks run unarmed: it is stopped (its own stop
 		 * may reach N, which is a crash like any other) and started
 		 * again without SB_CRASH_AT. */
-		int code = harness_daemon_stop(&r->d, SIGTERM, 20000);
+		int code = harness_daemon_stop_expect(&r->d, SIGTERM, 20000, 128 + SIGKILL);
 
 		if (code != 0 && code != 128 + SIGKILL)
 			enum_fail(r, "the armed gateway's stop ended with %d", code);
