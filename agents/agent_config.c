@@ -8,6 +8,7 @@
 #include "agents/agent_config.h"
 
 #include "gateway/core/err.h"
+#include "gateway/core/url.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -371,6 +372,86 @@ static const struct cfg_section agent_memory_section = {
     .doc = "The agent's memory tools (docs/memory.md).",
 };
 
+static const char *const agent_safesearch[] = {"off", "moderate", "strict", NULL};
+
+static int agent_web_search_check(void *obj, struct cfg_error_ctx *ctx)
+{
+	struct agent_web_search_config *s = obj;
+	struct url u;
+	char why[256];
+
+	if (!s->url)
+		return 0;
+	if (url_parse(s->url, &u, why, sizeof why) != SB_OK) {
+		cfg_error_add(ctx, "url",
+		              "write the instance's base URL, e.g. \"http://127.0.0.1:8888\"",
+		              "\"%s\" is not a search instance's URL: %s", s->url, why);
+		return 1;
+	}
+	if (strchr(s->url, '?')) {
+		cfg_error_add(ctx, "url",
+		              "write the instance's base URL, e.g. \"http://127.0.0.1:8888\"",
+		              "\"%s\" has a query; the gateway adds its own to the instance's "
+		              "/search",
+		              s->url);
+		return 1;
+	}
+	return 0;
+}
+
+static const struct cfg_key agent_web_search_keys[] = {
+    {
+        .name = "url",
+        .type = CFG_STRING,
+        .offset = offsetof(struct agent_web_search_config, url),
+        .doc = "Give the agent the `web_search` tool, through this search instance: the base "
+               "URL of a SearXNG instance whose settings allow the `json` format "
+               "(`search.formats`). The operator's address, so it may be private or "
+               "local; the model only chooses the query.",
+    },
+    {
+        .name = "max_results",
+        .type = CFG_INT,
+        .offset = offsetof(struct agent_web_search_config, max_results),
+        .min = 1,
+        .max = 20,
+        .def = "5",
+        .doc = "Results one `web_search` returns at most (a call may ask for fewer).",
+    },
+    {
+        .name = "safesearch",
+        .type = CFG_ENUM,
+        .offset = offsetof(struct agent_web_search_config, safesearch),
+        .choices = agent_safesearch,
+        .def = "moderate",
+        .doc = "The instance's safe-search filter: `off`, `moderate` or `strict`.",
+    },
+    {
+        .name = "language",
+        .type = CFG_STRING,
+        .offset = offsetof(struct agent_web_search_config, language),
+        .doc = "The language of results (`en`, `de-CH`); unset: the instance's default.",
+    },
+    {
+        .name = "timeout",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct agent_web_search_config, timeout_ms),
+        .min = 100,
+        .max = 120000,
+        .def = "15s",
+        .doc = "The time one `web_search` may take.",
+    },
+};
+
+static const struct cfg_section agent_web_search_section = {
+    .name = "search",
+    .size = sizeof(struct agent_web_search_config),
+    .keys = agent_web_search_keys,
+    .nkeys = sizeof agent_web_search_keys / sizeof agent_web_search_keys[0],
+    .check = agent_web_search_check,
+    .doc = "The agent's web search (docs/agents.md).",
+};
+
 static const struct cfg_key agent_web_keys[] = {
     {
         .name = "fetch",
@@ -418,6 +499,13 @@ static const struct cfg_key agent_web_keys[] = {
         .max = 20,
         .def = "5",
         .doc = "Redirects `web_fetch` follows (each to an address checked again).",
+    },
+    {
+        .name = "search",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct agent_web_config, search),
+        .section = &agent_web_search_section,
+        .doc = "`web_search` and its instance (docs/agents.md).",
     },
 };
 
@@ -679,7 +767,7 @@ static const struct cfg_key agent_config_keys[] = {
         .type = CFG_SECTION,
         .offset = offsetof(struct agent_config, web),
         .section = &agent_web_section,
-        .doc = "`web_fetch` and its limits (docs/agents.md).",
+        .doc = "`web_fetch`, `web_search` and their limits (docs/agents.md).",
     },
     {
         .name = "memory",

@@ -47,6 +47,15 @@ struct agent_heartbeat_config {
 	struct agent_active_hours active_hours;
 };
 
+/* web_search (docs/agents.md): off unless url is set. */
+struct agent_web_search_config {
+	char *url; /* a SearXNG instance's base URL */
+	int64_t max_results;
+	int safesearch; /* enum: off, moderate, strict */
+	char *language;
+	int64_t timeout_ms;
+};
+
 /* web_fetch (docs/agents.md): off unless fetch is true. */
 struct agent_web_config {
 	bool fetch;
@@ -56,6 +65,7 @@ struct agent_web_config {
 	int64_t timeout_ms;
 	int64_t max_redirects;
 	struct netaddr_policy policy; /* allow, parsed by the section's check */
+	struct agent_web_search_config search;
 };
 
 /* The agent's memory (docs/memory.md). */

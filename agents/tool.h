@@ -71,6 +71,16 @@ struct tool_web {
 	int max_redirects;
 };
 
+/* What web_search may do for this agent (web.search): the operator's
+ * search instance (a SearXNG JSON API) and its limits. */
+struct tool_web_search {
+	const char *url;      /* the instance's base URL; NULL: off */
+	int max_results;      /* a call's count is capped by this */
+	int safesearch;       /* 0 off, 1 moderate, 2 strict */
+	const char *language; /* e.g. "en"; NULL: the instance's default */
+	int64_t timeout_ms;
+};
+
 /* The agent's memory (workspaces/memory.h, docs/memory.md): where its
  * index lives, today's daily note, and who may write. */
 struct tool_memory {
@@ -115,6 +125,8 @@ struct tool_ctx {
 	struct tool_sends *sends;
 	/* web_fetch's limits; NULL: web_fetch is refused. */
 	const struct tool_web *web;
+	/* web_search's instance; NULL: web_search is refused. */
+	const struct tool_web_search *search;
 	/* The memory tools' scope; NULL: they are refused. */
 	const struct tool_memory *memory;
 	/* The gateway's private paths (config.h: its configuration file,
@@ -166,6 +178,7 @@ struct tool_def {
 /* The built-in tools, sorted by name. */
 extern const struct tool_def tool_bash, tool_edit, tool_glob, tool_grep, tool_ls, tool_memory_get,
     tool_memory_search, tool_memory_write, tool_message, tool_read, tool_todo, tool_web_fetch,
+    tool_web_search,
     tool_write;
 
 /* The compact form of a todo list, one line per item ("[x] text"), under a

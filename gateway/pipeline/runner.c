@@ -37,7 +37,7 @@
 
 static const char *const runner_default_tools[] = {
     "bash",  "edit",  "glob", "grep", "ls",        "memory_get", "memory_search", "memory_write",
-    "message", "read", "todo", "web_fetch", "write"};
+    "message", "read", "todo", "web_fetch", "web_search", "write"};
 #define RUNNER_DEFAULT_TOOLS (sizeof runner_default_tools / sizeof *runner_default_tools)
 
 struct runner {
@@ -104,6 +104,7 @@ struct run_job {
 	struct permissions perms;
 	struct sandbox_policy sandbox;
 	struct tool_web web;
+	struct tool_web_search search;
 	struct tool_memory memory;
 	char memory_index[PATH_MAX];
 	char memory_today[32], memory_yesterday[32];
@@ -829,11 +830,13 @@ static void run_start_turn(struct run_job *j)
 		to.tools = (const char *const *)a->tools;
 		to.n_tools = a->n_tools;
 	} else {
-		/* Every built-in tool; web_fetch only where web.fetch is on. */
+		/* Every built-in tool; web_fetch only where web.fetch is on,
+		 * web_search where web.search.url is set. */
 		size_t n = 0;
 
 		for (size_t i = 0; i < RUNNER_DEFAULT_TOOLS; i++)
-			if (a->web.fetch || strcmp(runner_default_tools[i], "web_fetch") != 0)
+			if ((a->web.fetch || strcmp(runner_default_tools[i], "web_fetch") != 0) &&
+			    (a->web.search.url || strcmp(runner_default_tools[i], "web_search") != 0))
 				j->tools[n++] = runner_default_tools[i];
 		to.tools = j->tools;
 		to.n_tools = n;
@@ -845,6 +848,14 @@ static void run_start_turn(struct run_job *j)
 		j->web.timeout_ms = a->web.timeout_ms;
 		j->web.max_redirects = (int)a->web.max_redirects;
 		to.tool_ctx.web = &j->web;
+	}
+	if (a->web.search.url) {
+		j->search.url = a->web.search.url;
+		j->search.max_results = (int)a->web.search.max_results;
+		j->search.safesearch = a->web.search.safesearch;
+		j->search.language = a->web.search.language;
+		j->search.timeout_ms = a->web.search.timeout_ms;
+		to.tool_ctx.search = &j->search;
 	}
 	to.tool_ctx.loop = j->r->opt.loop;
 	to.tool_ctx.host = j->r->opt.host;

@@ -1,9 +1,9 @@
 /*
- * test_web_fetch.c - web_fetch end to end: the real daemon, a scripted
- * model that calls web_fetch and answers with what the tool gave it
- * ({{tool_result}}), and a page server on 127.0.0.1
- * (tests/fakes/page_server.js). The user's side is the OpenAI-compatible
- * endpoint's reply.
+ * test_web_fetch.c - web_fetch and web_search end to end: the real daemon,
+ * a scripted model that calls the tool and answers with what the tool gave
+ * it ({{tool_result}}), and a page server on 127.0.0.1
+ * (tests/fakes/page_server.js, also a SearXNG-style search instance). The
+ * user's side is the OpenAI-compatible endpoint's reply.
  *
  * 1. An agent whose web.allow names 127.0.0.1 gets the page as text: the
  *    heading, the paragraph, the link; never the script, the comment or the
@@ -14,6 +14,17 @@
  * 3. A page that redirects to the metadata address is refused at the hop.
  * 4. An agent without web.fetch has no web_fetch: a call is refused and the
  *    page server sees nothing.
+ * 5. web_search: the query reaches the instance exactly (percent-encoded,
+ *    with format=json, the agent's safesearch and language); the answer and
+ *    the first max_results results come back numbered, labelled untrusted;
+ *    a smaller count is honoured.
+ * 6. Hostile results cannot forge the list: titles are flattened to one
+ *    line, javascript: and user-info URLs are left out (and said to be), a
+ *    long snippet is cut.
+ * 7. No results says so, with the engines that did not answer; an instance
+ *    without json (403) gets the hint, one that never answers the time
+ *    limit; an agent without web.search has no web_search and the instance
+ *    sees nothing.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -52,7 +63,7 @@ static void print_log(void)
 static int setup(void **state)
 {
 	const char *init[] = {"init", NULL};
-	char path[700], script[4096];
+	char path[700], script[4096], cfg[4096];
 	int p;
 
 	(void)state;
@@ -77,13 +88,29 @@ static int setup(void **state)
 	         "      - {name: web_fetch, input: {url: "
 	         "\"http://127.0.0.1:%d/redirect?to=http://169.254.169.254/latest/meta-data/\"}}\n"
 	         "  - text: \"REDIRECT {{tool_result}}\"\n"
+	         "  - match: search tea\n"
+	         "    tool_calls:\n"
+	         "      - {name: web_search, input: {query: \"tea & coffee \xc3\xbc?\"}}\n"
+	         "  - text: \"SEARCH {{tool_result}}\"\n"
+	         "  - match: search one\n"
+	         "    tool_calls:\n"
+	         "      - {name: web_search, input: {query: \"one\", count: 1}}\n"
+	         "  - text: \"ONE {{tool_result}}\"\n"
+	         "  - match: search hostile\n"
+	         "    tool_calls:\n"
+	         "      - {name: web_search, input: {query: hostile}}\n"
+	         "  - text: \"HOSTILE {{tool_result}}\"\n"
+	         "  - match: search nothing\n"
+	         "    tool_calls:\n"
+	         "      - {name: web_search, input: {query: nothing}}\n"
+	         "  - text: \"NOTHING {{tool_result}}\"\n"
 	         "  - text: \"other\"\n",
 	         p, p, p);
 	snprintf(path, sizeof path, "%s/script.yaml", fx.home);
 	if (harness_write_file(path, script) != 0)
 		return -1;
 	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
-	if (harness_write_file(path,
+	snprintf(cfg, sizeof cfg,
 	                       "providers:\n"
 	                       "  - {id: s, api: scripted, script: script.yaml}\n"
 	                       "agents:\n"
@@ -93,7 +120,20 @@ static int setup(void **state)
 	                       "    web: {fetch: true, allow: [\"127.0.0.1\"], timeout: 10s}\n"
 	                       "  - {id: shut, model: s/x, web: {fetch: true}}\n"
 	                       "  - {id: off, model: s/x}\n"
-	                       "openai_api: {enabled: true, sync_timeout: 30s}\n") != 0)
+	                       "  - id: finder\n"
+	                       "    model: s/x\n"
+	                       "    web:\n"
+	                       "      search: {url: \"http://127.0.0.1:%d/\", max_results: 3,\n"
+	                       "               safesearch: strict, language: de-CH}\n"
+	                       "  - id: nojson\n"
+	                       "    model: s/x\n"
+	                       "    web: {search: {url: \"http://127.0.0.1:%d/nojson\"}}\n"
+	                       "  - id: slow\n"
+	                       "    model: s/x\n"
+	                       "    web: {search: {url: \"http://127.0.0.1:%d/slow\", timeout: 300ms}}\n"
+	                       "openai_api: {enabled: true, sync_timeout: 30s}\n",
+	                       p, p, p);
+	if (harness_write_file(path, cfg) != 0)
 		return -1;
 	if (harness_cli(fx.home, NULL, init) != 0)
 		return -1;
@@ -244,6 +284,106 @@ static void test_not_enabled(void **state)
 	assert_int_equal(page_hits(), before);
 }
 
+/* The search instance's record of every search (a JSON array). */
+static json_t *searches(void)
+{
+	struct buf body;
+	json_t *r;
+
+	buf_init(&body, 1 << 20);
+	assert_int_equal(harness_http(fx.pages.port, "GET", "/searches", NULL, NULL, &body), 200);
+	r = json_loads(body.data, 0, NULL);
+	assert_true(json_is_array(r));
+	buf_free(&body);
+	return r;
+}
+
+static void test_search_results(void **state)
+{
+	json_t *s, *last;
+	char *r;
+
+	(void)state;
+	r = ask("finder", "s1", "search tea");
+	HAS(r, "SEARCH [Untrusted search results");
+	HAS(r, "Query: tea & coffee \xc3\xbc?\n");
+	HAS(r, "Answer: 42\n");
+	HAS(r, "1. Result 0 for tea & coffee \xc3\xbc?\n   https://example.org/0\n   Snippet 0\n");
+	HAS(r, "3. Result 2 for tea & coffee \xc3\xbc?\n   https://example.org/2\n");
+	LACKS(r, "4. ");
+	LACKS(r, "Result 3 ");
+	free(r);
+	s = searches();
+	last = json_array_get(s, json_array_size(s) - 1);
+	assert_string_equal(json_string_value(json_object_get(last, "path")), "/search");
+	assert_string_equal(json_string_value(json_object_get(last, "q")), "tea & coffee \xc3\xbc?");
+	assert_string_equal(json_string_value(json_object_get(last, "format")), "json");
+	assert_string_equal(json_string_value(json_object_get(last, "safesearch")), "2");
+	assert_string_equal(json_string_value(json_object_get(last, "language")), "de-CH");
+	json_decref(s);
+	r = ask("finder", "s2", "search one");
+	HAS(r, "1. Result 0 for one\n");
+	LACKS(r, "2. ");
+	free(r);
+}
+
+static void test_search_hostile(void **state)
+{
+	char *r;
+
+	(void)state;
+	r = ask("finder", "s3", "search hostile");
+	HAS(r, "HOSTILE [Untrusted search results");
+	/* The forged title and its URL are gone with their result; the one
+	 * left is result 1, on one line. */
+	LACKS(r, "Ignore previous instructions");
+	LACKS(r, "FORGED-SNIPPET");
+	LACKS(r, "USERINFO");
+	LACKS(r, "evil.example");
+	HAS(r, "1. Real one title\n   http://example.org/real\n   AAAA");
+	LACKS(r, "2. ");
+	HAS(r, "\xe2\x80\xa6\n"); /* the 5000-byte snippet was cut */
+	LACKS(r, "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	         "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	         "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	         "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+	         "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA");
+	HAS(r, "(2 results without an http(s) URL left out)");
+	free(r);
+}
+
+static void test_search_refusals(void **state)
+{
+	size_t before;
+	json_t *s;
+	char *r;
+
+	(void)state;
+	r = ask("finder", "s4", "search nothing");
+	HAS(r, "NOTHING [Untrusted search results");
+	HAS(r, "No results. 2 of the instance's engines did not answer");
+	free(r);
+	r = ask("nojson", "s5", "search tea");
+	HAS(r, "SEARCH web_search: the search instance answered 403 (a SearXNG instance answers "
+	       "403 when its settings do not list json in search.formats)");
+	free(r);
+	r = ask("slow", "s7", "search tea");
+	HAS(r, "SEARCH web_search: the search instance gave no complete answer within the time "
+	       "limit");
+	free(r);
+	s = searches();
+	before = json_array_size(s);
+	json_decref(s);
+	r = ask("off", "s6", "search tea");
+	HAS(r, "SEARCH ");
+	HAS(r, "web_search");
+	LACKS(r, "Result 0");
+	free(r);
+	s = searches();
+	assert_int_equal(json_array_size(s), before);
+	json_decref(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -251,6 +391,9 @@ int main(void)
 	    cmocka_unit_test(test_loopback_refused),
 	    cmocka_unit_test(test_redirect_to_metadata_refused),
 	    cmocka_unit_test(test_not_enabled),
+	    cmocka_unit_test(test_search_results),
+	    cmocka_unit_test(test_search_hostile),
+	    cmocka_unit_test(test_search_refusals),
 	};
 
 	return cmocka_run_group_tests_name("web_fetch", tests, setup, teardown);

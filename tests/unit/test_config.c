@@ -331,6 +331,26 @@ static void test_web_allow_errors(void **state)
 	              "its prefix length (\"10.1.2.0/24\"), with no bits set past the prefix)\n");
 }
 
+/* web.search: the URL must be an http(s) base URL, the rest in range. */
+static void test_web_search_errors(void **state)
+{
+	(void)state;
+	expect_errors(AGENTS "    web:\n      search: {url: \"ftp://searx.lan\"}\n",
+	              "t.yaml:4:21: agents[0].web.search.url: \"ftp://searx.lan\" is not a search "
+	              "instance's URL: only http:// and https:// URLs can be fetched (hint: write "
+	              "the instance's base URL, e.g. \"http://127.0.0.1:8888\")\n");
+	expect_errors(AGENTS "    web:\n      search: {url: \"http://searx.lan/search?q=x\"}\n",
+	              "t.yaml:4:21: agents[0].web.search.url: \"http://searx.lan/search?q=x\" has "
+	              "a query; the gateway adds its own to the instance's /search (hint: write the "
+	              "instance's base URL, e.g. \"http://127.0.0.1:8888\")\n");
+	expect_errors(AGENTS "    web:\n      search:\n        url: http://searx.lan\n"
+	                     "        max_results: 50\n        safesearch: high\n",
+	              "t.yaml:6:22: agents[0].web.search.max_results: expected an integer from 1 "
+	              "to 20, found \"50\"\n"
+	              "t.yaml:7:21: agents[0].web.search.safesearch: expected one of off, moderate, "
+	              "strict, found \"high\"\n");
+}
+
 static void test_unknown_key_suggestion(void **state)
 {
 	(void)state;
@@ -1323,6 +1343,7 @@ int main(void)
 	    cmocka_unit_test(test_unknown_key_suggestion),
 	    cmocka_unit_test(test_log_file_keys),
 	    cmocka_unit_test(test_web_allow_errors),
+	    cmocka_unit_test(test_web_search_errors),
 	    cmocka_unit_test(test_wrong_types),
 	    cmocka_unit_test(test_out_of_range),
 	    cmocka_unit_test(test_missing_required),
