@@ -19,6 +19,7 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <sys/resource.h>
 
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
@@ -30,6 +31,26 @@
 /* ---- gateway ---- */
 
 /* 127.0.0.0/8, ::1 (also as [::1] and ::ffff:127.x.y.z) and localhost. */
+size_t config_max_runs(const struct config *c)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	struct rlimit rl;
+	size_t n;
+
+	if (c->gateway.max_concurrent_runs > 0)
+		return (size_t)c->gateway.max_concurrent_runs;
+	/* A run spends nearly all of its time waiting for the model: the
+	 * cores bound the CPU, not the runs. */
+	n = (size_t)(cpus > 0 ? cpus : 1) * 16;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+		size_t room = rl.rlim_cur > 256 + 8 * 4 ? (size_t)(rl.rlim_cur - 256) / 8 : 4;
+
+		if (n > room)
+			n = room;
+	}
+	return n < 4 ? 4 : n;
+}
+
 bool config_is_loopback(const char *host)
 {
 	char tmp[INET6_ADDRSTRLEN + 2];
@@ -354,11 +375,14 @@ static const struct cfg_key config_gateway_keys[] = {
         .name = "max_concurrent_runs",
         .type = CFG_INT,
         .offset = offsetof(struct config_gateway, max_concurrent_runs),
-        .min = 1,
+        .min = 0,
         .max = 10000,
-        .def = "8",
+        .def = "0",
         .doc = "Most agent runs at once over all sessions (each session runs one at a "
-               "time); more wait their turn in order.",
+               "time); more wait their turn in order. 0: sized from the machine, 16 per "
+               "CPU core (a run mostly waits for its model), fewer when the open-file "
+               "limit leaves no room for 8 descriptors a run; the gateway's `ready` log "
+               "line shows the number.",
         .flags = CFG_RESTART,
     },
     {

@@ -170,6 +170,12 @@ int config_restart_changes(const struct config *old, const struct config *new_,
  * loopback (the default bind). Any thread. */
 bool config_is_loopback(const char *host);
 
+/* gateway.max_concurrent_runs as it applies: the value set, or for 0
+ * (auto) 16 per online CPU, but no more than the open-file limit leaves
+ * room for (8 descriptors a run beside 256 for the rest), and at least 4.
+ * Any thread. */
+size_t config_max_runs(const struct config *c);
+
 /* The agent marked default, else the only agent, else NULL. Borrowed from c. */
 const struct agent_config *config_default_agent(const struct config *c);
 

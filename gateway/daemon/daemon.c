@@ -769,7 +769,7 @@ static int daemon_start_pipeline(struct daemon *d)
 	dopt.table = daemon_table_get;
 	dopt.outbox_kick = daemon_outbox_kick;
 	dopt.activity = daemon_channel_activity;
-	dopt.max_concurrent = (size_t)d->cfg->gateway.max_concurrent_runs;
+	dopt.max_concurrent = config_max_runs(d->cfg);
 	dopt.scheduled_done = daemon_scheduled_done;
 	dopt.route_seen = daemon_route_seen;
 	if ((rc = dispatcher_new(&d->dispatcher, &dopt)))
@@ -892,7 +892,8 @@ static void daemon_announce(struct daemon *d)
 	snprintf(url, sizeof url, strchr(bind, ':') ? "http://[%s]:%d" : "http://%s:%d", bind,
 	         port);
 	log_info("gateway", "ready", LOG_S("listen", url), LOG_S("home", d->opt->home),
-	         LOG_D("startup_ms", ms), LOG_I("pid", getpid()));
+	         LOG_D("startup_ms", ms), LOG_I("pid", getpid()),
+	         LOG_I("max_runs", config_max_runs(d->cfg)));
 	printf("switchboard %s is listening on %s\n"
 	       "  health:  %s/healthz   readiness: %s/readyz   metrics: %s/metrics\n"
 	       "  talk:    switchboard chat   (or: switchboard send --agent main \"hello\")\n"

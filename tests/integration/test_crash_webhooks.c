@@ -54,7 +54,7 @@
 #define CRASH_RECEIVER_DELAY_MS 100
 #define CRASH_SETTLE_MS 30000
 #define CRASH_QUIET_MS 2000
-#define CRASH_MAX_CONCURRENT 8 /* gateway.max_concurrent_runs (default) */
+#define CRASH_MAX_CONCURRENT 8 /* gateway.max_concurrent_runs (its config sets it) */
 
 #define HOOK_SECRET "whsec_c3dpdGNoYm9hcmQtdGVzdC1zZWNyZXQtMDEyMzQ1Njc4OQ=="
 #define CB_SECRET "whsec_Y2FsbGJhY2stc2VjcmV0LWZvci1yZXBsaWVzLTAxMjM0NQ=="
@@ -150,7 +150,7 @@ static int setup(void **state)
 		return -1;
 	snprintf(fx.port_file, sizeof fx.port_file, "%s/port", fx.home);
 	snprintf(cfg, sizeof cfg,
-	         "gateway: {bind: 127.0.0.1}\n"
+	         "gateway: {bind: 127.0.0.1, max_concurrent_runs: 8}\n"
 	         "providers:\n"
 	         "  - {id: s, api: scripted, script: script.yaml}\n"
 	         "agents:\n"

@@ -20,6 +20,7 @@
 #include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -329,6 +330,35 @@ static void test_web_allow_errors(void **state)
 	              "t.yaml:3:19: agents[0].web.allow[0]: \"10.0.0.1/8\" is not an IP address or "
 	              "network (hint: write an address (\"127.0.0.1\", \"::1\") or a network with "
 	              "its prefix length (\"10.1.2.0/24\"), with no bits set past the prefix)\n");
+}
+
+/* max_concurrent_runs: a number set is the number; 0 is 16 per core, as
+ * far as the open-file limit has room for. */
+static void test_max_runs(void **state)
+{
+	struct config *c = load_ok(AGENTS "gateway: {max_concurrent_runs: 3}\n");
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	struct rlimit was, low;
+
+	(void)state;
+	assert_int_equal(config_max_runs(c), 3);
+	config_unref(c);
+	c = load_ok(AGENTS);
+	assert_int_equal(c->gateway.max_concurrent_runs, 0);
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &was), 0);
+	low = was;
+	low.rlim_cur = 65536 < was.rlim_max ? 65536 : was.rlim_max;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	if (low.rlim_cur >= 256 + 8 * 16 * (rlim_t)cpus)
+		assert_int_equal(config_max_runs(c), 16 * (size_t)cpus);
+	low.rlim_cur = 300; /* room for (300 - 256) / 8 = 5 */
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	assert_int_equal(config_max_runs(c), 5);
+	low.rlim_cur = 200;
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	assert_int_equal(config_max_runs(c), 4);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &was), 0);
+	config_unref(c);
 }
 
 /* web.search: the URL must be an http(s) base URL, the rest in range. */
@@ -1344,6 +1374,7 @@ int main(void)
 	    cmocka_unit_test(test_log_file_keys),
 	    cmocka_unit_test(test_web_allow_errors),
 	    cmocka_unit_test(test_web_search_errors),
+	    cmocka_unit_test(test_max_runs),
 	    cmocka_unit_test(test_wrong_types),
 	    cmocka_unit_test(test_out_of_range),
 	    cmocka_unit_test(test_missing_required),
