@@ -854,7 +854,7 @@ static void server_port_holder(int port, char *out, size_t size)
 					comm[strcspn(comm, "\n")] = '\0';
 				fclose(f);
 			}
-			snprintf(out, size, "pid %s (%s)", p->d_name, comm[0] ? comm : "?");
+			snprintf(out, size, "pid %.20s (%.63s)", p->d_name, comm[0] ? comm : "?");
 			break;
 		}
 	}
