@@ -11,7 +11,10 @@
  *
  * The SQLite backend has one writer thread that group-commits: everything
  * queued while a commit runs goes into the next transaction (each operation in
- * its own savepoint, so one failure does not undo its neighbours).
+ * its own savepoint, so one failure does not undo its neighbours), and the
+ * writer is woken once per loop iteration, after its callbacks, so that what
+ * one event queues (a run's session update and its reply, say) shares one
+ * commit.
  *
  * All functions below: loop thread only, unless said otherwise. Strings passed
  * in are copied before the call returns. Results passed to callbacks are

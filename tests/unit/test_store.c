@@ -1298,6 +1298,47 @@ static void test_group_commit(void **state)
 	free(r);
 }
 
+/* What one callback queues shares one commit: the writer is woken after the
+ * loop's callbacks, not at the first submission (before, the session update
+ * and the reply a run queued together went in two commits, two fsyncs). */
+struct chain {
+	struct fx *f;
+	struct put_res b, c;
+	struct done_res kv;
+};
+
+static void chain_first(void *ud, int rc, int64_t id, bool dup)
+{
+	struct chain *ch = ud;
+	struct store_inbox_new b = {"webhook", "default", "chain-b", "{}"};
+	struct store_inbox_new c = {"webhook", "default", "chain-c", "{}"};
+
+	(void)id;
+	(void)dup;
+	assert_int_equal(rc, SB_OK);
+	assert_int_equal(store_inbox_put(ch->f->st, &b, put_cb, &ch->b), SB_OK);
+	assert_int_equal(store_kv_put(ch->f->st, "t", "k", "v", done_cb, &ch->kv), SB_OK);
+	assert_int_equal(store_inbox_put(ch->f->st, &c, put_cb, &ch->c), SB_OK);
+	g_calls++;
+}
+
+static void test_one_commit_per_iteration(void **state)
+{
+	struct fx *f = *state;
+	struct store_inbox_new a = {"webhook", "default", "chain-a", "{}"};
+	struct chain ch = {.f = f};
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(store_inbox_put(f->st, &a, chain_first, &ch), SB_OK);
+	wait_calls(f, g_calls + 4);
+	assert_int_equal(ch.b.rc, SB_OK);
+	assert_int_equal(ch.c.rc, SB_OK);
+	assert_int_equal(ch.kv.rc, SB_OK);
+	assert_true(ch.c.id > ch.b.id);
+	assert_int_equal(f->commits, 2);
+	assert_int_equal(f->last_commit_ops, 3);
+}
+
 static void test_failure_isolated(void **state)
 {
 	struct fx *f = *state;
@@ -1412,6 +1453,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_stats, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stats_queue_depth, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_queue_full, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_one_commit_per_iteration, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_failure_isolated, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_begin_failure_acknowledges_nothing, setup,

@@ -41,10 +41,18 @@
 #include "gateway/core/clock.h"
 #include "gateway/store/store_backend.h"
 
-/* The async handle lives in its own allocation: uv_close completes on a later
- * loop iteration, after the store itself is gone. */
+/* The loop's handles live in their own allocation: uv_close completes on a
+ * later loop iteration, after the store itself is gone. The async handle
+ * brings finished work back; the check handle wakes the writer once per
+ * loop iteration for everything submitted during it (so the operations one
+ * event queues, such as a run's session update and its reply, share one
+ * commit), and the idle handle, active while a wake-up is owed, keeps the
+ * loop from blocking in poll before that check runs. */
 struct sq_async {
 	uv_async_t handle; /* first: the close callback frees through it */
+	uv_check_t check;
+	uv_idle_t idle;
+	int open_handles; /* freed when the last one is closed */
 };
 
 /* A prepared statement, found by the address of its SQL text. */
@@ -66,6 +74,7 @@ struct sq_store {
 
 	/* Loop thread only. */
 	struct sq_async *async;
+	bool wake_owed; /* submitted since the writer was last woken */
 
 	pthread_t writer;
 	bool writer_started;

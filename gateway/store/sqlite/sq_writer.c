@@ -172,9 +172,54 @@ static void sq_async_cb(uv_async_t *h)
 		sq_deliver(s);
 }
 
-static void sq_async_free(uv_handle_t *h)
+static void sq_async_closed(uv_handle_t *h)
 {
-	free(h); /* the handle is the first member of struct sq_async */
+	struct sq_async *a = h->data;
+
+	if (--a->open_handles == 0)
+		free(a);
+}
+
+/* Closes the handles that were started; the struct goes with the last. */
+static void sq_async_close(struct sq_async *a)
+{
+	uv_handle_t *hs[] = {(uv_handle_t *)&a->handle, (uv_handle_t *)&a->check,
+	                     (uv_handle_t *)&a->idle};
+	int n = a->open_handles;
+
+	if (n == 0) {
+		free(a);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		hs[i]->data = a;
+		uv_close(hs[i], sq_async_closed);
+	}
+}
+
+/* Once per loop iteration: the writer learns of everything submitted. */
+static void sq_wake_writer(struct sq_store *s)
+{
+	if (!s->wake_owed)
+		return;
+	s->wake_owed = false;
+	uv_idle_stop(&s->async->idle);
+	pthread_mutex_lock(&s->mu);
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void sq_check_cb(uv_check_t *h)
+{
+	struct sq_store *s = h->data;
+
+	if (s)
+		sq_wake_writer(s);
+}
+
+static void sq_idle_cb(uv_idle_t *h)
+{
+	(void)h; /* its being active is what counts: poll does not block */
 }
 
 /* ---- loop thread: submission ---- */
@@ -191,8 +236,11 @@ static int sq_submit(struct store *base, struct store_op *op)
 		s->queue_head = op;
 	s->queue_tail = op;
 	s->queued++;
-	pthread_cond_signal(&s->cv);
 	pthread_mutex_unlock(&s->mu);
+	if (!s->wake_owed) {
+		s->wake_owed = true;
+		uv_idle_start(&s->async->idle, sq_idle_cb);
+	}
 	return SB_OK;
 }
 
@@ -251,7 +299,23 @@ static int sq_open(struct store **out, uv_loop_t *loop, const struct store_optio
 		rc = SB_ERR_IO;
 		goto out;
 	}
+	s->async->open_handles = 1;
 	s->async->handle.data = s;
+	if (uv_check_init(loop, &s->async->check) == 0)
+		s->async->open_handles = 2;
+	if (s->async->open_handles == 2 && uv_idle_init(loop, &s->async->idle) == 0)
+		s->async->open_handles = 3;
+	if (s->async->open_handles < 3 || uv_check_start(&s->async->check, sq_check_cb) != 0) {
+		log_error("store", "cannot set up the loop's handles", LOG_S("path", s->path));
+		s->async->handle.data = NULL;
+		sq_async_close(s->async);
+		s->async = NULL;
+		rc = SB_ERR_IO;
+		goto out;
+	}
+	s->async->check.data = s;
+	s->async->idle.data = s;
+	uv_unref((uv_handle_t *)&s->async->check);
 	/* The writer takes no signals: they belong to the loop thread. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -260,7 +324,8 @@ static int sq_open(struct store **out, uv_loop_t *loop, const struct store_optio
 	if (!s->writer_started) {
 		log_error("store", "cannot start the writer thread", LOG_S("path", s->path));
 		s->async->handle.data = NULL;
-		uv_close((uv_handle_t *)&s->async->handle, sq_async_free);
+		s->async->check.data = NULL;
+		sq_async_close(s->async);
 		s->async = NULL; /* freed by the loop */
 		goto out;
 	}
@@ -295,7 +360,8 @@ static void sq_close(struct store *base)
 	sq_deliver(s);
 
 	s->async->handle.data = NULL;
-	uv_close((uv_handle_t *)&s->async->handle, sq_async_free);
+	s->async->check.data = NULL;
+	sq_async_close(s->async);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mu);
 	log_info("store", "closed", LOG_S("path", s->path));
