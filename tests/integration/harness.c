@@ -10,6 +10,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,22 +59,36 @@ void harness_rmrf(const char *path)
 	nftw(path, harness_rm_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
+/* A port for a gateway to listen on, below the kernel's ephemeral range
+ * (32768-60999 by default): a port the kernel handed out for bind(0) is
+ * free again once closed, and on a busy machine an outgoing connection's
+ * local port (thousands a minute here, held in TIME_WAIT) can take it before
+ * the gateway binds it; no connect() ever takes one below the range. Random
+ * in 20000-32767, and free when tried. */
 int harness_free_port(void)
 {
-	struct sockaddr_in sa;
-	socklen_t len = sizeof sa;
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
+	static unsigned seq;
+	unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)harness_now_ms() ^ ++seq;
 
-	if (fd < 0)
-		return -1;
-	memset(&sa, 0, sizeof sa);
-	sa.sin_family = AF_INET;
-	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
-	    getsockname(fd, (struct sockaddr *)&sa, &len) == 0)
-		port = ntohs(sa.sin_port);
-	close(fd);
-	return port;
+	for (int tries = 0; tries < 500; tries++) {
+		struct sockaddr_in sa;
+		int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+		bool ok;
+
+		if (fd < 0)
+			return -1;
+		seed = seed * 1103515245u + 12345u;
+		port = 20000 + (int)((seed >> 8) % 12768u);
+		memset(&sa, 0, sizeof sa);
+		sa.sin_family = AF_INET;
+		sa.sin_port = htons((uint16_t)port);
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		ok = bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+		close(fd);
+		if (ok)
+			return port;
+	}
+	return -1;
 }
 
 const char *harness_binary(void)
