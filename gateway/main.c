@@ -46,8 +46,8 @@ static const struct main_command main_commands[] = {
     {"cron", cli_cron, "list, add, remove or run scheduled jobs, and show their runs"},
     {"dashboard", cli_dashboard, "open the web UI, signed in with a one-time code"},
     {"approvals", cli_approvals, "list, approve or deny tool calls waiting for the operator"},
-    {"logs", cli_logs, "print the gateway's log file, or follow it (-f)"},
-    {"doctor", cli_doctor, "check the sandbox and the permission settings"},
+    {"logs", cli_logs, "print the gateway's log file, or follow it (-f); --json for fields"},
+    {"doctor", cli_doctor, "check the sandbox, permissions, workspaces, port and providers"},
     {"version", main_version, "print the version"},
 };
 
