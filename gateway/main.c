@@ -40,6 +40,7 @@ static const struct main_command main_commands[] = {
     {"status", cli_status, "ask the running gateway how it is"},
     {"chat", cli_chat, "chat with an agent through the running gateway"},
     {"send", cli_send, "send one message to an agent and print the reply"},
+    {"prompt", cli_prompt, "print what the next turn would send to the model"},
     {"sessions", cli_sessions, "list sessions, or show one with its history"},
     {"devices", cli_devices, "list, approve or revoke control-plane devices"},
     {"workspace", cli_workspace, "show, log or create an agent's workspace versions"},

@@ -1698,6 +1698,7 @@ int cli_ctl_call(const struct cli_ctl_common *o, const char *verb, const char *m
 	c.o.json = o->json;
 	c.o.url = o->url;
 	c.o.token = o->token;
+	c.o.token_file = o->token_file;
 	c.o.config = o->config;
 	c.o.timeout_s = o->timeout_s > 0 ? o->timeout_s : CTL_DEFAULT_TIMEOUT_S;
 	ctl_the_call = (struct ctl_call){.method = method, .params = params, .print = print};

@@ -1,0 +1,474 @@
+/*
+ * test_operator_cli.c - the operator's CLI against the real daemon and a
+ * scripted model server (tests/fakes/fake_llm.js) on 127.0.0.1:
+ *
+ *   - `switchboard prompt` prints, byte for byte, the system prompt and the
+ *     tool list that the model then receives on the session's next turn
+ *     (a new session, one with history, after an edit of a workspace file,
+ *     another session without MEMORY.md); its header names each file's
+ *     version, size and cut (a file over the cap, a symlink refused, a
+ *     change not committed); it creates no session and writes nothing.
+ *   - `switchboard chat` outlives a gateway restart: it says the gateway
+ *     went away and that it reconnected, and a line typed while the
+ *     gateway was down is answered once it is back.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "harness.h"
+
+#define SOUL_BYTES 5000
+#define FILE_CAP 2000
+
+struct fixture {
+	struct harness_peer llm;
+	struct harness_daemon d;
+	char home[512];
+	char ws[700]; /* the main agent's workspace */
+	pid_t chat;   /* a `switchboard chat` the test started */
+	int chat_in;  /* its standard input */
+};
+
+static struct fixture fx;
+
+static void write_file(const char *dir, const char *rel, const char *text)
+{
+	char path[1200];
+
+	snprintf(path, sizeof path, "%s/%s", dir, rel);
+	assert_int_equal(harness_write_file(path, text), 0);
+}
+
+static void script(const char *json)
+{
+	assert_int_equal(harness_http(fx.llm.port, "POST", "/__reset", NULL, "{}", NULL), 200);
+	assert_int_equal(harness_http(fx.llm.port, "POST", "/__script", NULL, json, NULL), 200);
+}
+
+/* The requests the fake received (new reference). */
+static json_t *llm_requests(void)
+{
+	struct buf body;
+	json_t *j;
+
+	buf_init(&body, 64 << 20);
+	assert_int_equal(harness_http(fx.llm.port, "GET", "/__requests", NULL, NULL, &body), 200);
+	j = json_loadb(body.data, body.len, 0, NULL);
+	buf_free(&body);
+	assert_true(json_is_array(j));
+	return j;
+}
+
+/* Runs the CLI; its exit code, its output (stdout and stderr) in out. */
+static int cli(struct buf *out, const char *const *args)
+{
+	buf_init(out, 64 << 20);
+	return harness_cli(fx.home, out, args);
+}
+
+/* `switchboard prompt ARGS --json`, parsed (new reference). */
+static json_t *prompt_json(const char *const *more)
+{
+	const char *args[12] = {"prompt", "--json"};
+	size_t n = 2;
+	struct buf out;
+	json_t *j;
+	int code;
+
+	for (size_t i = 0; more && more[i]; i++)
+		args[n++] = more[i];
+	args[n] = NULL;
+	code = cli(&out, args);
+	if (code != 0)
+		fail_msg("prompt --json exited %d: %s", code, out.data ? out.data : "");
+	j = json_loadb(out.data, out.len, 0, NULL);
+	if (!j)
+		fail_msg("prompt --json printed no JSON: %s", out.data);
+	buf_free(&out);
+	return j;
+}
+
+/* `switchboard prompt ARGS --raw`: the bytes it printed (the caller frees
+ * out). */
+static void prompt_raw(const char *const *more, struct buf *out)
+{
+	const char *args[12] = {"prompt", "--raw"};
+	size_t n = 2;
+
+	for (size_t i = 0; more && more[i]; i++)
+		args[n++] = more[i];
+	args[n] = NULL;
+	assert_int_equal(cli(out, args), 0);
+}
+
+/* Sends text to session (NULL: main) and checks the reply. */
+static void send_text(const char *session, const char *text, const char *want)
+{
+	const char *args[8] = {"send"};
+	size_t n = 1;
+	struct buf out;
+	int code;
+
+	if (session) {
+		args[n++] = "--session";
+		args[n++] = session;
+	}
+	args[n++] = text;
+	args[n] = NULL;
+	code = cli(&out, args);
+	if (code != 0 || !out.data || !strstr(out.data, want))
+		fail_msg("send exited %d: %s", code, out.data ? out.data : "");
+	buf_free(&out);
+}
+
+/* The last request the model got: its system prompt must be the bytes
+ * `prompt` printed, its tools the list `prompt` showed. */
+static void assert_next_turn_matches(const json_t *p, const struct buf *raw)
+{
+	json_t *reqs = llm_requests();
+	const json_t *body = json_object_get(json_array_get(reqs, json_array_size(reqs) - 1), "body");
+	const json_t *msgs = json_object_get(body, "messages");
+	const json_t *sys = json_object_get(json_array_get(msgs, 0), "content");
+	const json_t *tools = json_object_get(body, "tools");
+	const json_t *shown = json_object_get(p, "toolList");
+	size_t i;
+	const json_t *t;
+
+	assert_string_equal(json_string_value(json_object_get(json_array_get(msgs, 0), "role")),
+	                    "system");
+	assert_true(json_is_string(sys));
+	/* byte for byte, both ways of asking */
+	assert_int_equal(json_string_length(sys), raw->len);
+	assert_memory_equal(json_string_value(sys), raw->data, raw->len);
+	assert_int_equal(json_string_length(json_object_get(p, "system")), raw->len);
+	assert_memory_equal(json_string_value(json_object_get(p, "system")), raw->data, raw->len);
+	assert_int_equal(json_integer_value(json_object_get(p, "systemBytes")), raw->len);
+	/* the same tools, in the same order, with the same schemas */
+	assert_int_equal(json_array_size(tools), json_array_size(shown));
+	assert_true(json_array_size(tools) > 0);
+	json_array_foreach(tools, i, t)
+	{
+		const json_t *fn = json_object_get(t, "function");
+		const json_t *mine = json_array_get(shown, i);
+
+		assert_string_equal(json_string_value(json_object_get(fn, "name")),
+		                    json_string_value(json_object_get(mine, "name")));
+		assert_true(json_equal(json_object_get(fn, "parameters"),
+		                       json_object_get(mine, "input_schema")));
+		assert_string_equal(json_string_value(json_object_get(json_array_get(
+		                        json_object_get(p, "tools"), i), "name")),
+		                    json_string_value(json_object_get(mine, "name")));
+	}
+	json_decref(reqs);
+}
+
+static const json_t *file_of(const json_t *p, const char *name)
+{
+	size_t i;
+	const json_t *f;
+
+	json_array_foreach(json_object_get(p, "files"), i, f)
+	{
+		if (strcmp(json_string_value(json_object_get(f, "name")), name) == 0)
+			return f;
+	}
+	fail_msg("no file %s in the prompt's header", name);
+	return NULL;
+}
+
+/* How many files in dir hold needle. */
+static int files_holding(const char *dir, const char *needle)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	int n = 0;
+
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		char path[1500];
+		struct buf b;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+		buf_init(&b, 64 << 20);
+		if (harness_read_file(path, &b) == 0 && b.data && strstr(b.data, needle))
+			n++;
+		buf_free(&b);
+	}
+	closedir(d);
+	return n;
+}
+
+/* ---- fixture ---- */
+
+static int setup(void **state)
+{
+	const char *init[] = {"init", NULL};
+	char cfg[2048], soul[SOUL_BYTES + 1], note[64], path[1200], target[1200];
+	time_t now = time(NULL);
+	struct tm tm;
+
+	(void)state;
+	memset(&fx, 0, sizeof fx);
+	fx.chat = -1;
+	fx.chat_in = -1;
+	if (harness_peer_start(&fx.llm, "fake_llm.js", NULL) != 0)
+		return -1;
+	if (harness_tmpdir(fx.home, sizeof fx.home) != 0)
+		return -1;
+	snprintf(cfg, sizeof cfg,
+	         "providers:\n"
+	         "  - {id: oa, api: openai-chat, base_url: \"http://127.0.0.1:%d/v1\", "
+	         "api_key: test-key, max_retries: 0, timeout: 10s}\n"
+	         "agents:\n"
+	         "  - {id: main, default: true, model: oa/gpt-test, sandbox: full, "
+	         "bootstrap_max_chars: %d}\n",
+	         fx.llm.port, FILE_CAP);
+	write_file(fx.home, "switchboard.yaml", cfg);
+	if (harness_cli(fx.home, NULL, init) != 0)
+		return -1;
+	snprintf(fx.ws, sizeof fx.ws, "%s/workspaces/main", fx.home);
+	/* SOUL.md over the cap, changed and not committed; TOOLS.md a
+	 * symlink to a file outside; MEMORY.md and today's daily note, which
+	 * only the main session gets. */
+	for (size_t i = 0; i < SOUL_BYTES; i++)
+		soul[i] = (char)('a' + i % 26);
+	memcpy(soul, "SOUL-HEAD", 9);
+	memcpy(soul + SOUL_BYTES - 9, "SOUL-TAIL", 9);
+	soul[SOUL_BYTES] = '\0';
+	write_file(fx.ws, "SOUL.md", soul);
+	write_file(fx.home, "outside-secret.txt", "OUTSIDE-SECRET-CONTENT\n");
+	snprintf(path, sizeof path, "%s/TOOLS.md", fx.ws);
+	snprintf(target, sizeof target, "%s/outside-secret.txt", fx.home);
+	unlink(path);
+	if (symlink(target, path) != 0)
+		return -1;
+	write_file(fx.ws, "MEMORY.md", "MEMORY-MARKER: the operator likes tea.\n");
+	localtime_r(&now, &tm);
+	strftime(note, sizeof note, "memory/%Y-%m-%d.md", &tm);
+	snprintf(path, sizeof path, "%s/memory", fx.ws);
+	mkdir(path, 0700);
+	write_file(fx.ws, note, "DAILY-NOTE-MARKER\n");
+	if (harness_daemon_start(&fx.d, fx.home, NULL) != 0 || harness_wait_ready(&fx.d, 20000))
+		return -1;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	if (fx.chat > 0) {
+		kill(fx.chat, SIGKILL);
+		harness_wait(fx.chat, 5000);
+	}
+	if (fx.chat_in >= 0)
+		close(fx.chat_in);
+	if (fx.d.pid > 0)
+		assert_int_equal(harness_daemon_stop(&fx.d, SIGTERM, 20000), 0);
+	harness_peer_stop(&fx.llm);
+	harness_rmrf(fx.home);
+	return 0;
+}
+
+/* ---- prompt ---- */
+
+/* What `prompt` prints is what the model receives next: for a session
+ * that does not exist yet, for the same one with history, and after a
+ * workspace file changed. */
+static void test_prompt_is_the_next_turn(void **state)
+{
+	const char *main_args[] = {NULL};
+	struct buf raw;
+	json_t *p;
+
+	(void)state;
+	script("[{\"text\":\"first answer\"},{\"text\":\"second answer\"},"
+	       "{\"text\":\"third answer\"}]");
+
+	p = prompt_json(main_args);
+	assert_true(json_is_true(json_object_get(p, "newSession")));
+	assert_string_equal(json_string_value(json_object_get(p, "sessionKey")), "agent:main:main");
+	prompt_raw(main_args, &raw);
+	send_text(NULL, "hello one", "first answer");
+	assert_next_turn_matches(p, &raw);
+	/* the main session's own context is in it */
+	assert_non_null(memmem(raw.data, raw.len, "MEMORY-MARKER", 13));
+	assert_non_null(memmem(raw.data, raw.len, "DAILY-NOTE-MARKER", 17));
+	json_decref(p);
+	buf_free(&raw);
+
+	/* The session now has a history; the prompt still matches. */
+	p = prompt_json(main_args);
+	assert_false(json_is_true(json_object_get(p, "newSession")));
+	assert_int_equal(json_integer_value(json_object_get(p, "historyMessages")), 2);
+	assert_true(json_integer_value(json_object_get(json_object_get(p, "tokens"), "history")) >
+	            0);
+	prompt_raw(main_args, &raw);
+	send_text("main", "hello two", "second answer");
+	assert_next_turn_matches(p, &raw);
+	json_decref(p);
+	buf_free(&raw);
+
+	/* An edit shows up at once, in prompt and in the turn alike. */
+	write_file(fx.ws, "AGENTS.md", "# AGENTS.md\n\nEDITED-AGENTS-MARKER\n");
+	p = prompt_json(main_args);
+	prompt_raw(main_args, &raw);
+	assert_non_null(memmem(raw.data, raw.len, "EDITED-AGENTS-MARKER", 20));
+	assert_false(json_is_true(json_object_get(file_of(p, "AGENTS.md"), "committed")));
+	send_text(NULL, "hello three", "third answer");
+	assert_next_turn_matches(p, &raw);
+	json_decref(p);
+	buf_free(&raw);
+}
+
+/* Another session of the agent: no MEMORY.md, no daily notes, and still
+ * what its turn receives. */
+static void test_prompt_other_session(void **state)
+{
+	const char *args[] = {"main", "--session", "desk", NULL};
+	struct buf raw;
+	json_t *p;
+	size_t i;
+	const json_t *f;
+
+	(void)state;
+	script("[{\"text\":\"desk answer\"}]");
+	p = prompt_json(args);
+	assert_string_equal(json_string_value(json_object_get(p, "sessionKey")), "agent:main:desk");
+	json_array_foreach(json_object_get(p, "files"), i, f)
+	    assert_string_not_equal(json_string_value(json_object_get(f, "name")), "MEMORY.md");
+	prompt_raw(args, &raw);
+	assert_null(memmem(raw.data, raw.len, "MEMORY-MARKER", 13));
+	assert_null(memmem(raw.data, raw.len, "DAILY-NOTE-MARKER", 17));
+	send_text("desk", "hello desk", "desk answer");
+	assert_next_turn_matches(p, &raw);
+	json_decref(p);
+	buf_free(&raw);
+}
+
+/* The header: each file's version, size and cut; a symlink is refused and
+ * its target's bytes appear nowhere. */
+static void test_prompt_header(void **state)
+{
+	const char *none[] = {NULL};
+	const char *text_args[] = {"prompt", NULL};
+	struct buf out;
+	json_t *p;
+	const json_t *soul, *cut, *tools, *ws;
+
+	(void)state;
+	p = prompt_json(none);
+	ws = json_object_get(p, "workspace");
+	assert_true(json_is_true(json_object_get(ws, "git")));
+	assert_true(json_is_true(json_object_get(ws, "dirty")));
+	assert_int_equal(strlen(json_string_value(json_object_get(ws, "commit"))), 40);
+
+	soul = file_of(p, "SOUL.md");
+	assert_int_equal(json_integer_value(json_object_get(soul, "bytes")), SOUL_BYTES);
+	assert_false(json_is_true(json_object_get(soul, "committed")));
+	assert_int_equal(strlen(json_string_value(json_object_get(soul, "blob"))), 40);
+	assert_true(json_integer_value(json_object_get(soul, "mtimeMs")) > 0);
+	cut = json_object_get(soul, "truncated");
+	assert_non_null(cut);
+	assert_int_equal(json_integer_value(json_object_get(cut, "cap")), FILE_CAP);
+	assert_string_equal(json_string_value(json_object_get(cut, "by")), "file");
+	assert_int_equal(json_integer_value(json_object_get(cut, "headBytes")), FILE_CAP * 7 / 10);
+	assert_int_equal(json_integer_value(json_object_get(cut, "tailFrom")),
+	                 SOUL_BYTES - FILE_CAP * 2 / 10);
+	/* the kept ends are there, the middle is not */
+	assert_non_null(strstr(json_string_value(json_object_get(p, "system")), "SOUL-HEAD"));
+	assert_non_null(strstr(json_string_value(json_object_get(p, "system")), "SOUL-TAIL"));
+
+	assert_true(json_is_true(json_object_get(file_of(p, "TOOLS.md"), "refused")));
+	assert_true(json_is_true(json_object_get(file_of(p, "IDENTITY.md"), "committed")));
+	tools = json_object_get(p, "tools");
+	assert_true(json_array_size(tools) > 0);
+	assert_true(json_integer_value(json_object_get(json_array_get(tools, 0), "schemaBytes")) >
+	            0);
+	assert_true(json_integer_value(json_object_get(json_object_get(p, "tokens"), "total")) >
+	            json_integer_value(json_object_get(json_object_get(p, "tokens"), "system")));
+	json_decref(p);
+
+	assert_int_equal(cli(&out, text_args), 0);
+	assert_null(strstr(out.data, "OUTSIDE-SECRET-CONTENT"));
+	assert_null(strstr(out.data, "test-key"));
+	assert_non_null(strstr(out.data, "SOUL.md"));
+	assert_non_null(strstr(out.data, "5000 bytes  blob "));
+	assert_non_null(strstr(out.data, "(not committed; modified "));
+	assert_non_null(strstr(out.data, "truncated to 2000 bytes by the per-file cap "
+	                                 "(bootstrap_max_chars): bytes 0-1399 and 4600-4999 kept"));
+	assert_non_null(strstr(out.data, "TOOLS.md     refused: not a regular file"));
+	assert_non_null(strstr(out.data, "--- system prompt: "));
+	assert_non_null(strstr(out.data, "--- end of system prompt ---\ntools ("));
+	assert_non_null(strstr(out.data, "tokens (estimate): system "));
+	buf_free(&out);
+}
+
+/* prompt changes nothing: a session it looks at is not created, its
+ * transcript not written; bad names get clear errors. */
+static void test_prompt_side_effects_and_errors(void **state)
+{
+	const char *fresh[] = {"main", "--session", "never-used", NULL};
+	const char *list[] = {"sessions", "--json", NULL};
+	const char *unknown[] = {"prompt", "nobody", NULL};
+	const char *mismatch[] = {"prompt", "main", "--session", "agent:other:x", NULL};
+	const char *both[] = {"prompt", "--raw", "--json", NULL};
+	const char *bad_key[] = {"prompt", "--session", "agent:main", NULL};
+	char dir[1200];
+	struct buf out;
+	json_t *p;
+
+	(void)state;
+	p = prompt_json(fresh);
+	assert_true(json_is_true(json_object_get(p, "newSession")));
+	json_decref(p);
+	assert_int_equal(cli(&out, list), 0);
+	assert_null(strstr(out.data, "never-used"));
+	buf_free(&out);
+	snprintf(dir, sizeof dir, "%s/agents/main/sessions", fx.home);
+	assert_int_equal(files_holding(dir, "never-used"), 0);
+
+	assert_int_equal(cli(&out, unknown), 1);
+	assert_non_null(strstr(out.data, "no agent \"nobody\" is configured (the agents are: main)"));
+	buf_free(&out);
+	assert_int_equal(cli(&out, mismatch), 2);
+	assert_non_null(strstr(out.data, "belongs to agent \"other\", not \"main\""));
+	buf_free(&out);
+	assert_int_equal(cli(&out, both), 2);
+	assert_non_null(strstr(out.data, "--raw and --json do not go together"));
+	buf_free(&out);
+	assert_int_equal(cli(&out, bad_key), 1);
+	assert_non_null(strstr(out.data, "sessionKey is"));
+	buf_free(&out);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_prompt_is_the_next_turn),
+	    cmocka_unit_test(test_prompt_other_session),
+	    cmocka_unit_test(test_prompt_header),
+	    cmocka_unit_test(test_prompt_side_effects_and_errors),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
