@@ -461,6 +461,199 @@ static void test_prompt_side_effects_and_errors(void **state)
 	buf_free(&out);
 }
 
+/* ---- chat across a restart ---- */
+
+/* Starts `switchboard chat ARGS` with a pipe for its standard input and
+ * its output (stdout and stderr) in out_path. */
+static void chat_start(const char *out_path, const char *const *more)
+{
+	const char *argv[16];
+	size_t n = 0;
+	int in[2], out;
+
+	argv[n++] = harness_binary();
+	argv[n++] = "chat";
+	for (size_t i = 0; more && more[i]; i++)
+		argv[n++] = more[i];
+	argv[n] = NULL;
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0); /* a gateway started later must not hold it */
+	out = open(out_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(out >= 0);
+	fx.chat = fork();
+	assert_true(fx.chat >= 0);
+	if (fx.chat == 0) {
+		setenv("SWITCHBOARD_HOME", fx.home, 1);
+		dup2(in[0], STDIN_FILENO);
+		dup2(out, STDOUT_FILENO);
+		dup2(out, STDERR_FILENO);
+		close(in[0]);
+		close(in[1]);
+		execv(argv[0], (char *const *)argv);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out);
+	fx.chat_in = in[1];
+}
+
+static void chat_type(const char *line)
+{
+	size_t n = strlen(line);
+
+	assert_int_equal(write(fx.chat_in, line, n), (ssize_t)n);
+	assert_int_equal(write(fx.chat_in, "\n", 1), 1);
+}
+
+static int count_of(const char *text, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = strstr(text, needle); p; p = strstr(p + 1, needle))
+		n++;
+	return n;
+}
+
+/* Waits up to timeout_ms until path holds needle (at least want times). */
+static void wait_output(const char *path, const char *needle, int want, int timeout_ms)
+{
+	struct buf b;
+
+	for (int waited = 0;; waited += 50) {
+		buf_init(&b, 16 << 20);
+		if (harness_read_file(path, &b) == 0 && b.data && count_of(b.data, needle) >= want) {
+			buf_free(&b);
+			return;
+		}
+		if (waited >= timeout_ms) {
+			char got[8192];
+
+			snprintf(got, sizeof got, "%s", b.data ? b.data : "");
+			buf_free(&b);
+			fail_msg("chat did not print \"%s\" (x%d); it printed:\n%s", needle, want, got);
+		}
+		buf_free(&b);
+		usleep(50 * 1000);
+	}
+}
+
+static void gateway_stop(void)
+{
+	assert_int_equal(harness_daemon_stop(&fx.d, SIGTERM, 20000), 0);
+	fx.d.pid = 0;
+}
+
+/* A new gateway on the same home and port. */
+static void gateway_restart(int port)
+{
+	char p[16];
+	const char *extra[] = {"--port", p, NULL};
+
+	snprintf(p, sizeof p, "%d", port);
+	assert_int_equal(harness_daemon_start(&fx.d, fx.home, extra), 0);
+	fx.d.port = port;
+	assert_int_equal(harness_wait_ready(&fx.d, 20000), 0);
+}
+
+/* How many requests to the model carried text in their last user message. */
+static int requests_with(const char *text)
+{
+	json_t *reqs = llm_requests();
+	size_t i;
+	const json_t *r;
+	int n = 0;
+
+	json_array_foreach(reqs, i, r)
+	{
+		const json_t *msgs = json_object_get(json_object_get(r, "body"), "messages");
+		char *dump = json_dumps(json_array_get(msgs, json_array_size(msgs) - 1), 0);
+
+		n += dump && strstr(dump, text) ? 1 : 0;
+		free(dump);
+	}
+	json_decref(reqs);
+	return n;
+}
+
+/* The gateway restarts under a chat: the chat says so, stays, and a line
+ * typed while the gateway was down is answered once it is back, once. */
+static void test_chat_survives_restart(void **state)
+{
+	const char *more[] = {"--session", "chatty", NULL};
+	char out_path[700];
+	int port = fx.d.port;
+	struct buf b;
+
+	(void)state;
+	script("[{\"match\":\"before\",\"text\":\"answer-before\"},"
+	       "{\"match\":\"while\",\"text\":\"answer-while\"},"
+	       "{\"match\":\"after\",\"text\":\"answer-after\"}]");
+	snprintf(out_path, sizeof out_path, "%s/chat.out", fx.home);
+	chat_start(out_path, more);
+	chat_type("before the restart");
+	wait_output(out_path, "answer-before", 1, 15000);
+
+	gateway_stop();
+	wait_output(out_path, "gateway went away; reconnecting", 1, 10000);
+	/* still there: it did not exit with the connection */
+	assert_int_equal(waitpid(fx.chat, NULL, WNOHANG), 0);
+	chat_type("typed while the gateway was away");
+	wait_output(out_path, "(the gateway is away: this line is sent once it is back)", 1, 5000);
+	usleep(700 * 1000); /* a few failed attempts */
+	gateway_restart(port);
+	wait_output(out_path, "reconnected to ws://127.0.0.1:", 1, 15000);
+	wait_output(out_path, "answer-while", 1, 15000);
+
+	chat_type("after the restart");
+	wait_output(out_path, "answer-after", 1, 15000);
+	close(fx.chat_in);
+	fx.chat_in = -1;
+	buf_init(&b, 16 << 20);
+	if (harness_wait(fx.chat, 15000) != 0) {
+		fx.chat = -1;
+		harness_read_file(out_path, &b);
+		fail_msg("chat did not end with its input; it printed:\n%s", b.data);
+	}
+	fx.chat = -1;
+
+	assert_int_equal(harness_read_file(out_path, &b), 0);
+	assert_int_equal(count_of(b.data, "answer-while"), 1);
+	assert_int_equal(count_of(b.data, "gateway went away"), 1);
+	buf_free(&b);
+	/* the model got the line typed while away once */
+	assert_int_equal(requests_with("typed while the gateway was away"), 1);
+}
+
+/* The gateway does not come back and the input ends: chat says which
+ * lines were not sent and exits 1 after --timeout, instead of waiting for
+ * ever or dropping them in silence. */
+static void test_chat_gives_up_when_input_ends(void **state)
+{
+	const char *more[] = {"--timeout", "2", NULL};
+	char out_path[700];
+	int port = fx.d.port, code;
+	time_t t0;
+
+	(void)state;
+	script("[{\"text\":\"hello back\"}]");
+	snprintf(out_path, sizeof out_path, "%s/chat2.out", fx.home);
+	chat_start(out_path, more);
+	chat_type("hi");
+	wait_output(out_path, "hello back", 1, 15000);
+	gateway_stop();
+	wait_output(out_path, "gateway went away; reconnecting", 1, 10000);
+	chat_type("this one cannot go");
+	close(fx.chat_in);
+	fx.chat_in = -1;
+	t0 = time(NULL);
+	code = harness_wait(fx.chat, 15000);
+	fx.chat = -1;
+	assert_int_equal(code, 1);
+	assert_true(time(NULL) - t0 <= 6);
+	wait_output(out_path, "the gateway did not come back within 2 s; 1 line was not sent", 1,
+	            1000);
+	gateway_restart(port);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -468,6 +661,8 @@ int main(void)
 	    cmocka_unit_test(test_prompt_other_session),
 	    cmocka_unit_test(test_prompt_header),
 	    cmocka_unit_test(test_prompt_side_effects_and_errors),
+	    cmocka_unit_test(test_chat_survives_restart),
+	    cmocka_unit_test(test_chat_gives_up_when_input_ends),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
