@@ -408,8 +408,8 @@ static void ws_version(struct workspace_cache *c, struct ws_entry *e, struct wor
 		if (i == PROMPT_FILES_MAX || !v->info.files[k].present)
 			continue;
 		git_oid_tostr(v->files[k].blob, sizeof v->files[k].blob, &e->files[i].blob);
-		v->files[k].mtime_ns = (int64_t)e->files[i].mtime.tv_sec * 1000000000LL +
-		                       e->files[i].mtime.tv_nsec;
+		v->files[k].mtime_ns =
+		    (int64_t)e->files[i].mtime.tv_sec * 1000000000LL + e->files[i].mtime.tv_nsec;
 	}
 
 	snprintf(v->commit, sizeof v->commit, "%s", WORKSPACE_COMMIT_NONE);

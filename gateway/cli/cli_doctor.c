@@ -179,12 +179,10 @@ static int doctor_lint(const struct config *cfg)
 
 int cli_doctor(int argc, char **argv)
 {
-	static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
-	                                     {"json", no_argument, NULL, 'j'},
-	                                     {"no-network", no_argument, NULL, 'N'},
-	                                     {"timeout", required_argument, NULL, 'T'},
-	                                     {"help", no_argument, NULL, 'h'},
-	                                     {0}};
+	static const struct option opts[] = {
+	    {"config", required_argument, NULL, 'c'}, {"json", no_argument, NULL, 'j'},
+	    {"no-network", no_argument, NULL, 'N'},   {"timeout", required_argument, NULL, 'T'},
+	    {"help", no_argument, NULL, 'h'},         {0}};
 	char home[PATH_MAX], cfg_path[PATH_MAX], bwrap[PATH_MAX], why[1024], line[PATH_MAX + 1400];
 	const char *explicit_cfg = NULL;
 	struct cfg_errors errs;
@@ -203,8 +201,9 @@ int cli_doctor(int argc, char **argv)
 			network = false;
 		} else if (c == 'T') {
 			if (num_parse_i64(optarg, 1, 120, &timeout_s)) {
-				fprintf(stderr, "switchboard doctor: --timeout wants seconds from 1 to "
-				                "120, got \"%s\"\n",
+				fprintf(stderr,
+				        "switchboard doctor: --timeout wants seconds from 1 to "
+				        "120, got \"%s\"\n",
 				        optarg);
 				return 2;
 			}

@@ -37,7 +37,7 @@
 
 struct doctor_probe {
 	const struct provider_config *p;
-	char url[DOCTOR_NET_URL_MAX]; /* what is requested */
+	char url[DOCTOR_NET_URL_MAX];   /* what is requested */
 	char shown[DOCTOR_NET_URL_MAX]; /* the same without user:password@ */
 	bool started;
 	bool done;
@@ -172,18 +172,18 @@ static int doctor_probe_report(const struct doctor_probe *pr, long timeout_ms)
 		         provider_api_name(p->api), pr->error);
 	} else if (pr->rc == SB_ERR_TIMEOUT) {
 		level = "fail", verdict = "unreachable", failed = 1;
-		snprintf(text, sizeof text, "unreachable: %s gave no answer within %ld ms", pr->shown,
-		         timeout_ms);
+		snprintf(text, sizeof text, "unreachable: %s gave no answer within %ld ms",
+		         pr->shown, timeout_ms);
 	} else if (pr->rc != SB_OK) {
 		level = "fail", verdict = "unreachable", failed = 1;
-		snprintf(text, sizeof text, "unreachable: %s: %s (check base_url, DNS, the network "
-		                            "and TLS)",
+		snprintf(text, sizeof text,
+		         "unreachable: %s: %s (check base_url, DNS, the network "
+		         "and TLS)",
 		         pr->shown, pr->error);
 	} else if (pr->status == 401 || pr->status == 403) {
 		level = "fail", verdict = "key_rejected", failed = 1;
-		snprintf(text, sizeof text,
-		         "key rejected: %s answered HTTP %ld%s (check api_key)", pr->shown,
-		         pr->status,
+		snprintf(text, sizeof text, "key rejected: %s answered HTTP %ld%s (check api_key)",
+		         pr->shown, pr->status,
 		         p->api_key && *p->api_key ? "" : "; the provider has no api_key set");
 	} else if (pr->status >= 200 && pr->status < 300) {
 		char models[64] = "";
@@ -254,8 +254,8 @@ int doctor_providers(const struct config *cfg, long timeout_ms)
 			json_t *extra = json_pack("{ss ss}", "provider", p->id, "result", "ok");
 
 			snprintf(area, sizeof area, "provider %s", p->id);
-			doctor_finding("ok", area, "scripted: replies from a script, nothing to reach",
-			               extra);
+			doctor_finding("ok", area,
+			               "scripted: replies from a script, nothing to reach", extra);
 			json_decref(extra);
 			continue;
 		}

@@ -23,25 +23,24 @@ static bool prompt_raw;
 
 static void prompt_usage(FILE *f)
 {
-	fprintf(f,
-	        "usage: switchboard prompt [AGENT] [--session KEY] [--raw] [--json]\n\n"
-	        "Prints what the next turn of AGENT's session would send to the model, as\n"
-	        "the running gateway builds it for a message from this client: the\n"
-	        "workspace files in the system prompt (git blob or modification time, size,\n"
-	        "where the caps cut them), the system prompt byte for byte, the tools with\n"
-	        "their schema sizes, and the token estimate. Nothing is sent to the model and\n"
-	        "nothing is written.\n"
-	        "  AGENT             the agent (default: the default agent)\n"
-	        "  --session KEY     the session (default: the agent's main session; a\n"
-	        "                    short key such as main, or agent:ID:REST)\n"
-	        "  --raw             only the system prompt, byte for byte\n"
-	        "  --json            the gateway's answer (agent.prompt) as JSON\n"
-	        "  --url URL         ws://HOST:PORT[/PATH] (default: from the home)\n"
-	        "  --token-file FILE the token from FILE (- for standard input)\n"
-	        "  --token TOKEN     default: $SWITCHBOARD_TOKEN, then gateway.auth_token,\n"
-	        "                    else the home's gateway.token\n"
-	        "  --config FILE     the configuration to find the gateway in\n"
-	        "  --timeout SECONDS how long to wait for the gateway\n");
+	fprintf(f, "usage: switchboard prompt [AGENT] [--session KEY] [--raw] [--json]\n\n"
+	           "Prints what the next turn of AGENT's session would send to the model, as\n"
+	           "the running gateway builds it for a message from this client: the\n"
+	           "workspace files in the system prompt (git blob or modification time, size,\n"
+	           "where the caps cut them), the system prompt byte for byte, the tools with\n"
+	           "their schema sizes, and the token estimate. Nothing is sent to the model and\n"
+	           "nothing is written.\n"
+	           "  AGENT             the agent (default: the default agent)\n"
+	           "  --session KEY     the session (default: the agent's main session; a\n"
+	           "                    short key such as main, or agent:ID:REST)\n"
+	           "  --raw             only the system prompt, byte for byte\n"
+	           "  --json            the gateway's answer (agent.prompt) as JSON\n"
+	           "  --url URL         ws://HOST:PORT[/PATH] (default: from the home)\n"
+	           "  --token-file FILE the token from FILE (- for standard input)\n"
+	           "  --token TOKEN     default: $SWITCHBOARD_TOKEN, then gateway.auth_token,\n"
+	           "                    else the home's gateway.token\n"
+	           "  --config FILE     the configuration to find the gateway in\n"
+	           "  --timeout SECONDS how long to wait for the gateway\n");
 }
 
 static const char *prompt_s(const json_t *o, const char *key)
@@ -99,8 +98,8 @@ static void prompt_print_file(const json_t *f, bool git)
 		       strcmp(prompt_s(cut, "by"), "total") == 0
 		           ? "rest of the total cap (bootstrap_total_max_chars)"
 		           : "per-file cap (bootstrap_max_chars)",
-		       (long long)prompt_i(cut, "headBytes") - 1, (long long)prompt_i(cut, "tailFrom"),
-		       (long long)prompt_i(f, "bytes") - 1);
+		       (long long)prompt_i(cut, "headBytes") - 1,
+		       (long long)prompt_i(cut, "tailFrom"), (long long)prompt_i(f, "bytes") - 1);
 	else
 		printf("included whole\n");
 }
@@ -129,7 +128,7 @@ static void prompt_print(const json_t *p)
 	if (git && strcmp(prompt_s(ws, "commit"), "none") != 0)
 		printf("commit %.12s%s\n", prompt_s(ws, "commit"),
 		       json_is_true(json_object_get(ws, "dirty")) ? ", with changes not committed"
-		                                                   : "");
+		                                                  : "");
 	else if (git)
 		printf("a git repository without commits\n");
 	else
@@ -146,7 +145,8 @@ static void prompt_print(const json_t *p)
 	json_array_foreach(tools, i, item)
 	{
 		printf("  %-14s %6lld bytes (schema %lld)\n", prompt_s(item, "name"),
-		       (long long)prompt_i(item, "bytes"), (long long)prompt_i(item, "schemaBytes"));
+		       (long long)prompt_i(item, "bytes"),
+		       (long long)prompt_i(item, "schemaBytes"));
 	}
 	printf("tokens (estimate): system %lld + tools %lld + history %lld = %lld",
 	       (long long)prompt_i(tok, "system"), (long long)prompt_i(tok, "tools"),
@@ -199,8 +199,9 @@ int cli_prompt(int argc, char **argv)
 			break;
 		case 'T':
 			if (num_parse_i64(optarg, 1, 86400, &o.timeout_s)) {
-				fprintf(stderr, "switchboard prompt: --timeout wants seconds from 1 to "
-				                "86400\n");
+				fprintf(stderr,
+				        "switchboard prompt: --timeout wants seconds from 1 to "
+				        "86400\n");
 				return 2;
 			}
 			break;

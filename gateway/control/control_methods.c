@@ -755,11 +755,11 @@ static json_t *control_prompt_file(const struct prompt_file *pf,
 	json_object_set_new(o, "committed", json_boolean(git && fv->committed));
 	json_object_set_new(o, "mtimeMs", json_integer((json_int_t)(fv->mtime_ns / 1000000)));
 	if (pf->truncated)
-		json_object_set_new(
-		    o, "truncated",
-		    json_pack("{sI ss sI sI}", "cap", (json_int_t)pf->cap, "by",
-		              pf->cut_by_total ? "total" : "file", "headBytes",
-		              (json_int_t)pf->head_bytes, "tailFrom", (json_int_t)pf->tail_from));
+		json_object_set_new(o, "truncated",
+		                    json_pack("{sI ss sI sI}", "cap", (json_int_t)pf->cap, "by",
+		                              pf->cut_by_total ? "total" : "file", "headBytes",
+		                              (json_int_t)pf->head_bytes, "tailFrom",
+		                              (json_int_t)pf->tail_from));
 	return o;
 }
 
@@ -772,28 +772,30 @@ static json_t *control_prompt_payload(const struct run_preview *p)
 	const json_t *t;
 
 	for (i = 0; files && i < v->info.n_files; i++)
-		json_array_append_new(files, control_prompt_file(&v->info.files[i], &v->files[i], v->git));
+		json_array_append_new(files,
+		                      control_prompt_file(&v->info.files[i], &v->files[i], v->git));
 	json_array_foreach(p->tools, i, t)
 	{
 		const json_t *schema = json_object_get(t, "input_schema");
 
 		json_array_append_new(
-		    tools, json_pack("{ss sI sI}", "name", json_string_value(json_object_get(t, "name")),
-		                     "bytes", (json_int_t)json_dumpb(t, NULL, 0, JSON_COMPACT),
-		                     "schemaBytes",
-		                     (json_int_t)(schema ? json_dumpb(schema, NULL, 0, JSON_COMPACT) : 0)));
+		    tools,
+		    json_pack(
+		        "{ss sI sI}", "name", json_string_value(json_object_get(t, "name")),
+		        "bytes", (json_int_t)json_dumpb(t, NULL, 0, JSON_COMPACT), "schemaBytes",
+		        (json_int_t)(schema ? json_dumpb(schema, NULL, 0, JSON_COMPACT) : 0)));
 	}
 	workspace_hash_hex(v->hash, hex);
-	o = json_pack("{ss ss ss sb ss s{ss ss sb sb ss} so ss% sI so sO s{sI sI sI sI sf} sI}",
-	              "agentId", p->agent_id, "sessionKey", p->session_key, "sessionId",
-	              p->session_id, "newSession", p->new_session, "model", p->model ? p->model : "",
-	              "workspace", "dir", p->workspace, "commit", v->commit, "git", v->git, "dirty",
-	              v->dirty, "hash", hex, "files", files, "system", p->system, p->system_len,
-	              "systemBytes", (json_int_t)p->system_len, "tools", tools, "toolList", p->tools,
-	              "tokens", "system", (json_int_t)p->tokens_system, "tools",
-	              (json_int_t)p->tokens_tools, "history", (json_int_t)p->tokens_history, "total",
-	              (json_int_t)p->tokens_total, "calibration", p->calibration,
-	              "historyMessages", (json_int_t)p->history_messages);
+	o = json_pack(
+	    "{ss ss ss sb ss s{ss ss sb sb ss} so ss% sI so sO s{sI sI sI sI sf} sI}", "agentId",
+	    p->agent_id, "sessionKey", p->session_key, "sessionId", p->session_id, "newSession",
+	    p->new_session, "model", p->model ? p->model : "", "workspace", "dir", p->workspace,
+	    "commit", v->commit, "git", v->git, "dirty", v->dirty, "hash", hex, "files", files,
+	    "system", p->system, p->system_len, "systemBytes", (json_int_t)p->system_len, "tools",
+	    tools, "toolList", p->tools, "tokens", "system", (json_int_t)p->tokens_system, "tools",
+	    (json_int_t)p->tokens_tools, "history", (json_int_t)p->tokens_history, "total",
+	    (json_int_t)p->tokens_total, "calibration", p->calibration, "historyMessages",
+	    (json_int_t)p->history_messages);
 	return o;
 }
 
@@ -807,7 +809,8 @@ static void control_prompt_done(void *ud, int rc, const char *error, const struc
 		goto out;
 	if (rc) {
 		control_reply_error(c, op->base.id,
-		                    rc == SB_ERR_NOTFOUND ? CONTROL_E_NOT_FOUND : CONTROL_E_UNAVAILABLE,
+		                    rc == SB_ERR_NOTFOUND ? CONTROL_E_NOT_FOUND
+		                                          : CONTROL_E_UNAVAILABLE,
 		                    error ? error : sb_strerror(rc), NULL, rc == SB_ERR_AGAIN, 0);
 		goto out;
 	}
@@ -852,11 +855,10 @@ static void control_agent_prompt(struct control_conn *c, const json_t *id, json_
 	control_webchat_envelope(c, key, &env);
 	rc = dispatcher_preview(c->ctl->ctx.dispatcher, agent, key, &env, control_prompt_done, op);
 	if (rc) {
-		control_reply_error(c, id,
-		                    rc == SB_ERR_NOTFOUND ? CONTROL_E_NOT_FOUND : CONTROL_E_UNAVAILABLE,
-		                    rc == SB_ERR_AGAIN ? "the gateway is not ready; try again"
-		                                       : sb_strerror(rc),
-		                    NULL, rc == SB_ERR_AGAIN, rc == SB_ERR_AGAIN ? 1000 : 0);
+		control_reply_error(
+		    c, id, rc == SB_ERR_NOTFOUND ? CONTROL_E_NOT_FOUND : CONTROL_E_UNAVAILABLE,
+		    rc == SB_ERR_AGAIN ? "the gateway is not ready; try again" : sb_strerror(rc),
+		    NULL, rc == SB_ERR_AGAIN, rc == SB_ERR_AGAIN ? 1000 : 0);
 		control_op_free(&op->base);
 	}
 }

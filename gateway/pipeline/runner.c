@@ -1193,7 +1193,8 @@ static void run_preview_finish(struct run_job *j)
 	tokens_ledger_init(&ledger);
 	tokens_ledger_set_fixed_est(&ledger, p.system, tools_tokens);
 	if (lp && json_is_number(json_object_get(lp, "calibration")))
-		tokens_ledger_set_scale(&ledger, json_number_value(json_object_get(lp, "calibration")));
+		tokens_ledger_set_scale(&ledger,
+		                        json_number_value(json_object_get(lp, "calibration")));
 	if (tokens_ledger_sync(&ledger, j->history) != SB_OK) {
 		tokens_ledger_free(&ledger);
 		json_decref(tools);

@@ -116,15 +116,15 @@ int runner_steer_from(struct run_job *j, const char *text, int64_t inbox_id);
 struct run_preview {
 	const char *agent_id;
 	const char *session_key;
-	const char *session_id;   /* "" when the next message starts a new session */
-	bool new_session;         /* none yet, or its reset policy ended it */
-	const char *workspace;    /* the resolved directory */
-	const char *system;       /* the system prompt, system_len bytes */
+	const char *session_id; /* "" when the next message starts a new session */
+	bool new_session;       /* none yet, or its reset policy ended it */
+	const char *workspace;  /* the resolved directory */
+	const char *system;     /* the system prompt, system_len bytes */
 	size_t system_len;
 	const struct workspace_version *version; /* what it was built from */
-	const json_t *tools;      /* the tool list, as the turn hands it to the provider */
-	const char *model;        /* the agent's model ("provider/model") */
-	size_t history_messages;  /* messages the session's history holds */
+	const json_t *tools;     /* the tool list, as the turn hands it to the provider */
+	const char *model;       /* the agent's model ("provider/model") */
+	size_t history_messages; /* messages the session's history holds */
 	/* Token estimates (agents/context/tokens.h), scaled by the session's
 	 * last calibration: the system prompt, the tools, the history, and
 	 * their sum (the next request before its new message). */

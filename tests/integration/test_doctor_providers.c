@@ -96,9 +96,10 @@ static int setup(void **state)
 	    harness_peer_start(&fx.bad, "fake_llm.js", NULL) != 0)
 		return -1;
 	buf_init(&out, 1 << 16);
-	if (harness_http(fx.good.port, "POST", "/__server", NULL,
-	                 "{\"models\":{\"object\":\"list\",\"data\":[{\"id\":\"m\"},{\"id\":\"n\"}]}}",
-	                 &out) != 200 ||
+	if (harness_http(
+	        fx.good.port, "POST", "/__server", NULL,
+	        "{\"models\":{\"object\":\"list\",\"data\":[{\"id\":\"m\"},{\"id\":\"n\"}]}}",
+	        &out) != 200 ||
 	    harness_http(fx.bad.port, "POST", "/__server", NULL,
 	                 "{\"models\":{\"error\":{\"message\":\"Incorrect API key provided: "
 	                 "sk-bad-fedcba9876543210\"}},\"status\":{\"models\":401}}",
@@ -159,8 +160,8 @@ static json_t *doctor_json(const char *const *more, int *code, struct buf *out)
 		json_t *j = json_loadb(line, len, 0, NULL);
 
 		if (!j)
-			fail_msg("doctor --json printed a line that is not JSON: %.*s\n%s", (int)len,
-			         line, out->data);
+			fail_msg("doctor --json printed a line that is not JSON: %.*s\n%s",
+			         (int)len, line, out->data);
 		json_array_append_new(all, j);
 		line += len;
 		if (*line)
@@ -266,9 +267,11 @@ static void test_doctor_providers(void **state)
 		buf_init(&out, 1 << 20);
 		code = harness_cli(fx.home, &out, args);
 		assert_int_equal(code, 1);
-		assert_non_null(strstr(out.data, "fail  provider bad: key rejected: http://127.0.0.1:"));
+		assert_non_null(
+		    strstr(out.data, "fail  provider bad: key rejected: http://127.0.0.1:"));
 		assert_non_null(strstr(out.data, "HTTP 401"));
-		assert_non_null(strstr(out.data, "fail  provider gone: unreachable: http://127.0.0.1:"));
+		assert_non_null(
+		    strstr(out.data, "fail  provider gone: unreachable: http://127.0.0.1:"));
 		assert_non_null(strstr(out.data, "ok    provider good: http://127.0.0.1:"));
 		assert_null(strstr(out.data, KEY_BAD));
 		assert_null(strstr(out.data, "Incorrect API key"));
@@ -392,10 +395,8 @@ static void test_doctor_bad_timeout(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_doctor_providers),
-	    cmocka_unit_test(test_doctor_all_good),
-	    cmocka_unit_test(test_doctor_timeout),
-	    cmocka_unit_test(test_doctor_no_network),
+	    cmocka_unit_test(test_doctor_providers),   cmocka_unit_test(test_doctor_all_good),
+	    cmocka_unit_test(test_doctor_timeout),     cmocka_unit_test(test_doctor_no_network),
 	    cmocka_unit_test(test_doctor_bad_timeout),
 	};
 

@@ -348,7 +348,8 @@ static void test_logs_json(void **state)
 			assert_true(json_is_integer(json_object_get(o, "tool_calls")));
 			assert_int_equal(json_integer_value(json_object_get(o, "tool_calls")), 0);
 			assert_true(json_is_integer(json_object_get(o, "duration_ms")));
-			assert_string_equal(json_string_value(json_object_get(o, "end")), "end_turn");
+			assert_string_equal(json_string_value(json_object_get(o, "end")),
+			                    "end_turn");
 		}
 	}
 	free(text);

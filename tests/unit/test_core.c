@@ -219,9 +219,8 @@ static char *line_json(const char *line)
 
 static void test_log_line_json(void **state)
 {
-	struct log_field f[] = {LOG_S("text", "a \"quoted\" = \\ word\n\tnext\x01"),
-	                        LOG_I("n", -7), LOG_D("d", 0.5), LOG_S("empty", ""),
-	                        LOG_S("path", "/x/y")};
+	struct log_field f[] = {LOG_S("text", "a \"quoted\" = \\ word\n\tnext\x01"), LOG_I("n", -7),
+	                        LOG_D("d", 0.5), LOG_S("empty", ""), LOG_S("path", "/x/y")};
 	char line[1024], *t;
 	json_t *o;
 
@@ -279,7 +278,8 @@ static void test_log_line_json(void **state)
 	assert_string_equal(t, "{\"raw\":\"=x\"}");
 	free(t);
 	t = line_json("ts=T msg=\xff\xfe ok=\xc3\xa9");
-	assert_string_equal(t, "{\"ts\":\"T\",\"msg\":\"\xef\xbf\xbd\xef\xbf\xbd\",\"ok\":\"\xc3\xa9\"}");
+	assert_string_equal(
+	    t, "{\"ts\":\"T\",\"msg\":\"\xef\xbf\xbd\xef\xbf\xbd\",\"ok\":\"\xc3\xa9\"}");
 	free(t);
 	t = line_json("{not json");
 	assert_string_equal(t, "{\"raw\":\"{not json\"}");
