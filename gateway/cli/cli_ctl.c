@@ -135,8 +135,8 @@ struct ctl {
 	uv_stream_t *in;
 	struct buf line;
 	/* chat: surviving a gateway restart */
-	bool reconnect;  /* the verb wants it once it was connected */
-	bool away;       /* the connection is gone; retrying */
+	bool reconnect; /* the verb wants it once it was connected */
+	bool away;      /* the connection is gone; retrying */
 	bool connected_once;
 	uv_timer_t retry;
 	bool retry_open;
@@ -256,10 +256,16 @@ static void ctl_deadline(uv_timer_t *t)
 {
 	struct ctl *c = t->data;
 
-	if (c->away)
+	if (c->away && c->n_lines)
 		ctl_err(c,
 		        "the gateway did not come back within %" PRId64 " s; %zu line%s not sent",
 		        c->o.timeout_s, c->n_lines, c->n_lines == 1 ? " was" : "s were");
+	else if (c->away)
+		ctl_err(c,
+		        "the gateway did not come back within %" PRId64
+		        " s; the replies still due will be in the session's history "
+		        "(`switchboard sessions show %s`)",
+		        c->o.timeout_s, c->key);
 	else
 		ctl_err(c, "no answer from the gateway within %" PRId64 " s", c->o.timeout_s);
 	ctl_finish(c, 1);
@@ -350,8 +356,9 @@ static void ctl_on_frame(struct ctl *c, const json_t *f)
 		if (c->away) {
 			c->away = false;
 			uv_timer_stop(&c->retry);
-			fprintf(stderr, "reconnected to ws://%s:%d%s after %.1f s\n", c->host, c->port,
-			        c->path, (double)(uv_now(&c->loop) - c->away_since) / 1000.0);
+			fprintf(stderr, "reconnected to ws://%s:%d%s after %.1f s\n", c->host,
+			        c->port, c->path,
+			        (double)(uv_now(&c->loop) - c->away_since) / 1000.0);
 			fflush(stderr);
 		}
 		c->connected_once = true;
@@ -570,6 +577,7 @@ static void ctl_drop_queue(struct ctl *c)
 
 static void ctl_retry_fire(uv_timer_t *t);
 static int ctl_parse_url(struct ctl *c, const char *url);
+static void ctl_chat_send_line(struct ctl *c, struct ctl_line *l);
 
 /* Starts the next attempt after the backoff (doubling, at most
  * CTL_RETRY_MAX_MS). */
@@ -592,8 +600,13 @@ static void ctl_lost(struct ctl *c)
 		c->away_since = uv_now(&c->loop);
 		c->retry_ms = CTL_RETRY_FIRST_MS;
 		c->attempts = 0;
-		fprintf(stderr, "%sgateway went away; reconnecting…\n", c->streamed_any ? "\n" : "");
+		fprintf(stderr, "%sgateway went away; reconnecting…\n",
+		        c->streamed_any ? "\n" : "");
 		fflush(stderr);
+		/* With the input over, the wait for the gateway is bounded. */
+		if (c->input_done)
+			uv_timer_start(&c->deadline, ctl_deadline, (uint64_t)c->o.timeout_s * 1000,
+			               0);
 	}
 	c->hello_done = false;
 	c->established = false;
@@ -616,6 +629,13 @@ static void ctl_retry_fire(uv_timer_t *t)
 
 	if (c->finished)
 		return;
+	if (c->hello_done && !c->away) {
+		/* Connected: the lines the gateway asked to send again. */
+		for (struct ctl_line *l = c->lines; l; l = l->next)
+			if (!l->req[0])
+				ctl_chat_send_line(c, l);
+		return;
+	}
 	if (c->wsi) {
 		/* An attempt that connected and never finished the handshake. */
 		lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
@@ -1436,7 +1456,8 @@ static void ctl_chat_line(struct ctl *c, const char *line)
 		/* Input is over: waiting for the gateway to come back is
 		 * bounded now (--timeout). */
 		if (c->away && c->pending > 0)
-			uv_timer_start(&c->deadline, ctl_deadline, (uint64_t)c->o.timeout_s * 1000, 0);
+			uv_timer_start(&c->deadline, ctl_deadline, (uint64_t)c->o.timeout_s * 1000,
+			               0);
 		ctl_chat_maybe_done(c);
 		return;
 	}
@@ -1467,7 +1488,8 @@ static void ctl_chat_line(struct ctl *c, const char *line)
 	c->lines_tail = l;
 	c->n_lines++;
 	c->pending++;
-	c->streamed_any = false;
+	/* streamed_any stays: a reply still streaming is not printed twice
+	 * when its final event comes after this line. */
 	if (c->away || !c->hello_done) {
 		fprintf(stderr, "(the gateway is away: this line is sent once it is back)\n");
 		fflush(stderr);
@@ -1493,10 +1515,29 @@ static void ctl_chat_frame(struct ctl *c, const json_t *f)
 	if (type && strcmp(type, "res") == 0) {
 		const char *status = json_string_value(json_object_get(p, "status"));
 		bool subscribe = ctl_is_res(f, c->req_id);
+		struct ctl_line *l =
+		    ctl_chat_take_line(c, json_string_value(json_object_get(f, "id")));
+		const json_t *e = json_object_get(f, "error");
 
+		/* A gateway that has just come back may say "not ready; try
+		 * again": the line waits and goes again, under the same key. */
+		if (l && !json_is_true(json_object_get(f, "ok")) &&
+		    json_is_true(json_object_get(e, "retryable")) && !c->finished) {
+			json_int_t after = json_integer_value(json_object_get(e, "retryAfterMs"));
+
+			l->req[0] = '\0';
+			l->next = c->lines;
+			c->lines = l;
+			if (!c->lines_tail)
+				c->lines_tail = l;
+			c->n_lines++;
+			uv_timer_start(&c->retry, ctl_retry_fire,
+			               (uint64_t)(after > 0 && after < 60000 ? after : 1000), 0);
+			return;
+		}
 		/* The gateway answered a line: it is taken (or refused), not to be
 		 * sent again. */
-		free(ctl_chat_take_line(c, json_string_value(json_object_get(f, "id"))));
+		free(l);
 
 		if (!json_is_true(json_object_get(f, "ok"))) {
 			if (!c->o.json)
