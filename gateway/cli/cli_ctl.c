@@ -48,6 +48,7 @@
 #define CTL_RETRY_MAX_MS 5000
 #define CTL_HANDSHAKE_MS 10000
 #define CTL_WAITING_MAX 64 /* lines typed while away, waiting to be sent */
+#define CTL_SETTLE_MS 2000
 #define CTL_PATH_MAX 512
 /* lws_write()'s close opcode, kept out of lws' public enum but in its ABI. */
 #define CTL_WRITE_CLOSE ((enum lws_write_protocol)4)
@@ -145,6 +146,12 @@ struct ctl {
 	uint64_t away_since;
 	struct ctl_line *lines, *lines_tail; /* not taken by the gateway yet */
 	size_t n_lines;
+	/* chat: runs of the session going on (lifecycle start, then a final
+	 * chat event). A line taken while a run goes on may be steered into
+	 * it and get no run, nor final, of its own: once no run has gone on
+	 * for CTL_SETTLE_MS, every taken line counts as answered. */
+	int active_runs;
+	uv_timer_t settle;
 };
 
 /* ---- output ---- */
@@ -238,6 +245,8 @@ static void ctl_finish(struct ctl *c, int rc)
 	if (c->retry_open && !uv_is_closing((uv_handle_t *)&c->retry)) {
 		uv_timer_stop(&c->retry);
 		uv_close((uv_handle_t *)&c->retry, NULL);
+		uv_timer_stop(&c->settle);
+		uv_close((uv_handle_t *)&c->settle, NULL);
 	}
 	if (c->in && !uv_is_closing((uv_handle_t *)c->in)) {
 		uv_read_stop(c->in);
@@ -612,6 +621,8 @@ static void ctl_lost(struct ctl *c)
 	c->established = false;
 	c->closing = false;
 	c->streamed_any = false;
+	c->active_runs = 0; /* runs cut by a restart start again, announced anew */
+	uv_timer_stop(&c->settle);
 	buf_reset(&c->rx);
 	ctl_drop_queue(c); /* what it had not sent goes again after the handshake */
 	for (struct ctl_line *l = c->lines; l; l = l->next)
@@ -862,8 +873,9 @@ static int ctl_run(struct ctl *c)
 	uv_timer_init(&c->loop, &c->deadline);
 	uv_timer_init(&c->loop, &c->reaper);
 	uv_timer_init(&c->loop, &c->retry);
+	uv_timer_init(&c->loop, &c->settle);
 	c->retry_open = true;
-	c->deadline.data = c->reaper.data = c->retry.data = c;
+	c->deadline.data = c->reaper.data = c->retry.data = c->settle.data = c;
 	if (!c->lws) {
 		ctl_err(c, "cannot start the WebSocket client");
 		ctl_finish(c, 1);
@@ -1498,6 +1510,49 @@ static void ctl_chat_line(struct ctl *c, const char *line)
 	ctl_chat_send_line(c, l);
 }
 
+static void ctl_chat_settled(uv_timer_t *t)
+{
+	struct ctl *c = t->data;
+
+	if (c->finished || c->away || c->active_runs > 0 || c->n_lines)
+		return;
+	c->pending = 0; /* what was taken was steered into the runs that ended */
+	ctl_chat_maybe_done(c);
+}
+
+/* Counts the session's runs from their lifecycle start and their final
+ * chat event, and arms the settle timer when the last one ended with
+ * lines still unanswered. */
+static void ctl_chat_track_runs(struct ctl *c, const json_t *f)
+{
+	const json_t *p = json_object_get(f, "payload");
+
+	if (ctl_is_event(f, "agent")) {
+		const char *stream = json_string_value(json_object_get(p, "stream"));
+		const char *phase =
+		    json_string_value(json_object_get(json_object_get(p, "data"), "phase"));
+
+		if (stream && phase && strcmp(stream, "lifecycle") == 0 &&
+		    strcmp(phase, "start") == 0) {
+			c->active_runs++;
+			uv_timer_stop(&c->settle);
+		}
+		return;
+	}
+	if (ctl_is_event(f, "chat")) {
+		const char *state = json_string_value(json_object_get(p, "state"));
+
+		if (!state || strcmp(state, "delta") == 0)
+			return;
+		if (c->active_runs > 0)
+			c->active_runs--;
+		/* Checked later, once the caller has counted the run's own line
+		 * down and a queued line has had time to start its run. */
+		if (c->active_runs == 0)
+			uv_timer_start(&c->settle, ctl_chat_settled, CTL_SETTLE_MS, 0);
+	}
+}
+
 static void ctl_chat_frame(struct ctl *c, const json_t *f)
 {
 	const json_t *p = json_object_get(f, "payload");
@@ -1512,6 +1567,7 @@ static void ctl_chat_frame(struct ctl *c, const json_t *f)
 		free(text);
 		fflush(stdout);
 	}
+	ctl_chat_track_runs(c, f);
 	if (type && strcmp(type, "res") == 0) {
 		const char *status = json_string_value(json_object_get(p, "status"));
 		bool subscribe = ctl_is_res(f, c->req_id);

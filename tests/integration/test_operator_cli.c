@@ -659,6 +659,34 @@ static void test_chat_gives_up_when_input_ends(void **state)
 	gateway_restart(port);
 }
 
+/* Lines piped in at once (the later ones steered into the first run, with
+ * no final event of their own): chat answers and ends with its input. */
+static void test_chat_piped_lines_end(void **state)
+{
+	const char *more[] = {"--session", "piped", NULL};
+	char out_path[700];
+	const char *all = "one\ntwo\nthree\n";
+
+	(void)state;
+	script("[{\"text\":\"piped-answer\"},{\"text\":\"piped-answer\"},"
+	       "{\"text\":\"piped-answer\"}]");
+	snprintf(out_path, sizeof out_path, "%s/chat3.out", fx.home);
+	chat_start(out_path, more);
+	assert_int_equal(write(fx.chat_in, all, strlen(all)), (ssize_t)strlen(all));
+	close(fx.chat_in);
+	fx.chat_in = -1;
+	if (harness_wait(fx.chat, 20000) != 0) {
+		struct buf b;
+
+		fx.chat = -1;
+		buf_init(&b, 1 << 20);
+		harness_read_file(out_path, &b);
+		fail_msg("chat did not end after its piped input; it printed:\n%s", b.data);
+	}
+	fx.chat = -1;
+	wait_output(out_path, "piped-answer", 1, 1000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -666,6 +694,7 @@ int main(void)
 	    cmocka_unit_test(test_prompt_other_session),
 	    cmocka_unit_test(test_prompt_header),
 	    cmocka_unit_test(test_prompt_side_effects_and_errors),
+	    cmocka_unit_test(test_chat_piped_lines_end),
 	    cmocka_unit_test(test_chat_survives_restart),
 	    cmocka_unit_test(test_chat_gives_up_when_input_ends),
 	};
