@@ -135,6 +135,16 @@ static void prompt_print(const json_t *p)
 		printf("not a git repository\n");
 	printf("files:\n");
 	json_array_foreach(files, i, item) prompt_print_file(item, git);
+	json_array_foreach(json_object_get(p, "notes"), i, item)
+	{
+		printf("  %-13s%8lld bytes  daily note  ", prompt_s(item, "name"),
+		       (long long)prompt_i(item, "bytes"));
+		if (json_is_true(json_object_get(item, "truncated")))
+			printf("cut to its first %lld bytes (bootstrap_max_chars)\n",
+			       (long long)prompt_i(item, "keptBytes"));
+		else
+			printf("included whole\n");
+	}
 	printf("--- system prompt: %lld bytes ---\n", (long long)prompt_i(p, "systemBytes"));
 	fwrite(json_string_value(sys), 1, json_string_length(sys), stdout);
 	if (json_string_length(sys) && json_string_value(sys)[json_string_length(sys) - 1] != '\n')

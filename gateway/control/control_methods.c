@@ -767,7 +767,7 @@ static json_t *control_prompt_payload(const struct run_preview *p)
 {
 	const struct workspace_version *v = p->version;
 	char hex[2 * PROMPT_HASH_BYTES + 1];
-	json_t *files = json_array(), *tools = json_array(), *o;
+	json_t *files = json_array(), *tools = json_array(), *notes = json_array(), *o;
 	size_t i;
 	const json_t *t;
 
@@ -785,17 +785,23 @@ static json_t *control_prompt_payload(const struct run_preview *p)
 		        "bytes", (json_int_t)json_dumpb(t, NULL, 0, JSON_COMPACT), "schemaBytes",
 		        (json_int_t)(schema ? json_dumpb(schema, NULL, 0, JSON_COMPACT) : 0)));
 	}
+	for (i = 0; notes && i < p->n_notes; i++)
+		json_array_append_new(notes,
+		                      json_pack("{ss sI sI sb}", "name", p->notes[i].name, "bytes",
+		                                (json_int_t)p->notes[i].bytes, "keptBytes",
+		                                (json_int_t)p->notes[i].kept, "truncated",
+		                                p->notes[i].kept < p->notes[i].bytes));
 	workspace_hash_hex(v->hash, hex);
 	o = json_pack(
-	    "{ss ss ss sb ss s{ss ss sb sb ss} so ss% sI so sO s{sI sI sI sI sf} sI}", "agentId",
+	    "{ss ss ss sb ss s{ss ss sb sb ss} so so ss% sI so sO s{sI sI sI sI sf} sI}", "agentId",
 	    p->agent_id, "sessionKey", p->session_key, "sessionId", p->session_id, "newSession",
 	    p->new_session, "model", p->model ? p->model : "", "workspace", "dir", p->workspace,
 	    "commit", v->commit, "git", v->git, "dirty", v->dirty, "hash", hex, "files", files,
-	    "system", p->system, p->system_len, "systemBytes", (json_int_t)p->system_len, "tools",
-	    tools, "toolList", p->tools, "tokens", "system", (json_int_t)p->tokens_system, "tools",
-	    (json_int_t)p->tokens_tools, "history", (json_int_t)p->tokens_history, "total",
-	    (json_int_t)p->tokens_total, "calibration", p->calibration, "historyMessages",
-	    (json_int_t)p->history_messages);
+	    "notes", notes, "system", p->system, p->system_len, "systemBytes",
+	    (json_int_t)p->system_len, "tools", tools, "toolList", p->tools, "tokens", "system",
+	    (json_int_t)p->tokens_system, "tools", (json_int_t)p->tokens_tools, "history",
+	    (json_int_t)p->tokens_history, "total", (json_int_t)p->tokens_total, "calibration",
+	    p->calibration, "historyMessages", (json_int_t)p->history_messages);
 	return o;
 }
 

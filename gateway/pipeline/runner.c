@@ -110,6 +110,8 @@ struct run_job {
 	struct tool_memory memory;
 	char memory_index[PATH_MAX];
 	char memory_today[32], memory_yesterday[32];
+	struct run_preview_note notes[2]; /* the daily notes in the prompt */
+	size_t n_notes;
 	char memory_label[600];
 	const char *tools[RUNNER_DEFAULT_TOOLS]; /* the default list, web_fetch when on */
 	struct tool_sends sends; /* the message tool's sent messages (tool.h) */
@@ -998,6 +1000,7 @@ static int run_daily_notes(struct run_job *j)
 	bool heading = false;
 	int rc = SB_OK;
 
+	j->n_notes = 0; /* a prepare step run again (a hand-off) counts afresh */
 	if (!j->main_session || !permissions_is_owner(&j->cfg->security, j->channel, j->sender))
 		return SB_OK;
 	for (size_t i = 0; i < 2 && rc == SB_OK; i++) {
@@ -1014,6 +1017,10 @@ static int run_daily_notes(struct run_job *j)
 		n = strlen(text);
 		if (max && n > max)
 			n = prompt_utf8_cut(text, n, max); /* the start of the day is kept */
+		j->notes[j->n_notes].name = days[i];
+		j->notes[j->n_notes].bytes = strlen(text);
+		j->notes[j->n_notes].kept = n;
+		j->n_notes++;
 		if (!heading) {
 			rc = buf_puts(&j->prompt, "\n# Daily notes\n\nYour notes of yesterday and "
 			                          "today (memory_write adds to today's).\n");
@@ -1189,6 +1196,8 @@ static void run_preview_finish(struct run_job *j)
 	p.tools = tools;
 	p.model = j->agent->model;
 	p.history_messages = json_array_size(j->history);
+	p.notes = j->notes;
+	p.n_notes = j->n_notes;
 	/* Sized the way the turn sizes its first request (turn.c). */
 	tokens_ledger_init(&ledger);
 	tokens_ledger_set_fixed_est(&ledger, p.system, tools_tokens);

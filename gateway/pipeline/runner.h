@@ -113,6 +113,13 @@ int runner_steer_from(struct run_job *j, const char *text, int64_t inbox_id);
  * snapshot with the daily notes, the tool list), without changing
  * anything: no session is created, no transcript written. Borrowed for the
  * callback only. */
+/* A daily note in the system prompt (docs/memory.md). */
+struct run_preview_note {
+	const char *name; /* "memory/YYYY-MM-DD.md" */
+	size_t bytes;     /* what memory_get gave of it */
+	size_t kept;      /* what of that is in the prompt (its start) */
+};
+
 struct run_preview {
 	const char *agent_id;
 	const char *session_key;
@@ -123,6 +130,8 @@ struct run_preview {
 	size_t system_len;
 	const struct workspace_version *version; /* what it was built from */
 	const json_t *tools;     /* the tool list, as the turn hands it to the provider */
+	const struct run_preview_note *notes; /* the daily notes, after the workspace files */
+	size_t n_notes;
 	const char *model;       /* the agent's model ("provider/model") */
 	size_t history_messages; /* messages the session's history holds */
 	/* Token estimates (agents/context/tokens.h), scaled by the session's

@@ -314,6 +314,15 @@ static void test_prompt_is_the_next_turn(void **state)
 	/* the main session's own context is in it */
 	assert_non_null(memmem(raw.data, raw.len, "MEMORY-MARKER", 13));
 	assert_non_null(memmem(raw.data, raw.len, "DAILY-NOTE-MARKER", 17));
+	{
+		const json_t *note = json_array_get(json_object_get(p, "notes"), 0);
+
+		assert_int_equal(json_array_size(json_object_get(p, "notes")), 1);
+		assert_true(
+		    strncmp(json_string_value(json_object_get(note, "name")), "memory/", 7) == 0);
+		assert_int_equal(json_integer_value(json_object_get(note, "bytes")), 18);
+		assert_false(json_is_true(json_object_get(note, "truncated")));
+	}
 	json_decref(p);
 	buf_free(&raw);
 
@@ -357,6 +366,7 @@ static void test_prompt_other_session(void **state)
 	assert_string_equal(json_string_value(json_object_get(p, "sessionKey")), "agent:main:desk");
 	json_array_foreach(json_object_get(p, "files"), i, f)
 	    assert_string_not_equal(json_string_value(json_object_get(f, "name")), "MEMORY.md");
+	assert_int_equal(json_array_size(json_object_get(p, "notes")), 0);
 	prompt_raw(args, &raw);
 	assert_null(memmem(raw.data, raw.len, "MEMORY-MARKER", 13));
 	assert_null(memmem(raw.data, raw.len, "DAILY-NOTE-MARKER", 17));
@@ -418,6 +428,7 @@ static void test_prompt_header(void **state)
 	assert_non_null(strstr(out.data, "truncated to 2000 bytes by the per-file cap "
 	                                 "(bootstrap_max_chars): bytes 0-1399 and 4600-4999 kept"));
 	assert_non_null(strstr(out.data, "TOOLS.md     refused: not a regular file"));
+	assert_non_null(strstr(out.data, "      18 bytes  daily note  included whole"));
 	assert_non_null(strstr(out.data, "--- system prompt: "));
 	assert_non_null(strstr(out.data, "--- end of system prompt ---\ntools ("));
 	assert_non_null(strstr(out.data, "tokens (estimate): system "));
