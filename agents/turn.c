@@ -1210,6 +1210,20 @@ const json_t *turn_tools_cache_get(struct turn_tools_cache *c, const char *const
 	return turn_tools_cache_get_chars(c, names, n, hash, tokens, NULL);
 }
 
+json_t *turn_tools_list(struct turn_tools_cache *c, const char *const *names, size_t n,
+                        int64_t *tokens)
+{
+	const json_t *cached = turn_tools_cache_get_chars(c, names, n, NULL, tokens, NULL);
+	json_t *own;
+
+	if (cached)
+		return json_incref((json_t *)cached);
+	own = turn_tools_json_new(names, n);
+	if (own && tokens)
+		*tokens = tokens_estimate_json(own);
+	return own;
+}
+
 static uint64_t turn_hex_value(const json_t *v)
 {
 	const char *s = json_string_value(v);
@@ -1901,7 +1915,7 @@ int turn_start(struct turn **out, const struct turn_options *opt, turn_done_cb d
 	                                         &t->tools_hash, &t->tools_tokens, &t->tools_chars);
 	t->tools_cached = t->tools_json != NULL;
 	t->tools_json = t->tools_cached ? json_incref(t->tools_json)
-	                                : turn_tools_json_new(opt->tools, opt->n_tools);
+	                                : turn_tools_list(NULL, opt->tools, opt->n_tools, NULL);
 	if (!t->history || !t->added || !t->steer || !t->tools_json || !t->refused || !t->id_map)
 		goto fail;
 	turn_setup_context(t);

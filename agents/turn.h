@@ -129,6 +129,13 @@ void turn_tools_cache_free(struct turn_tools_cache *c);
 const json_t *turn_tools_cache_get(struct turn_tools_cache *c, const char *const *names, size_t n,
                                    uint64_t *hash, int64_t *tokens);
 
+/* The tool list a turn started with these options sends to the model (the
+ * cache's, or one of its own when c is NULL or full), a new reference, NULL
+ * when out of memory; *tokens (may be NULL) its tokens_estimate_json. The
+ * same list turn_start uses: `switchboard prompt` shows it. */
+json_t *turn_tools_list(struct turn_tools_cache *c, const char *const *names, size_t n,
+                        int64_t *tokens);
+
 struct turn_options {
 	struct models *models;
 	const char *const *chain; /* "provider/model" names: model then fallbacks */

@@ -40,14 +40,15 @@ static const struct main_command main_commands[] = {
     {"status", cli_status, "ask the running gateway how it is"},
     {"chat", cli_chat, "chat with an agent through the running gateway"},
     {"send", cli_send, "send one message to an agent and print the reply"},
+    {"prompt", cli_prompt, "print what the next turn would send to the model"},
     {"sessions", cli_sessions, "list sessions, or show one with its history"},
     {"devices", cli_devices, "list, approve or revoke control-plane devices"},
     {"workspace", cli_workspace, "show, log or create an agent's workspace versions"},
     {"cron", cli_cron, "list, add, remove or run scheduled jobs, and show their runs"},
     {"dashboard", cli_dashboard, "open the web UI, signed in with a one-time code"},
     {"approvals", cli_approvals, "list, approve or deny tool calls waiting for the operator"},
-    {"logs", cli_logs, "print the gateway's log file, or follow it (-f)"},
-    {"doctor", cli_doctor, "check the sandbox and the permission settings"},
+    {"logs", cli_logs, "print the gateway's log file, or follow it (-f); --json for fields"},
+    {"doctor", cli_doctor, "check the sandbox, permissions, workspaces, port and providers"},
     {"version", main_version, "print the version"},
 };
 

@@ -74,11 +74,11 @@ static int prompt_preamble(struct buf *out, const struct prompt_options *opt, co
 
 /* Appends one file's content under its heading, within max bytes. */
 static int prompt_add_file(struct buf *out, const char *name, const char *text, size_t len,
-                           size_t max, bool *truncated)
+                           size_t max, struct prompt_file *pf)
 {
 	int rc = buf_printf(out, "\n## %s\n\n", name);
 
-	*truncated = false;
+	pf->truncated = false;
 	if (rc)
 		return rc;
 	if (len <= max) {
@@ -87,7 +87,10 @@ static int prompt_add_file(struct buf *out, const char *name, const char *text, 
 		size_t head = prompt_utf8_cut(text, len, max * 7 / 10);
 		size_t tail = prompt_utf8_tail(text, len, max * 2 / 10);
 
-		*truncated = true;
+		pf->truncated = true;
+		pf->cap = max;
+		pf->head_bytes = head;
+		pf->tail_from = tail;
 		rc = buf_append(out, text, head);
 		if (!rc)
 			rc = buf_printf(out, "\n[...truncated, read %s for full content...]\n",
@@ -217,6 +220,7 @@ int workspace_prompt_build_from(const char *dir, const struct prompt_options *op
 		}
 		if (budget_spent || total_left < PROMPT_MIN_REMAINING) {
 			budget_spent = true;
+			pf->left_out = true;
 			rc =
 			    buf_printf(out,
 			               "\n## %s\n\n[not included: the context budget for workspace "
@@ -225,7 +229,8 @@ int workspace_prompt_build_from(const char *dir, const struct prompt_options *op
 			continue;
 		}
 		max = file_max < total_left ? file_max : total_left;
-		rc = prompt_add_file(out, pf->name, text, len, max, &pf->truncated);
+		rc = prompt_add_file(out, pf->name, text, len, max, pf);
+		pf->cut_by_total = pf->truncated && total_left < file_max;
 		pf->included = true;
 		total_left -= len < max ? len : max;
 	}

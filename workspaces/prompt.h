@@ -46,6 +46,14 @@ struct prompt_file {
 	bool truncated;
 	bool blank;                            /* present, but only white space: skipped */
 	bool refused; /* not a regular file (a symlink, a FIFO): never read */
+	bool left_out; /* present, not blank, but the total cap was spent: only named */
+	/* truncated: the cap it was cut to (bytes), whether that was what was
+	 * left of the total cap rather than the per-file one, and what of it
+	 * the prompt holds: bytes [0, head_bytes) and [tail_from, bytes). */
+	size_t cap;
+	bool cut_by_total;
+	size_t head_bytes;
+	size_t tail_from;
 	size_t bytes;                          /* the file's size */
 	unsigned char hash[PROMPT_HASH_BYTES]; /* BLAKE2b-256 of the bytes (present only) */
 };

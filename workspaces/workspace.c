@@ -402,6 +402,15 @@ static void ws_version(struct workspace_cache *c, struct ws_entry *e, struct wor
 		crypto_generichash_update(&hs, pf->hash, sizeof pf->hash);
 	}
 	crypto_generichash_final(&hs, v->hash, sizeof v->hash);
+	for (size_t k = 0; k < v->info.n_files; k++) {
+		size_t i = ws_index_of(v->info.files[k].name);
+
+		if (i == PROMPT_FILES_MAX || !v->info.files[k].present)
+			continue;
+		git_oid_tostr(v->files[k].blob, sizeof v->files[k].blob, &e->files[i].blob);
+		v->files[k].mtime_ns =
+		    (int64_t)e->files[i].mtime.tv_sec * 1000000000LL + e->files[i].mtime.tv_nsec;
+	}
 
 	snprintf(v->commit, sizeof v->commit, "%s", WORKSPACE_COMMIT_NONE);
 	v->dirty = false;
@@ -424,6 +433,8 @@ static void ws_version(struct workspace_cache *c, struct ws_entry *e, struct wor
 		if (pf->present != e->in_tree[i] ||
 		    (pf->present && !git_oid_equal(&e->files[i].blob, &e->tree_blob[i])))
 			v->dirty = true;
+		else if (pf->present)
+			v->files[k].committed = true;
 	}
 }
 

@@ -45,12 +45,20 @@
 
 #define WORKSPACE_COMMIT_NONE "none"
 
+/* Where one file of the prompt came from (present files only). */
+struct workspace_file_version {
+	char blob[41];    /* its bytes as a git blob id (hex), whether in git or not */
+	bool committed;   /* HEAD's tree holds these very bytes under its name */
+	int64_t mtime_ns; /* its modification time, unix nanoseconds */
+};
+
 struct workspace_version {
 	char commit[41]; /* hex, or "none" */
 	bool git;        /* the directory is a git repository */
 	bool dirty;
 	unsigned char hash[PROMPT_HASH_BYTES]; /* the combined hash */
 	struct prompt_info info;               /* each file: present, size, hash, ... */
+	struct workspace_file_version files[PROMPT_FILES_MAX]; /* as info.files */
 };
 
 struct workspace_cache;

@@ -43,6 +43,12 @@
 #define CTL_DEFAULT_TIMEOUT_S 30
 #define CTL_SEND_TIMEOUT_S 900
 #define CTL_HOST_MAX 256
+/* chat: reconnecting after the gateway went away */
+#define CTL_RETRY_FIRST_MS 250
+#define CTL_RETRY_MAX_MS 5000
+#define CTL_HANDSHAKE_MS 10000
+#define CTL_WAITING_MAX 64 /* lines typed while away, waiting to be sent */
+#define CTL_SETTLE_MS 2000
 #define CTL_PATH_MAX 512
 /* lws_write()'s close opcode, kept out of lws' public enum but in its ABI. */
 #define CTL_WRITE_CLOSE ((enum lws_write_protocol)4)
@@ -63,6 +69,15 @@ struct ctl_msg {
 	struct ctl_msg *next;
 	size_t len;
 	unsigned char data[]; /* LWS_PRE, then len bytes */
+};
+
+/* chat: a line the gateway has not taken yet (no answer to its chat.send):
+ * sent again, under the same idempotency key, after a reconnect. */
+struct ctl_line {
+	struct ctl_line *next;
+	char idem[48];
+	char req[32]; /* the id of its chat.send on this connection; "" = not sent */
+	char text[];
 };
 
 struct ctl_opts {
@@ -120,6 +135,23 @@ struct ctl {
 	uv_tty_t in_tty;
 	uv_stream_t *in;
 	struct buf line;
+	/* chat: surviving a gateway restart */
+	bool reconnect; /* the verb wants it once it was connected */
+	bool away;      /* the connection is gone; retrying */
+	bool connected_once;
+	uv_timer_t retry;
+	bool retry_open;
+	int64_t retry_ms; /* the next backoff */
+	int attempts;
+	uint64_t away_since;
+	struct ctl_line *lines, *lines_tail; /* not taken by the gateway yet */
+	size_t n_lines;
+	/* chat: runs of the session going on (lifecycle start, then a final
+	 * chat event). A line taken while a run goes on may be steered into
+	 * it and get no run, nor final, of its own: once no run has gone on
+	 * for CTL_SETTLE_MS, every taken line counts as answered. */
+	int active_runs;
+	uv_timer_t settle;
 };
 
 /* ---- output ---- */
@@ -210,6 +242,12 @@ static void ctl_finish(struct ctl *c, int rc)
 	uv_timer_stop(&c->deadline);
 	if (!uv_is_closing((uv_handle_t *)&c->deadline))
 		uv_close((uv_handle_t *)&c->deadline, NULL);
+	if (c->retry_open && !uv_is_closing((uv_handle_t *)&c->retry)) {
+		uv_timer_stop(&c->retry);
+		uv_close((uv_handle_t *)&c->retry, NULL);
+		uv_timer_stop(&c->settle);
+		uv_close((uv_handle_t *)&c->settle, NULL);
+	}
 	if (c->in && !uv_is_closing((uv_handle_t *)c->in)) {
 		uv_read_stop(c->in);
 		uv_close((uv_handle_t *)c->in, NULL);
@@ -227,7 +265,18 @@ static void ctl_deadline(uv_timer_t *t)
 {
 	struct ctl *c = t->data;
 
-	ctl_err(c, "no answer from the gateway within %" PRId64 " s", c->o.timeout_s);
+	if (c->away && c->n_lines)
+		ctl_err(c,
+		        "the gateway did not come back within %" PRId64 " s; %zu line%s not sent",
+		        c->o.timeout_s, c->n_lines, c->n_lines == 1 ? " was" : "s were");
+	else if (c->away)
+		ctl_err(c,
+		        "the gateway did not come back within %" PRId64
+		        " s; the replies still due will be in the session's history "
+		        "(`switchboard sessions show %s`)",
+		        c->o.timeout_s, c->key);
+	else
+		ctl_err(c, "no answer from the gateway within %" PRId64 " s", c->o.timeout_s);
 	ctl_finish(c, 1);
 }
 
@@ -313,6 +362,15 @@ static void ctl_on_frame(struct ctl *c, const json_t *f)
 			return;
 		}
 		c->hello_done = true;
+		if (c->away) {
+			c->away = false;
+			uv_timer_stop(&c->retry);
+			fprintf(stderr, "reconnected to ws://%s:%d%s after %.1f s\n", c->host,
+			        c->port, c->path,
+			        (double)(uv_now(&c->loop) - c->away_since) / 1000.0);
+			fflush(stderr);
+		}
+		c->connected_once = true;
 		c->verb->ready(c);
 		return;
 	}
@@ -398,6 +456,8 @@ static bool ctl_refused(const struct ctl *c)
 	return refused;
 }
 
+static void ctl_lost(struct ctl *c);
+
 static int ctl_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
                   size_t len)
 {
@@ -409,6 +469,10 @@ static int ctl_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 		c->wsi = NULL;
 		if (c->finished)
 			return 0;
+		if (c->reconnect && c->connected_once) {
+			ctl_lost(c);
+			return 0;
+		}
 		if (ctl_refused(c))
 			ctl_err(c,
 			        "connection refused on %s:%d: is the gateway running? start it with "
@@ -437,12 +501,16 @@ static int ctl_cb(struct lws *wsi, enum lws_callback_reasons reason, void *user,
 	case LWS_CALLBACK_CLIENT_WRITEABLE:
 		return ctl_writeable(c, wsi);
 	case LWS_CALLBACK_WS_PEER_INITIATED_CLOSE:
-		if (!c->finished && len > 2)
+		if (!c->finished && len > 2 && !(c->reconnect && c->connected_once))
 			ctl_err(c, "the gateway closed the connection: %.*s", (int)(len - 2),
 			        (const char *)in + 2);
 		return 0;
 	case LWS_CALLBACK_CLIENT_CLOSED:
 		c->wsi = NULL;
+		if (!c->finished && c->reconnect && c->connected_once) {
+			ctl_lost(c);
+			return 0;
+		}
 		if (!c->finished)
 			ctl_err(c, "the connection closed");
 		ctl_finish(c, 1);
@@ -458,6 +526,8 @@ static const struct lws_protocols ctl_protocols[] = {
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
+static void ctl_retry_later(struct ctl *c);
+
 static void ctl_resolved(void *ud, int rc, const char *addr)
 {
 	struct ctl *c = ud;
@@ -465,6 +535,11 @@ static void ctl_resolved(void *ud, int rc, const char *addr)
 
 	if (c->finished)
 		return;
+	if (rc && c->away) {
+		uv_timer_stop(&c->retry);
+		ctl_retry_later(c);
+		return;
+	}
 	if (rc) {
 		ctl_err(c, "cannot resolve %s: %s", c->host, sb_strerror(rc));
 		ctl_finish(c, 1);
@@ -484,11 +559,115 @@ static void ctl_resolved(void *ud, int rc, const char *addr)
 	i.pwsi = &c->wsi;
 	if (!lws_client_connect_via_info(&i)) {
 		c->wsi = NULL;
+		if (c->away) {
+			uv_timer_stop(&c->retry);
+			ctl_retry_later(c);
+			return;
+		}
 		if (!c->finished) {
 			ctl_err(c, "cannot connect to %s:%d", c->host, c->port);
 			ctl_finish(c, 1);
 		}
 	}
+}
+
+/* ---- reconnecting (chat) ---- */
+
+static void ctl_drop_queue(struct ctl *c)
+{
+	struct ctl_msg *m;
+
+	while ((m = c->q_head)) {
+		c->q_head = m->next;
+		free(m);
+	}
+	c->q_tail = NULL;
+}
+
+static void ctl_retry_fire(uv_timer_t *t);
+static int ctl_parse_url(struct ctl *c, const char *url);
+static void ctl_chat_send_line(struct ctl *c, struct ctl_line *l);
+
+/* Starts the next attempt after the backoff (doubling, at most
+ * CTL_RETRY_MAX_MS). */
+static void ctl_retry_later(struct ctl *c)
+{
+	int64_t ms = c->retry_ms;
+
+	c->retry_ms = ms * 2 > CTL_RETRY_MAX_MS ? CTL_RETRY_MAX_MS : ms * 2;
+	uv_timer_start(&c->retry, ctl_retry_fire, (uint64_t)ms, 0);
+}
+
+/* The connection is gone after it worked: the verb goes on, and the
+ * client tries again until the gateway is back. */
+static void ctl_lost(struct ctl *c)
+{
+	if (c->finished)
+		return;
+	if (!c->away) {
+		c->away = true;
+		c->away_since = uv_now(&c->loop);
+		c->retry_ms = CTL_RETRY_FIRST_MS;
+		c->attempts = 0;
+		fprintf(stderr, "%sgateway went away; reconnecting…\n",
+		        c->streamed_any ? "\n" : "");
+		fflush(stderr);
+		/* With the input over, the wait for the gateway is bounded. */
+		if (c->input_done)
+			uv_timer_start(&c->deadline, ctl_deadline, (uint64_t)c->o.timeout_s * 1000,
+			               0);
+	}
+	c->hello_done = false;
+	c->established = false;
+	c->closing = false;
+	c->streamed_any = false;
+	c->active_runs = 0; /* runs cut by a restart start again, announced anew */
+	uv_timer_stop(&c->settle);
+	buf_reset(&c->rx);
+	ctl_drop_queue(c); /* what it had not sent goes again after the handshake */
+	for (struct ctl_line *l = c->lines; l; l = l->next)
+		l->req[0] = '\0';
+	if (c->input_done && !c->n_lines && c->pending <= 0) {
+		ctl_finish(c, 0);
+		return;
+	}
+	ctl_retry_later(c);
+}
+
+static void ctl_retry_fire(uv_timer_t *t)
+{
+	struct ctl *c = t->data;
+
+	if (c->finished)
+		return;
+	if (c->hello_done && !c->away) {
+		/* Connected: the lines the gateway asked to send again. */
+		for (struct ctl_line *l = c->lines; l; l = l->next)
+			if (!l->req[0])
+				ctl_chat_send_line(c, l);
+		return;
+	}
+	if (c->wsi) {
+		/* An attempt that connected and never finished the handshake. */
+		lws_set_timeout(c->wsi, PENDING_TIMEOUT_CLOSE_SEND, LWS_TO_KILL_ASYNC);
+		return;
+	}
+	c->attempts++;
+	/* This home's gateway may come back elsewhere (gateway.port edited
+	 * before the restart): its runtime file says where. It is small and
+	 * local; a blocking read is fine in the CLI. */
+	if (!c->o.url) {
+		struct runtime_info ri;
+
+		if (runtime_read(c->home, &ri) == SB_OK && ctl_parse_url(c, ri.control) == 0)
+			c->live_pid = ri.pid;
+	}
+	if (resolve_host(&c->loop, c->host, ctl_resolved, c) != SB_OK) {
+		ctl_retry_later(c);
+		return;
+	}
+	/* Bounds the handshake too: it starts again if nothing came back. */
+	uv_timer_start(&c->retry, ctl_retry_fire, CTL_HANDSHAKE_MS, 0);
 }
 
 static void ctl_lws_log(int level, const char *line)
@@ -693,7 +872,10 @@ static int ctl_run(struct ctl *c)
 	c->lws = lws_create_context(&info);
 	uv_timer_init(&c->loop, &c->deadline);
 	uv_timer_init(&c->loop, &c->reaper);
-	c->deadline.data = c->reaper.data = c;
+	uv_timer_init(&c->loop, &c->retry);
+	uv_timer_init(&c->loop, &c->settle);
+	c->retry_open = true;
+	c->deadline.data = c->reaper.data = c->retry.data = c->settle.data = c;
 	if (!c->lws) {
 		ctl_err(c, "cannot start the WebSocket client");
 		ctl_finish(c, 1);
@@ -716,6 +898,12 @@ out:
 	while ((m = c->q_head)) {
 		c->q_head = m->next;
 		free(m);
+	}
+	while (c->lines) {
+		struct ctl_line *l = c->lines;
+
+		c->lines = l->next;
+		free(l);
 	}
 	if (c->token) {
 		sodium_memzero(c->token, strlen(c->token));
@@ -1197,17 +1385,54 @@ static void ctl_chat_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 	}
 }
 
+/* Sends line l (again, after a reconnect: the same idempotency key, so a
+ * message the gateway had taken is not taken twice). */
+static void ctl_chat_send_line(struct ctl *c, struct ctl_line *l)
+{
+	json_t *params = json_pack("{ss ss ss}", "message", l->text, "idempotencyKey", l->idem,
+	                           "sessionKey", c->key);
+
+	if (params)
+		ctl_request(c, "chat.send", params, l->req);
+}
+
+/* The line whose chat.send has request id, unlinked; NULL when none. */
+static struct ctl_line *ctl_chat_take_line(struct ctl *c, const char *id)
+{
+	struct ctl_line **pp = &c->lines, *prev = NULL;
+
+	for (; *pp; prev = *pp, pp = &(*pp)->next) {
+		struct ctl_line *l = *pp;
+
+		if (!l->req[0] || !id || strcmp(l->req, id) != 0)
+			continue;
+		*pp = l->next;
+		if (c->lines_tail == l)
+			c->lines_tail = prev;
+		c->n_lines--;
+		return l;
+	}
+	return NULL;
+}
+
 static void ctl_chat_ready(struct ctl *c)
 {
 	const char *s = c->o.session ? c->o.session : "main";
 
 	/* The session, named as the gateway would resolve it; and followed,
 	 * so that replies to anyone's messages in it show up too. */
-	if (c->o.agent && strncmp(s, "agent:", 6) != 0)
-		snprintf(c->key, sizeof c->key, "agent:%s:%s", c->o.agent, s);
-	else
-		snprintf(c->key, sizeof c->key, "%s", s);
+	if (!c->key[0]) {
+		if (c->o.agent && strncmp(s, "agent:", 6) != 0)
+			snprintf(c->key, sizeof c->key, "agent:%s:%s", c->o.agent, s);
+		else
+			snprintf(c->key, sizeof c->key, "%s", s);
+	}
 	ctl_request(c, "sessions.subscribe", json_pack("{ss}", "sessionKey", c->key), c->req_id);
+	/* After a reconnect: what the gateway had not taken goes again. */
+	for (struct ctl_line *l = c->lines; l; l = l->next)
+		ctl_chat_send_line(c, l);
+	if (c->in || c->input_done)
+		return;
 	if (uv_guess_handle(STDIN_FILENO) == UV_TTY) {
 		uv_tty_init(&c->loop, &c->in_tty, STDIN_FILENO, 1);
 		c->in = (uv_stream_t *)&c->in_tty;
@@ -1230,8 +1455,8 @@ static void ctl_chat_ready(struct ctl *c)
 
 static void ctl_chat_line(struct ctl *c, const char *line)
 {
-	json_t *params;
-	char idem[48], id[32];
+	struct ctl_line *l;
+	size_t n;
 
 	if (!line || strcmp(line, "/quit") == 0 || strcmp(line, "/exit") == 0) {
 		c->input_done = true;
@@ -1240,6 +1465,11 @@ static void ctl_chat_line(struct ctl *c, const char *line)
 			uv_close((uv_handle_t *)c->in, NULL);
 		}
 		c->in = NULL;
+		/* Input is over: waiting for the gateway to come back is
+		 * bounded now (--timeout). */
+		if (c->away && c->pending > 0)
+			uv_timer_start(&c->deadline, ctl_deadline, (uint64_t)c->o.timeout_s * 1000,
+			               0);
 		ctl_chat_maybe_done(c);
 		return;
 	}
@@ -1247,14 +1477,80 @@ static void ctl_chat_line(struct ctl *c, const char *line)
 		ctl_chat_prompt(c);
 		return;
 	}
-	ctl_new_idempotency_key(idem, sizeof idem);
-	params =
-	    json_pack("{ss ss ss}", "message", line, "idempotencyKey", idem, "sessionKey", c->key);
-	if (!params)
+	if (c->away && c->n_lines >= CTL_WAITING_MAX) {
+		ctl_err(c,
+		        "not sent: %d lines already wait for the gateway to come back; type it "
+		        "again once it has",
+		        CTL_WAITING_MAX);
+		ctl_chat_prompt(c);
 		return;
+	}
+	n = strlen(line);
+	l = calloc(1, sizeof *l + n + 1);
+	if (!l) {
+		ctl_err(c, "not sent: out of memory");
+		return;
+	}
+	memcpy(l->text, line, n + 1);
+	ctl_new_idempotency_key(l->idem, sizeof l->idem);
+	if (c->lines_tail)
+		c->lines_tail->next = l;
+	else
+		c->lines = l;
+	c->lines_tail = l;
+	c->n_lines++;
 	c->pending++;
-	c->streamed_any = false;
-	ctl_request(c, "chat.send", params, id);
+	/* streamed_any stays: a reply still streaming is not printed twice
+	 * when its final event comes after this line. */
+	if (c->away || !c->hello_done) {
+		fprintf(stderr, "(the gateway is away: this line is sent once it is back)\n");
+		fflush(stderr);
+		return;
+	}
+	ctl_chat_send_line(c, l);
+}
+
+static void ctl_chat_settled(uv_timer_t *t)
+{
+	struct ctl *c = t->data;
+
+	if (c->finished || c->away || c->active_runs > 0 || c->n_lines)
+		return;
+	c->pending = 0; /* what was taken was steered into the runs that ended */
+	ctl_chat_maybe_done(c);
+}
+
+/* Counts the session's runs from their lifecycle start and their final
+ * chat event, and arms the settle timer when the last one ended with
+ * lines still unanswered. */
+static void ctl_chat_track_runs(struct ctl *c, const json_t *f)
+{
+	const json_t *p = json_object_get(f, "payload");
+
+	if (ctl_is_event(f, "agent")) {
+		const char *stream = json_string_value(json_object_get(p, "stream"));
+		const char *phase =
+		    json_string_value(json_object_get(json_object_get(p, "data"), "phase"));
+
+		if (stream && phase && strcmp(stream, "lifecycle") == 0 &&
+		    strcmp(phase, "start") == 0) {
+			c->active_runs++;
+			uv_timer_stop(&c->settle);
+		}
+		return;
+	}
+	if (ctl_is_event(f, "chat")) {
+		const char *state = json_string_value(json_object_get(p, "state"));
+
+		if (!state || strcmp(state, "delta") == 0)
+			return;
+		if (c->active_runs > 0)
+			c->active_runs--;
+		/* Checked later, once the caller has counted the run's own line
+		 * down and a queued line has had time to start its run. */
+		if (c->active_runs == 0)
+			uv_timer_start(&c->settle, ctl_chat_settled, CTL_SETTLE_MS, 0);
+	}
 }
 
 static void ctl_chat_frame(struct ctl *c, const json_t *f)
@@ -1271,9 +1567,33 @@ static void ctl_chat_frame(struct ctl *c, const json_t *f)
 		free(text);
 		fflush(stdout);
 	}
+	ctl_chat_track_runs(c, f);
 	if (type && strcmp(type, "res") == 0) {
 		const char *status = json_string_value(json_object_get(p, "status"));
 		bool subscribe = ctl_is_res(f, c->req_id);
+		struct ctl_line *l =
+		    ctl_chat_take_line(c, json_string_value(json_object_get(f, "id")));
+		const json_t *e = json_object_get(f, "error");
+
+		/* A gateway that has just come back may say "not ready; try
+		 * again": the line waits and goes again, under the same key. */
+		if (l && !json_is_true(json_object_get(f, "ok")) &&
+		    json_is_true(json_object_get(e, "retryable")) && !c->finished) {
+			json_int_t after = json_integer_value(json_object_get(e, "retryAfterMs"));
+
+			l->req[0] = '\0';
+			l->next = c->lines;
+			c->lines = l;
+			if (!c->lines_tail)
+				c->lines_tail = l;
+			c->n_lines++;
+			uv_timer_start(&c->retry, ctl_retry_fire,
+			               (uint64_t)(after > 0 && after < 60000 ? after : 1000), 0);
+			return;
+		}
+		/* The gateway answered a line: it is taken (or refused), not to be
+		 * sent again. */
+		free(l);
 
 		if (!json_is_true(json_object_get(f, "ok"))) {
 			if (!c->o.json)
@@ -1356,6 +1676,11 @@ static void ctl_chat_usage(FILE *f)
 	           "message (the web chat channel), the reply streams back. Replies to other\n"
 	           "clients' messages in the same session show up too. /quit or end of input\n"
 	           "leaves once the replies have arrived. --json prints every frame.\n"
+	           "When the gateway goes away (a restart), chat says so and reconnects to the\n"
+	           "same session, retrying with backoff; lines typed meanwhile are sent once it\n"
+	           "is back (at most 64 wait; past that they are refused). After the end of\n"
+	           "input it waits --timeout seconds for the gateway, then names what was not\n"
+	           "sent and exits 1.\n"
 	           "  --agent ID        the agent (default: the default agent)\n"
 	           "  --session KEY     the session (default: the agent's main "
 	           "session)\n" CTL_COMMON_USAGE);
@@ -1368,6 +1693,7 @@ int cli_chat(int argc, char **argv)
 
 	memset(&c, 0, sizeof c);
 	c.verb = &ctl_chat_verb;
+	c.reconnect = true;
 	c.o.timeout_s = CTL_DEFAULT_TIMEOUT_S;
 	rc = ctl_parse_opts(&c, argc, argv, CTL_O_AGENT | CTL_O_SESSION, ctl_chat_usage, &first);
 	if (rc >= 0)
@@ -1698,6 +2024,7 @@ int cli_ctl_call(const struct cli_ctl_common *o, const char *verb, const char *m
 	c.o.json = o->json;
 	c.o.url = o->url;
 	c.o.token = o->token;
+	c.o.token_file = o->token_file;
 	c.o.config = o->config;
 	c.o.timeout_s = o->timeout_s > 0 ? o->timeout_s : CTL_DEFAULT_TIMEOUT_S;
 	ctl_the_call = (struct ctl_call){.method = method, .params = params, .print = print};

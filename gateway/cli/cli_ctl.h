@@ -33,6 +33,7 @@ struct cli_ctl_common {
 	bool json;
 	const char *url;
 	const char *token;
+	const char *token_file; /* "-": standard input; may be NULL */
 	const char *config;
 	int64_t timeout_s; /* 0 = the default */
 };
@@ -46,6 +47,10 @@ int cli_ctl_call(const struct cli_ctl_common *o, const char *verb, const char *m
 /* switchboard dashboard: the web UI's address with a one-time sign-in code
  * (gateway/cli/cli_dashboard.c). */
 int cli_dashboard(int argc, char **argv);
+
+/* switchboard prompt [AGENT] [--session KEY]: what the next turn would
+ * send to the model (gateway/cli/cli_prompt.c). */
+int cli_prompt(int argc, char **argv);
 
 /* switchboard cron list|add|rm|run|runs (gateway/cli/cli_cron.c). */
 int cli_cron(int argc, char **argv);

@@ -9,10 +9,13 @@
  * setup: approvals that cannot reach the operator. The machine: every
  * agent's workspace and the bindings (config_lint), the listen port (free,
  * this home's gateway, or held by something else), the open-file limit
- * against gateway.max_connections. --json prints one JSON object a line
- * ({"level", "area", "text"}). Exit code 0 when nothing failed, 1 when
+ * against gateway.max_connections. The providers: each is reachable and
+ * takes its key (cli_doctor_net.c; --no-network skips it). --json prints
+ * one JSON object a line ({"level", "area", "text"}, and for a provider
+ * "provider", "url", "result", "http_status"). Exit code 0 when nothing failed, 1 when
  * something did (a sandboxed agent on a host where the sandbox does not
- * work, a missing workspace, a port another program holds), 2 misuse.
+ * work, a missing workspace, a port another program holds, a provider
+ * that is unreachable or rejects its key), 2 misuse.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -31,26 +34,37 @@
 
 #include "agents/safety/sandbox.h"
 #include "gateway/cli/cli.h"
+#include "gateway/cli/cli_doctor.h"
 #include "gateway/config/config.h"
 #include "gateway/config/runtime.h"
 #include "gateway/core/err.h"
+#include "gateway/core/num.h"
 
 static void doctor_usage(FILE *f)
 {
-	fprintf(f, "usage: switchboard doctor [--config FILE] [--json]\n\n"
+	fprintf(f, "usage: switchboard doctor [--config FILE] [--json] [--no-network]\n"
+	           "                          [--timeout SECONDS]\n\n"
 	           "Checks the sandbox (bubblewrap, user namespaces), the permission settings\n"
-	           "of every agent, the workspaces and bindings, the listen port and the\n"
-	           "open-file limit, one finding a line (--json: one JSON object a line).\n"
-	           "Exit code 1 when something would fail here.\n");
+	           "of every agent, the workspaces and bindings, the listen port, the\n"
+	           "open-file limit, and that every provider is reachable and accepts its key\n"
+	           "(one cheap request each: GET /models), one finding a line.\n"
+	           "Exit code 1 when something would fail here.\n"
+	           "  --json            one JSON object a line\n"
+	           "  --no-network      skip the provider checks (no request leaves the host)\n"
+	           "  --timeout SECONDS how long each provider may take to answer (default 5)\n");
 }
 
 static bool doctor_json;
 
-static void doctor_line(const char *level, const char *area, const char *text)
+void doctor_finding(const char *level, const char *area, const char *text, const json_t *extra)
 {
 	if (doctor_json) {
 		json_t *o = json_pack("{ss ss ss}", "level", level, "area", area, "text", text);
-		char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		char *t;
+
+		if (o && extra)
+			json_object_update(o, (json_t *)extra);
+		t = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
 
 		if (t)
 			printf("%s\n", t);
@@ -59,6 +73,11 @@ static void doctor_line(const char *level, const char *area, const char *text)
 		return;
 	}
 	printf("%-4s  %s: %s\n", level, area, text);
+}
+
+static void doctor_line(const char *level, const char *area, const char *text)
+{
+	doctor_finding(level, area, text, NULL);
 }
 
 /* The listen port: free, this home's gateway (its runtime file), or held by
@@ -160,22 +179,34 @@ static int doctor_lint(const struct config *cfg)
 
 int cli_doctor(int argc, char **argv)
 {
-	static const struct option opts[] = {{"config", required_argument, NULL, 'c'},
-	                                     {"json", no_argument, NULL, 'j'},
-	                                     {"help", no_argument, NULL, 'h'},
-	                                     {0}};
+	static const struct option opts[] = {
+	    {"config", required_argument, NULL, 'c'}, {"json", no_argument, NULL, 'j'},
+	    {"no-network", no_argument, NULL, 'N'},   {"timeout", required_argument, NULL, 'T'},
+	    {"help", no_argument, NULL, 'h'},         {0}};
 	char home[PATH_MAX], cfg_path[PATH_MAX], bwrap[PATH_MAX], why[1024], line[PATH_MAX + 1400];
 	const char *explicit_cfg = NULL;
 	struct cfg_errors errs;
 	struct config *cfg = NULL;
 	struct sandbox_policy probe;
 	int c, failed = 0, sandbox_rc;
+	bool network = true;
+	int64_t timeout_s = DOCTOR_PROVIDER_TIMEOUT_MS / 1000;
 
 	optind = 1;
 	doctor_json = false;
 	while ((c = getopt_long(argc, argv, "c:jh", opts, NULL)) != -1) {
 		if (c == 'c') {
 			explicit_cfg = optarg;
+		} else if (c == 'N') {
+			network = false;
+		} else if (c == 'T') {
+			if (num_parse_i64(optarg, 1, 120, &timeout_s)) {
+				fprintf(stderr,
+				        "switchboard doctor: --timeout wants seconds from 1 to "
+				        "120, got \"%s\"\n",
+				        optarg);
+				return 2;
+			}
 		} else if (c == 'j') {
 			doctor_json = true;
 		} else if (c == 'h') {
@@ -265,6 +296,10 @@ int cli_doctor(int argc, char **argv)
 	failed |= doctor_lint(cfg);
 	failed |= doctor_port(cfg, home);
 	doctor_limits(cfg);
+	if (network)
+		failed |= doctor_providers(cfg, (long)timeout_s * 1000);
+	else
+		doctor_line("ok", "providers", "not checked (--no-network)");
 	config_unref(cfg);
 	return failed;
 }

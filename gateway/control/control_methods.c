@@ -30,6 +30,7 @@
 #include "gateway/obs/metrics.h"
 #include "gateway/sched/scheduler.h"
 #include "gateway/store/store.h"
+#include "workspaces/workspace.h"
 
 #define CONTROL_LIST_DEFAULT 200
 #define CONTROL_LIST_MAX 1000
@@ -626,6 +627,20 @@ out:
 	control_op_free(&op->base);
 }
 
+/* A message of the control plane's client c to session key, as chat.send
+ * and agent hand it in: the webchat channel, a direct conversation whose
+ * peer is the session, the client's device as the sender. */
+static void control_webchat_envelope(struct control_conn *c, const char *key, struct envelope *env)
+{
+	memset(env, 0, sizeof *env);
+	env->channel = "webchat";
+	env->account = "default";
+	env->peer_kind = ENVELOPE_PEER_DIRECT;
+	env->peer_id = key;
+	env->sender_id = *c->device_id ? c->device_id : "operator";
+	env->sender_name = *c->client_id ? c->client_id : "operator";
+}
+
 static void control_submit(struct control_conn *c, const json_t *id, json_t *params, bool two_stage)
 {
 	const char *message = control_str(params, "message");
@@ -690,14 +705,8 @@ static void control_submit(struct control_conn *c, const json_t *id, json_t *par
 		log_warn("control", "too many subscriptions; not following the session",
 		         LOG_S("conn", c->conn_id), LOG_S("session", op->key));
 	control_op_start(&op->base, c, id);
-	memset(&env, 0, sizeof env);
-	env.channel = "webchat";
-	env.account = "default";
+	control_webchat_envelope(c, op->key, &env);
 	env.event_id = idem;
-	env.peer_kind = ENVELOPE_PEER_DIRECT;
-	env.peer_id = op->key;
-	env.sender_id = *c->device_id ? c->device_id : "operator";
-	env.sender_name = *c->client_id ? c->client_id : "operator";
 	env.text = message;
 	env.received_at = clock_wall_ms();
 	env.route_agent = op->agent;
@@ -721,6 +730,143 @@ static void control_chat_send(struct control_conn *c, const json_t *id, json_t *
 static void control_agent(struct control_conn *c, const json_t *id, json_t *params)
 {
 	control_submit(c, id, params, true);
+}
+
+/* ---- agent.prompt ---- */
+
+struct control_prompt {
+	struct control_op base;
+};
+
+/* One workspace file of the prompt, as agent.prompt describes it. */
+static json_t *control_prompt_file(const struct prompt_file *pf,
+                                   const struct workspace_file_version *fv, bool git)
+{
+	json_t *o = json_pack("{ss sb sb sb sb sb sI}", "name", pf->name, "present", pf->present,
+	                      "included", pf->included, "blank", pf->blank, "refused", pf->refused,
+	                      "leftOut", pf->left_out, "bytes", (json_int_t)pf->bytes);
+	char hex[2 * PROMPT_HASH_BYTES + 1];
+
+	if (!o || !pf->present)
+		return o;
+	workspace_hash_hex(pf->hash, hex);
+	json_object_set_new(o, "hash", json_string(hex));
+	json_object_set_new(o, "blob", json_string(fv->blob));
+	json_object_set_new(o, "committed", json_boolean(git && fv->committed));
+	json_object_set_new(o, "mtimeMs", json_integer((json_int_t)(fv->mtime_ns / 1000000)));
+	if (pf->truncated)
+		json_object_set_new(o, "truncated",
+		                    json_pack("{sI ss sI sI}", "cap", (json_int_t)pf->cap, "by",
+		                              pf->cut_by_total ? "total" : "file", "headBytes",
+		                              (json_int_t)pf->head_bytes, "tailFrom",
+		                              (json_int_t)pf->tail_from));
+	return o;
+}
+
+static json_t *control_prompt_payload(const struct run_preview *p)
+{
+	const struct workspace_version *v = p->version;
+	char hex[2 * PROMPT_HASH_BYTES + 1];
+	json_t *files = json_array(), *tools = json_array(), *notes = json_array(), *o;
+	size_t i;
+	const json_t *t;
+
+	for (i = 0; files && i < v->info.n_files; i++)
+		json_array_append_new(files,
+		                      control_prompt_file(&v->info.files[i], &v->files[i], v->git));
+	json_array_foreach(p->tools, i, t)
+	{
+		const json_t *schema = json_object_get(t, "input_schema");
+
+		json_array_append_new(
+		    tools,
+		    json_pack(
+		        "{ss sI sI}", "name", json_string_value(json_object_get(t, "name")),
+		        "bytes", (json_int_t)json_dumpb(t, NULL, 0, JSON_COMPACT), "schemaBytes",
+		        (json_int_t)(schema ? json_dumpb(schema, NULL, 0, JSON_COMPACT) : 0)));
+	}
+	for (i = 0; notes && i < p->n_notes; i++)
+		json_array_append_new(notes,
+		                      json_pack("{ss sI sI sb}", "name", p->notes[i].name, "bytes",
+		                                (json_int_t)p->notes[i].bytes, "keptBytes",
+		                                (json_int_t)p->notes[i].kept, "truncated",
+		                                p->notes[i].kept < p->notes[i].bytes));
+	workspace_hash_hex(v->hash, hex);
+	o = json_pack(
+	    "{ss ss ss sb ss s{ss ss sb sb ss} so so ss% sI so sO s{sI sI sI sI sf} sI}", "agentId",
+	    p->agent_id, "sessionKey", p->session_key, "sessionId", p->session_id, "newSession",
+	    p->new_session, "model", p->model ? p->model : "", "workspace", "dir", p->workspace,
+	    "commit", v->commit, "git", v->git, "dirty", v->dirty, "hash", hex, "files", files,
+	    "notes", notes, "system", p->system, p->system_len, "systemBytes",
+	    (json_int_t)p->system_len, "tools", tools, "toolList", p->tools, "tokens", "system",
+	    (json_int_t)p->tokens_system, "tools", (json_int_t)p->tokens_tools, "history",
+	    (json_int_t)p->tokens_history, "total", (json_int_t)p->tokens_total, "calibration",
+	    p->calibration, "historyMessages", (json_int_t)p->history_messages);
+	return o;
+}
+
+static void control_prompt_done(void *ud, int rc, const char *error, const struct run_preview *p)
+{
+	struct control_prompt *op = ud;
+	struct control_conn *c = op->base.conn;
+	json_t *payload;
+
+	if (!control_op_live(&op->base))
+		goto out;
+	if (rc) {
+		control_reply_error(c, op->base.id,
+		                    rc == SB_ERR_NOTFOUND ? CONTROL_E_NOT_FOUND
+		                                          : CONTROL_E_UNAVAILABLE,
+		                    error ? error : sb_strerror(rc), NULL, rc == SB_ERR_AGAIN, 0);
+		goto out;
+	}
+	payload = control_prompt_payload(p);
+	if (!payload)
+		control_reply_error(c, op->base.id, CONTROL_E_INTERNAL,
+		                    "the prompt could not be encoded (is a workspace file UTF-8?)",
+		                    NULL, false, 0);
+	else
+		control_reply_ok(c, op->base.id, payload);
+out:
+	control_op_free(&op->base);
+}
+
+/* What the next turn of a session would send to the model, built by the
+ * runner's own steps (dispatcher_preview) for a message from this client. */
+static void control_agent_prompt(struct control_conn *c, const json_t *id, json_t *params)
+{
+	const char *name = control_str(params, "sessionKey");
+	const char *agent_id = control_str(params, "agentId");
+	char named[CONTROL_KEY_MAX], key[CONTROL_KEY_MAX], agent[65];
+	struct control_prompt *op;
+	struct envelope env;
+	int rc;
+
+	if (agent_id && (!name || strncmp(name, "agent:", 6) != 0)) {
+		if (snprintf(named, sizeof named, "agent:%s:%s", agent_id, name ? name : "main") >=
+		    (int)sizeof named) {
+			control_bad(c, id, "sessionKey is too long");
+			return;
+		}
+		name = named;
+	}
+	if (!control_key_param(c, id, name, key, agent))
+		return;
+	op = calloc(1, sizeof *op);
+	if (!op) {
+		control_reply_error(c, id, CONTROL_E_INTERNAL, "out of memory", NULL, false, 0);
+		return;
+	}
+	control_op_start(&op->base, c, id);
+	control_webchat_envelope(c, key, &env);
+	rc = dispatcher_preview(c->ctl->ctx.dispatcher, agent, key, &env, control_prompt_done, op);
+	if (rc) {
+		control_reply_error(
+		    c, id, rc == SB_ERR_NOTFOUND ? CONTROL_E_NOT_FOUND : CONTROL_E_UNAVAILABLE,
+		    rc == SB_ERR_AGAIN ? "the gateway is not ready; try again" : sb_strerror(rc),
+		    NULL, rc == SB_ERR_AGAIN, rc == SB_ERR_AGAIN ? 1000 : 0);
+		control_op_free(&op->base);
+	}
 }
 
 static void control_chat_abort(struct control_conn *c, const json_t *id, json_t *params)
@@ -1400,6 +1546,7 @@ const struct control_method control_methods[] = {
     {"chat.send", CONTROL_SCOPE_WRITE, control_chat_send},
     {"chat.abort", CONTROL_SCOPE_WRITE, control_chat_abort},
     {"agent", CONTROL_SCOPE_WRITE, control_agent},
+    {"agent.prompt", CONTROL_SCOPE_ADMIN, control_agent_prompt},
     {"config.get", CONTROL_SCOPE_ADMIN, control_config_get},
     {"devices.list", CONTROL_SCOPE_ADMIN, control_devices_list},
     {"devices.approve", CONTROL_SCOPE_ADMIN, control_devices_approve},

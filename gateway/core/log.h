@@ -92,6 +92,20 @@ typedef void (*log_ring_cb)(void *ud, uint64_t seq, const char *line);
  * the number of the newest line written (0 before the first). */
 uint64_t log_ring_read(uint64_t after, size_t max, log_ring_cb cb, void *ud);
 
+/* One line of the log as written (logfmt or json; a trailing newline is
+ * ignored; at most 1 MiB of it is read) as a JSON object, a new reference
+ * (NULL on no memory):
+ *   - a json line: the object itself;
+ *   - a logfmt line: one member per field in the order written, the value
+ *     a string, or a number where the writer printed one bare (an integer
+ *     or a double field; a string field that looks like a number reads as
+ *     a number too); a key written twice keeps its first value; a bare key
+ *     is true; a line cut inside a quoted value (the writer's line limit)
+ *     keeps what it has and gets "truncated": true;
+ *   - anything else (no ts and msg, not logfmt): {"raw": the line}.
+ * Bytes that are not UTF-8 become U+FFFD. Any thread. */
+struct json_t *log_line_json(const char *line, size_t len);
+
 #define log_debug(mod, ...) log_emit(LOG_DEBUG, (mod), __VA_ARGS__, LOG_END)
 #define log_info(mod, ...) log_emit(LOG_INFO, (mod), __VA_ARGS__, LOG_END)
 #define log_warn(mod, ...) log_emit(LOG_WARN, (mod), __VA_ARGS__, LOG_END)

@@ -722,6 +722,35 @@ static bool dispatch_is_main_session(const char *key, const char *agent_id)
 	       strcmp(key + 6 + n, ":main") == 0;
 }
 
+/* The run request of a message e to agent_id in session key: who asks,
+ * from where, and whether it is the agent's private main session. The
+ * text and the lane's own fields are the caller's. */
+static void dispatch_request(struct run_request *req, const char *agent_id, const char *key,
+                             const struct envelope *e)
+{
+	memset(req, 0, sizeof *req);
+	req->agent_id = agent_id;
+	req->session_key = key;
+	req->channel = e->channel;
+	req->account = e->account;
+	req->target = e->peer_id;
+	req->sender = e->sender_id;
+	req->group = e->peer_kind != ENVELOPE_PEER_DIRECT;
+	req->main_session =
+	    dispatch_is_main_session(key, agent_id) && e->peer_kind == ENVELOPE_PEER_DIRECT;
+}
+
+int dispatcher_preview(struct dispatcher *d, const char *agent_id, const char *session_key,
+                       const struct envelope *e, run_preview_cb done, void *ud)
+{
+	struct run_request req;
+
+	if (!agent_id || !session_key || !e || !done)
+		return SB_ERR_INVAL;
+	dispatch_request(&req, agent_id, session_key, e);
+	return runner_preview(d->opt.runner, &req, done, ud);
+}
+
 static void lane_start(struct lane *l)
 {
 	struct dispatcher *d = l->d;
@@ -770,17 +799,8 @@ static void lane_start(struct lane *l)
 	d->running++;
 	if (d->opt.metrics)
 		d->opt.metrics->runs_active = (int64_t)d->running;
-	memset(&req, 0, sizeof req);
-	req.agent_id = a->items->agent_id;
-	req.session_key = l->key;
+	dispatch_request(&req, a->items->agent_id, l->key, e);
 	req.text = collected ? collected : (a->items->text ? a->items->text : "");
-	req.channel = e->channel;
-	req.account = e->account;
-	req.target = e->peer_id;
-	req.sender = e->sender_id;
-	req.group = e->peer_kind != ENVELOPE_PEER_DIRECT;
-	req.main_session = dispatch_is_main_session(l->key, a->items->agent_id) &&
-	                   e->peer_kind == ENVELOPE_PEER_DIRECT;
 	req.new_session = a->items->reset;
 	req.reset = a->items->reset_policy;
 	req.redelivered = a->items->redelivered && !collected;

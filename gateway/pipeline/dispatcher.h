@@ -114,4 +114,12 @@ bool dispatcher_channel_scheduled(const char *channel);
  * SB_ERR_NOTFOUND when nothing runs there. */
 int dispatcher_abort_session(struct dispatcher *d, const char *session_key, const char *why);
 
+/* What the next turn of session_key (agent agent_id) would send to the
+ * model if the message e (its channel, account, peer and sender; its text
+ * is not used) arrived now: runner_preview with the run request such a
+ * message gets. done runs once, later, on the loop thread. SB_OK, or the
+ * errors of runner_preview. */
+int dispatcher_preview(struct dispatcher *d, const char *agent_id, const char *session_key,
+                       const struct envelope *e, run_preview_cb done, void *ud);
+
 #endif

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agents/context/tokens.h"
 #include "agents/message.h"
 #include "agents/safety/permissions.h"
 #include "agents/safety/sandbox.h"
@@ -64,6 +65,8 @@ struct run_job {
 	const struct turn_events *ev;
 	run_done_cb done;
 	void *ud;
+	/* A preview (runner_preview): it stops after the prepare step. */
+	run_preview_cb preview_done;
 	enum run_stage stage;
 	bool aborted;
 	char *abort_why;
@@ -108,6 +111,8 @@ struct run_job {
 	struct tool_memory memory;
 	char memory_index[PATH_MAX];
 	char memory_today[32], memory_yesterday[32];
+	struct run_preview_note notes[2]; /* the daily notes in the prompt */
+	size_t n_notes;
 	char memory_label[600];
 	const char *tools[RUNNER_DEFAULT_TOOLS]; /* the default list, web_fetch when on */
 	struct tool_sends sends; /* the message tool's sent messages (tool.h) */
@@ -227,6 +232,12 @@ static void run_finish_detail(struct run_job *j, int rc, const char *error, cons
 
 static void run_finish(struct run_job *j, int rc, const char *error)
 {
+	if (j->preview_done) {
+		j->r->active--;
+		j->preview_done(j->ud, rc, error ? error : sb_strerror(rc), NULL);
+		run_job_free(j);
+		return;
+	}
 	run_finish_detail(j, rc, error, NULL);
 }
 
@@ -755,6 +766,27 @@ static void run_memory(struct run_job *j)
 	j->memory.session_label = j->memory_label;
 }
 
+/* The tools the agent's turn gets: its `tools` list, or every built-in
+ * one (web_fetch only where web.fetch is on). */
+static void run_tool_names(struct run_job *j, const char *const **names, size_t *n)
+{
+	const struct agent_config *a = j->agent;
+
+	if (a->n_tools) {
+		*names = (const char *const *)a->tools;
+		*n = a->n_tools;
+		return;
+	}
+	/* Every built-in tool; web_fetch only where web.fetch is on,
+	 * web_search where web.search.url is set. */
+	*n = 0;
+	for (size_t i = 0; i < RUNNER_DEFAULT_TOOLS; i++)
+		if ((a->web.fetch || strcmp(runner_default_tools[i], "web_fetch") != 0) &&
+		    (a->web.search.url || strcmp(runner_default_tools[i], "web_search") != 0))
+			j->tools[(*n)++] = runner_default_tools[i];
+	*names = j->tools;
+}
+
 static void run_start_turn(struct run_job *j)
 {
 	const struct agent_config *a = j->agent;
@@ -826,21 +858,7 @@ static void run_start_turn(struct run_job *j)
 	free(j->resume_prefix);
 	j->resume_prefix = run_resumes(j) && !j->handed_off ? run_partial_reply(j) : NULL;
 	to.inbox_id = j->sends.run_id;
-	if (a->n_tools) {
-		to.tools = (const char *const *)a->tools;
-		to.n_tools = a->n_tools;
-	} else {
-		/* Every built-in tool; web_fetch only where web.fetch is on,
-		 * web_search where web.search.url is set. */
-		size_t n = 0;
-
-		for (size_t i = 0; i < RUNNER_DEFAULT_TOOLS; i++)
-			if ((a->web.fetch || strcmp(runner_default_tools[i], "web_fetch") != 0) &&
-			    (a->web.search.url || strcmp(runner_default_tools[i], "web_search") != 0))
-				j->tools[n++] = runner_default_tools[i];
-		to.tools = j->tools;
-		to.n_tools = n;
-	}
+	run_tool_names(j, &to.tools, &to.n_tools);
 	to.tools_cache = j->r->tools;
 	if (a->web.fetch) {
 		j->web.allow = &a->web.policy;
@@ -994,6 +1012,7 @@ static int run_daily_notes(struct run_job *j)
 	bool heading = false;
 	int rc = SB_OK;
 
+	j->n_notes = 0; /* a prepare step run again (a hand-off) counts afresh */
 	if (!j->main_session || !permissions_is_owner(&j->cfg->security, j->channel, j->sender))
 		return SB_OK;
 	for (size_t i = 0; i < 2 && rc == SB_OK; i++) {
@@ -1010,6 +1029,10 @@ static int run_daily_notes(struct run_job *j)
 		n = strlen(text);
 		if (max && n > max)
 			n = prompt_utf8_cut(text, n, max); /* the start of the day is kept */
+		j->notes[j->n_notes].name = days[i];
+		j->notes[j->n_notes].bytes = strlen(text);
+		j->notes[j->n_notes].kept = n;
+		j->n_notes++;
 		if (!heading) {
 			rc = buf_puts(&j->prompt, "\n# Daily notes\n\nYour notes of yesterday and "
 			                          "today (memory_write adds to today's).\n");
@@ -1071,14 +1094,15 @@ static void run_prepare_work(uv_work_t *w)
 		         "the sessions directory's path is too long");
 		return;
 	}
-	if (fs_mkdirs(dir, 0700)) {
+	if (!j->preview_done && fs_mkdirs(dir, 0700)) {
 		j->prep_rc = SB_ERR_IO;
 		snprintf(j->prep_err, sizeof j->prep_err, "cannot create %s", dir);
 		j->prep_public = "the gateway cannot store this agent's sessions (its log says why)";
 		return;
 	}
 	memset(&tl, 0, sizeof tl);
-	rc = transcript_load(j->path, &tl);
+	/* A preview of a session not started yet has no transcript. */
+	rc = j->preview_done && !*j->session_id ? SB_ERR_NOTFOUND : transcript_load(j->path, &tl);
 	if (rc == SB_OK) {
 		j->history = json_incref(tl.messages);
 		/* What the session spent and broke so far (docs/context.md). */
@@ -1140,6 +1164,8 @@ static void run_prepare_work(uv_work_t *w)
 		         sb_strerror(rc));
 		return;
 	}
+	if (j->preview_done)
+		return; /* it writes nothing */
 	ti.session_id = j->session_id;
 	ti.session_key = j->session_key;
 	ti.agent_id = j->agent_id;
@@ -1150,6 +1176,64 @@ static void run_prepare_work(uv_work_t *w)
 		j->prep_public = "this conversation's history cannot be written (the gateway's log "
 		                 "says why)";
 	}
+}
+
+/* A preview's prepare step is done: what the turn would send, to its
+ * callback. */
+static void run_preview_finish(struct run_job *j)
+{
+	struct run_preview p;
+	struct tokens_ledger ledger;
+	const char *const *names;
+	const json_t *lp = j->last_prompt;
+	size_t n;
+	int64_t tools_tokens = 0;
+	json_t *tools;
+
+	run_tool_names(j, &names, &n);
+	tools = turn_tools_list(j->r->tools, names, n, &tools_tokens);
+	if (!tools) {
+		run_finish(j, SB_ERR_NOMEM, "out of memory");
+		return;
+	}
+	memset(&p, 0, sizeof p);
+	p.agent_id = j->agent_id;
+	p.session_key = j->session_key;
+	p.session_id = j->session_id;
+	p.new_session = !*j->session_id;
+	p.workspace = j->workspace;
+	p.system = j->prompt.data ? j->prompt.data : "";
+	p.system_len = j->prompt.len;
+	p.version = &j->ws_version;
+	p.tools = tools;
+	p.model = j->agent->model;
+	p.history_messages = json_array_size(j->history);
+	p.notes = j->notes;
+	p.n_notes = j->n_notes;
+	/* Sized the way the turn sizes its first request (turn.c). */
+	tokens_ledger_init(&ledger);
+	tokens_ledger_set_fixed_est(&ledger, p.system, tools_tokens);
+	if (lp && json_is_number(json_object_get(lp, "calibration")))
+		tokens_ledger_set_scale(&ledger,
+		                        json_number_value(json_object_get(lp, "calibration")));
+	if (tokens_ledger_sync(&ledger, j->history) != SB_OK) {
+		tokens_ledger_free(&ledger);
+		json_decref(tools);
+		run_finish(j, SB_ERR_NOMEM, "out of memory");
+		return;
+	}
+	p.calibration = ledger.scale;
+	p.tokens_system = tokens_ledger_text(&ledger, p.system, p.system_len);
+	p.tokens_tools = (int64_t)((double)tools_tokens * ledger.scale + 0.5);
+	p.tokens_total = tokens_ledger_total(&ledger);
+	p.tokens_history = p.tokens_total - p.tokens_system - p.tokens_tools;
+	if (p.tokens_history < 0)
+		p.tokens_history = 0;
+	tokens_ledger_free(&ledger);
+	j->r->active--;
+	j->preview_done(j->ud, SB_OK, NULL, &p);
+	json_decref(tools);
+	run_job_free(j);
 }
 
 static void run_prepare_done(uv_work_t *w, int status)
@@ -1164,8 +1248,18 @@ static void run_prepare_done(uv_work_t *w, int status)
 		if (j->transcript)
 			transcript_close(j->transcript);
 		j->transcript = NULL;
+		if (j->preview_done) {
+			log_warn("agent", "prompt preview failed", LOG_S("session", j->session_key),
+			         LOG_S("error", j->prep_err));
+			run_finish(j, j->prep_rc, j->prep_public ? j->prep_public : j->prep_err);
+			return;
+		}
 		run_finish_detail(j, j->prep_rc, j->prep_public ? j->prep_public : j->prep_err,
 		                  j->prep_err);
+		return;
+	}
+	if (j->preview_done) {
+		run_preview_finish(j);
 		return;
 	}
 	run_ask_window(j);
@@ -1235,6 +1329,12 @@ static void run_session_found(void *ud, int rc, const struct store_session *s)
 		run_finish(j, rc, "cannot read the session from the store");
 		return;
 	}
+	if (j->preview_done) {
+		/* The next message would start a session: nothing to create. */
+		j->session_id[0] = '\0';
+		run_prepare(j);
+		return;
+	}
 	transcript_new_session_id(j->session_id, sizeof j->session_id);
 	memset(&ns, 0, sizeof ns);
 	ns.key = j->session_key;
@@ -1250,17 +1350,13 @@ static char *run_dup(const char *s)
 	return s ? strdup(s) : NULL;
 }
 
-int runner_run(struct runner *r, const struct run_request *req, run_done_cb done, void *ud,
-               struct run_job **out)
+/* A new job for req, not started yet. */
+static int run_job_new(struct runner *r, const struct run_request *req, struct run_job **out)
 {
 	const struct agent_config *a;
 	struct run_job *j;
-	int rc;
 
-	if (out)
-		*out = NULL;
-	if (!req->session_key || !req->text || !done || (!*req->text && !req->new_session))
-		return SB_ERR_INVAL;
+	*out = NULL;
 	j = calloc(1, sizeof *j);
 	if (!j)
 		return SB_ERR_NOMEM;
@@ -1274,7 +1370,7 @@ int runner_run(struct runner *r, const struct run_request *req, run_done_cb done
 	j->agent = a;
 	j->agent_id = run_dup(req->agent_id);
 	j->session_key = run_dup(req->session_key);
-	j->text = run_dup(req->text);
+	j->text = run_dup(req->text ? req->text : "");
 	j->channel = run_dup(req->channel);
 	j->account = run_dup(req->account);
 	j->target = run_dup(req->target);
@@ -1286,13 +1382,29 @@ int runner_run(struct runner *r, const struct run_request *req, run_done_cb done
 	j->new_session = req->new_session;
 	j->reset = req->reset;
 	j->ev = req->ev;
-	j->done = done;
-	j->ud = ud;
 	buf_init(&j->prompt, RUNNER_PROMPT_MAX);
 	if (!j->agent_id || !j->session_key || !j->text) {
 		run_job_free(j);
 		return SB_ERR_NOMEM;
 	}
+	*out = j;
+	return SB_OK;
+}
+
+int runner_run(struct runner *r, const struct run_request *req, run_done_cb done, void *ud,
+               struct run_job **out)
+{
+	struct run_job *j;
+	int rc;
+
+	if (out)
+		*out = NULL;
+	if (!req->session_key || !req->text || !done || (!*req->text && !req->new_session))
+		return SB_ERR_INVAL;
+	if ((rc = run_job_new(r, req, &j)) != SB_OK)
+		return rc;
+	j->done = done;
+	j->ud = ud;
 	rc = store_session_get(r->opt.store, j->session_key, run_session_found, j);
 	if (rc) {
 		run_job_free(j);
@@ -1301,6 +1413,27 @@ int runner_run(struct runner *r, const struct run_request *req, run_done_cb done
 	r->active++;
 	if (out)
 		*out = j;
+	return SB_OK;
+}
+
+int runner_preview(struct runner *r, const struct run_request *req, run_preview_cb done, void *ud)
+{
+	struct run_job *j;
+	int rc;
+
+	if (!req->session_key || !req->agent_id || !done)
+		return SB_ERR_INVAL;
+	if ((rc = run_job_new(r, req, &j)) != SB_OK)
+		return rc;
+	j->preview_done = done;
+	j->ud = ud;
+	j->new_session = false; /* a preview never starts one */
+	rc = store_session_get(r->opt.store, j->session_key, run_session_found, j);
+	if (rc) {
+		run_job_free(j);
+		return rc;
+	}
+	r->active++;
 	return SB_OK;
 }
 

@@ -108,6 +108,48 @@ int runner_steer(struct run_job *j, const char *text);
  * a message steered into the run's first attempt, before a crash). */
 int runner_steer_from(struct run_job *j, const char *text, int64_t inbox_id);
 
+/* What the next turn of a session would send to the model, from the same
+ * steps a turn takes (the session lookup, the transcript, the workspace
+ * snapshot with the daily notes, the tool list), without changing
+ * anything: no session is created, no transcript written. Borrowed for the
+ * callback only. */
+/* A daily note in the system prompt (docs/memory.md). */
+struct run_preview_note {
+	const char *name; /* "memory/YYYY-MM-DD.md" */
+	size_t bytes;     /* what memory_get gave of it */
+	size_t kept;      /* what of that is in the prompt (its start) */
+};
+
+struct run_preview {
+	const char *agent_id;
+	const char *session_key;
+	const char *session_id; /* "" when the next message starts a new session */
+	bool new_session;       /* none yet, or its reset policy ended it */
+	const char *workspace;  /* the resolved directory */
+	const char *system;     /* the system prompt, system_len bytes */
+	size_t system_len;
+	const struct workspace_version *version; /* what it was built from */
+	const json_t *tools;     /* the tool list, as the turn hands it to the provider */
+	const struct run_preview_note *notes; /* the daily notes, after the workspace files */
+	size_t n_notes;
+	const char *model;       /* the agent's model ("provider/model") */
+	size_t history_messages; /* messages the session's history holds */
+	/* Token estimates (agents/context/tokens.h), scaled by the session's
+	 * last calibration: the system prompt, the tools, the history, and
+	 * their sum (the next request before its new message). */
+	int64_t tokens_system, tokens_tools, tokens_history, tokens_total;
+	double calibration;
+};
+
+/* rc SB_OK with p, or an error with error (for the requester) and p NULL. */
+typedef void (*run_preview_cb)(void *ud, int rc, const char *error, const struct run_preview *p);
+
+/* Starts a preview for req (its text is not used and may be NULL); done
+ * runs once, later. SB_OK, SB_ERR_INVAL, SB_ERR_NOTFOUND (no such agent),
+ * SB_ERR_AGAIN (no configuration yet), SB_ERR_NOMEM. Counts as a job in
+ * flight (runner_active) until done has run. */
+int runner_preview(struct runner *r, const struct run_request *req, run_preview_cb done, void *ud);
+
 /* Jobs in flight. */
 size_t runner_active(const struct runner *r);
 

@@ -436,6 +436,20 @@ static void test_refusals(void **state)
 	                        "method", "config.get"));
 	assert_string_equal(jstr(r, "reply.error.code"), "FORBIDDEN");
 	json_decref(r);
+	/* The next turn's prompt holds the workspace (MEMORY.md too): admin
+	 * only, and an answer for an admin. */
+	r = ws_client(json_pack("{ss s[ss] ss}", "scenario", "call", "scopes", "operator.read",
+	                        "operator.write", "method", "agent.prompt"));
+	assert_string_equal(jstr(r, "reply.error.code"), "FORBIDDEN");
+	assert_string_equal(jstr(r, "reply.error.details.scope"), "operator.admin");
+	assert_null(jget(r, "reply.payload.system"));
+	json_decref(r);
+	r = ws_client(json_pack("{ss ss s{ss}}", "scenario", "call", "method", "agent.prompt",
+	                        "params", "sessionKey", "agent:ops:desk"));
+	assert_true(json_is_true(jget(r, "reply.ok")));
+	assert_string_equal(jstr(r, "reply.payload.agentId"), "ops");
+	assert_non_null(strstr(jstr(r, "reply.payload.system"), "You are the agent \"ops\""));
+	json_decref(r);
 
 	/* Admin reads the configuration, secrets redacted. */
 	r = ws_client(json_pack("{ss ss}", "scenario", "call", "method", "config.get"));

@@ -7,7 +7,8 @@
  * 5` prints the file's last five lines with no help from the gateway; and
  * `switchboard logs -f`, started in the background, prints a line written
  * after it started and goes on doing so after the file rotates (a reload
- * sets log.file_max to 4KiB).
+ * sets log.file_max to 4KiB). With --json, each line is one JSON object of
+ * its fields (typed: numbers are numbers), for -n and for -f.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "harness.h"
 
@@ -278,6 +280,108 @@ static void test_logs_tail(void **state)
 	buf_free(&out);
 }
 
+/* Each line of out as a JSON object; fails on a line that is not one. */
+static json_t *json_lines(const char *out)
+{
+	json_t *all = json_array();
+
+	while (out && *out) {
+		size_t len = strcspn(out, "\n");
+		json_t *j = json_loadb(out, len, 0, NULL);
+
+		if (!json_is_object(j))
+			fail_msg("logs --json printed a line that is not a JSON object: %.*s",
+			         (int)len, out);
+		json_array_append_new(all, j);
+		out += len;
+		if (*out)
+			out++;
+	}
+	return all;
+}
+
+/* `switchboard logs --json -n 5`: the same five lines as objects, field for
+ * field; and with -f, a line logged after it started. */
+static void test_logs_json(void **state)
+{
+	const char *args[] = {"logs", "--json", "-n", "5", NULL};
+	const char *follow[] = {"logs", "-f", "--json", "-n", "0", NULL};
+	const char *run[] = {"\"msg\":\"run done\"", "room-json-follow", NULL};
+	char out_path[700], line[16384];
+	struct buf out;
+	json_t *all;
+	const json_t *o;
+	char *text;
+	size_t i;
+	pid_t pid;
+	bool saw_run = false;
+
+	(void)state;
+	send_message("json please", "room-json", " to: ");
+	{
+		const char *done[] = {"msg=\"run done\"", "room-json", NULL};
+
+		assert_true(wait_line(fx.log, done, 5000, line, sizeof line));
+	}
+	buf_init(&out, 1 << 20);
+	assert_int_equal(harness_cli(fx.home, &out, args), 0);
+	text = read_text(fx.log);
+	all = json_lines(out.data);
+	assert_int_equal(json_array_size(all), 5);
+	json_array_foreach(all, i, o)
+	{
+		char head[256];
+		const char *msg = json_string_value(json_object_get(o, "msg"));
+
+		/* a line of the file, its leading fields as written */
+		snprintf(head, sizeof head, "ts=%s level=%s module=%s ",
+		         json_string_value(json_object_get(o, "ts")),
+		         json_string_value(json_object_get(o, "level")),
+		         json_string_value(json_object_get(o, "module")));
+		if (!strstr(text, head))
+			fail_msg("no line starting \"%s\" in the log", head);
+		assert_non_null(msg);
+		if (strcmp(msg, "run done") == 0 &&
+		    strstr(json_string_value(json_object_get(o, "session")), "room-json")) {
+			saw_run = true;
+			assert_string_equal(json_string_value(json_object_get(o, "agent")), "main");
+			assert_true(json_is_integer(json_object_get(o, "tool_calls")));
+			assert_int_equal(json_integer_value(json_object_get(o, "tool_calls")), 0);
+			assert_true(json_is_integer(json_object_get(o, "duration_ms")));
+			assert_string_equal(json_string_value(json_object_get(o, "end")),
+			                    "end_turn");
+		}
+	}
+	free(text);
+	assert_true(saw_run);
+	json_decref(all);
+	buf_free(&out);
+
+	snprintf(out_path, sizeof out_path, "%s/follow-json.out", fx.home);
+	pid = fx.follower = harness_cli_start(fx.home, out_path, follow);
+	assert_true(pid > 0);
+	usleep(500 * 1000);
+	send_message("follow json", "room-json-follow", " to: ");
+	if (!wait_line(out_path, run, 5000, line, sizeof line)) {
+		char *t = read_text(out_path);
+
+		snprintf(line, sizeof line, "%s", t);
+		free(t);
+		fail_msg("logs -f --json did not show the run line; it printed:\n%s", line);
+	}
+	kill(pid, SIGINT);
+	fx.follower = 0;
+	assert_int_equal(harness_wait(pid, 5000), 0);
+	{
+		char *t = read_text(out_path);
+
+		all = json_lines(t);
+		free(t);
+	}
+	assert_true(json_array_size(all) >= 2); /* accepted, run done */
+	json_decref(all);
+}
+
 /* `switchboard logs -f` shows what is logged after it started, and follows
  * the file across rotations. */
 static void test_logs_follow_rotation(void **state)
@@ -368,6 +472,7 @@ int main(void)
 	    cmocka_unit_test(test_traffic_lines),
 	    cmocka_unit_test(test_model_failover_lines),
 	    cmocka_unit_test(test_logs_tail),
+	    cmocka_unit_test(test_logs_json),
 	    cmocka_unit_test(test_logs_follow_rotation),
 	};
 

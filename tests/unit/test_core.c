@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "gateway/core/buf.h"
 #include "gateway/core/envelope.h"
@@ -201,6 +202,91 @@ static void test_log_parse(void **state)
 	assert_int_equal(log_format_parse("json", &f), SB_OK);
 	assert_int_equal(f, LOG_FORMAT_JSON);
 	assert_int_equal(log_format_parse("xml", &f), SB_ERR_INVAL);
+}
+
+/* The compact JSON of log_line_json(line). */
+static char *line_json(const char *line)
+{
+	json_t *o = log_line_json(line, strlen(line));
+	char *t;
+
+	assert_non_null(o);
+	t = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(o);
+	assert_non_null(t);
+	return t;
+}
+
+static void test_log_line_json(void **state)
+{
+	struct log_field f[] = {LOG_S("text", "a \"quoted\" = \\ word\n\tnext\x01"), LOG_I("n", -7),
+	                        LOG_D("d", 0.5), LOG_S("empty", ""), LOG_S("path", "/x/y")};
+	char line[1024], *t;
+	json_t *o;
+
+	(void)state;
+	/* What the writer writes reads back field for field, typed. */
+	log_configure(LOG_INFO, LOG_FORMAT_LOGFMT, NULL);
+	log_format_event(line, sizeof line, LOG_WARN, "gw", "two words", f, 5);
+	o = log_line_json(line, strlen(line));
+	assert_non_null(o);
+	assert_string_equal(json_string_value(json_object_get(o, "level")), "warn");
+	assert_string_equal(json_string_value(json_object_get(o, "module")), "gw");
+	assert_string_equal(json_string_value(json_object_get(o, "msg")), "two words");
+	assert_string_equal(json_string_value(json_object_get(o, "text")),
+	                    "a \"quoted\" = \\ word\n\tnext\x01");
+	assert_int_equal(json_integer_value(json_object_get(o, "n")), -7);
+	assert_true(json_is_real(json_object_get(o, "d")));
+	assert_string_equal(json_string_value(json_object_get(o, "empty")), "");
+	assert_string_equal(json_string_value(json_object_get(o, "path")), "/x/y");
+	assert_int_equal(strlen(json_string_value(json_object_get(o, "ts"))), 24);
+	json_decref(o);
+
+	/* A json line is the object itself. */
+	log_configure(LOG_INFO, LOG_FORMAT_JSON, NULL);
+	log_format_event(line, sizeof line, LOG_ERROR, "gw", "boom", f, 2);
+	log_configure(LOG_INFO, LOG_FORMAT_LOGFMT, NULL);
+	o = log_line_json(line, strlen(line));
+	assert_string_equal(json_string_value(json_object_get(o, "msg")), "boom");
+	assert_int_equal(json_integer_value(json_object_get(o, "n")), -7);
+	json_decref(o);
+
+	/* Field order is kept, a trailing newline is not a field, a bare key
+	 * is a flag, a repeated key keeps its first value. */
+	t = line_json("ts=T level=info module=m msg=x a=1 flag a=2\n");
+	assert_string_equal(t, "{\"ts\":\"T\",\"level\":\"info\",\"module\":\"m\",\"msg\":\"x\","
+	                       "\"a\":1,\"flag\":true}");
+	free(t);
+	/* Numbers too large for an integer, and number-like words, stay text. */
+	t = line_json("ts=T msg=x big=99999999999999999999 v=1.2.3 h=0x1f neg=-");
+	assert_string_equal(t, "{\"ts\":\"T\",\"msg\":\"x\",\"big\":\"99999999999999999999\","
+	                       "\"v\":\"1.2.3\",\"h\":\"0x1f\",\"neg\":\"-\"}");
+	free(t);
+	/* Cut inside a quoted value (the writer's line limit). */
+	t = line_json("ts=T level=info msg=\"cut here");
+	assert_string_equal(t, "{\"ts\":\"T\",\"level\":\"info\",\"msg\":\"cut here\","
+	                       "\"truncated\":true}");
+	free(t);
+	/* Not the gateway's: the line as text, with bad UTF-8 replaced. */
+	t = line_json("Segmentation fault (core dumped)");
+	assert_string_equal(t, "{\"raw\":\"Segmentation fault (core dumped)\"}");
+	free(t);
+	t = line_json("ts=T msg=\"x\"junk");
+	assert_string_equal(t, "{\"raw\":\"ts=T msg=\\\"x\\\"junk\"}");
+	free(t);
+	t = line_json("=x");
+	assert_string_equal(t, "{\"raw\":\"=x\"}");
+	free(t);
+	t = line_json("ts=T msg=\xff\xfe ok=\xc3\xa9");
+	assert_string_equal(
+	    t, "{\"ts\":\"T\",\"msg\":\"\xef\xbf\xbd\xef\xbf\xbd\",\"ok\":\"\xc3\xa9\"}");
+	free(t);
+	t = line_json("{not json");
+	assert_string_equal(t, "{\"raw\":\"{not json\"}");
+	free(t);
+	t = line_json("");
+	assert_string_equal(t, "{\"raw\":\"\"}");
+	free(t);
 }
 
 /* Counts the files in dir whose name starts with "gateway.log". */
@@ -573,6 +659,7 @@ int main(void)
 	    cmocka_unit_test(test_log_redacts_secrets),
 	    cmocka_unit_test(test_log_json),
 	    cmocka_unit_test(test_log_parse),
+	    cmocka_unit_test(test_log_line_json),
 	    cmocka_unit_test(test_envelope_roundtrip),
 	    cmocka_unit_test(test_metrics_render),
 	    cmocka_unit_test(test_resolve),

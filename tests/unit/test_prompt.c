@@ -114,6 +114,12 @@ static void test_truncation_exact(void **state)
 		 big, big + 180);
 	assert_true(strncmp(after_preamble(out.data), expect, strlen(expect)) == 0);
 	assert_true(info.files[0].truncated);
+	/* where it was cut, for `switchboard prompt` */
+	assert_int_equal(info.files[0].cap, 100);
+	assert_false(info.files[0].cut_by_total);
+	assert_int_equal(info.files[0].head_bytes, 70);
+	assert_int_equal(info.files[0].tail_from, 180);
+	assert_false(info.files[0].left_out);
 	buf_free(&out);
 	harness_rmrf(dir);
 }
@@ -138,9 +144,17 @@ static void test_total_budget(void **state)
 	p = after_preamble(out.data);
 	assert_non_null(strstr(p, "\n## SOUL.md\n\n"));
 	assert_true(info.files[1].truncated);
+	/* cut by what was left of the total, not by the per-file cap */
+	assert_true(info.files[1].cut_by_total);
+	assert_int_equal(info.files[1].cap, 80);
+	assert_int_equal(info.files[1].head_bytes, 56);
+	assert_int_equal(info.files[1].tail_from, 99 - 16);
+	assert_false(info.files[0].truncated);
 	assert_non_null(strstr(p, "\n## TOOLS.md\n\n[not included: the context budget for "
 				  "workspace files is spent; read TOOLS.md]\n"));
 	assert_false(info.files[2].included);
+	assert_true(info.files[2].left_out);
+	assert_false(info.files[1].left_out);
 	buf_free(&out);
 	harness_rmrf(dir);
 }
