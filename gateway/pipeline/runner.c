@@ -902,6 +902,7 @@ static void run_start_turn(struct run_job *j)
 	run_date_note(j, date, sizeof date);
 	to.date_note = date[0] ? date : NULL;
 	to.seed = j->seed;
+	to.memory_flush = a->memory.flush;
 	j->stage = RUN_TURN;
 	rc = turn_start(&j->turn, &to, run_turn_done, j);
 	if (rc) {
@@ -1126,6 +1127,7 @@ static void run_prepare_work(uv_work_t *w)
 		j->session.compact_failures = tl.compact_failures;
 		j->session.compact_failed_ms = tl.compact_failed_ms;
 		j->session.cache_breaks = tl.cache_breaks;
+		j->session.memory_flushed = tl.memory_flushed;
 		j->last_prompt = tl.last_prompt ? json_deep_copy(tl.last_prompt) : NULL;
 		json_decref(j->todo);
 		j->todo = tl.todo ? json_deep_copy(tl.todo) : NULL;
