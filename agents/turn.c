@@ -1700,6 +1700,7 @@ static void turn_flush_done(void *ud, const struct turn_result *r)
 	json_t *ev;
 
 	t->mf_child = NULL;
+	SB_CRASH_POINT("turn.memory_flush.done");
 	/* What it cost counts like any call of this run. */
 	turn_usage_add(&t->usage, &r->usage);
 	while (n && (text[n - 1] == ' ' || text[n - 1] == '\n' || text[n - 1] == '\r'))
