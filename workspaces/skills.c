@@ -4,6 +4,7 @@
 #include "workspaces/skills.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -175,6 +176,11 @@ static int skill_split(const char *text, size_t len, const char **yaml, size_t *
 		if (!nl)
 			break;
 		p = nl + 1;
+	}
+	if ((size_t)(end - *yaml) > SKILL_FRONTMATTER_MAX) {
+		snprintf(why, why_size, "the frontmatter is longer than %zu bytes",
+		         SKILL_FRONTMATTER_MAX);
+		return SB_ERR_TOOBIG;
 	}
 	snprintf(why, why_size, "the frontmatter has no closing \"---\" line");
 	return SB_ERR_INVAL;
@@ -447,6 +453,56 @@ bad:
 	return sk->error ? SB_OK : SB_ERR_NOMEM;
 }
 
+/* The start of the SKILL.md at path beneath root, as much as can hold
+ * its frontmatter: a scan reads no more of every skill at every turn
+ * (skills_load reads the whole file). The file's size is still checked
+ * against SKILL_MD_MAX. */
+static int skill_read_head(int root, const char *path, char **out, size_t *len)
+{
+	size_t want = SKILL_FRONTMATTER_MAX + 16, got = 0;
+	struct stat st;
+	char *buf;
+	int fd, rc;
+
+	*out = NULL;
+	*len = 0;
+	if ((rc = beneath_open(root, path, O_RDONLY, 0, BENEATH_REGULAR, &fd)))
+		return rc;
+	if (fstat(fd, &st) != 0) {
+		close(fd);
+		return SB_ERR_IO;
+	}
+	if ((size_t)st.st_size > SKILL_MD_MAX) {
+		close(fd);
+		return SB_ERR_TOOBIG;
+	}
+	if ((size_t)st.st_size < want)
+		want = (size_t)st.st_size;
+	if (!(buf = malloc(want + 1))) {
+		close(fd);
+		return SB_ERR_NOMEM;
+	}
+	while (got < want) {
+		ssize_t n = read(fd, buf + got, want - got);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			free(buf);
+			close(fd);
+			return SB_ERR_IO;
+		}
+		if (n == 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	buf[got] = '\0';
+	*out = buf;
+	*len = got;
+	return SB_OK;
+}
+
 static int skill_cmp(const void *a, const void *b)
 {
 	const struct skill *x = a, *y = b;
@@ -526,7 +582,7 @@ static int skills_scan_one(const struct skills_env *e, const char *dir, bool is_
 			continue;
 		}
 		snprintf(path, sizeof path, "%s%s%s/" SKILL_FILE, sub, sub[0] ? "/" : "", names[i]);
-		frc = beneath_read_all(root, path, SKILL_MD_MAX, &text, &len);
+		frc = skill_read_head(root, path, &text, &len);
 		if (frc == SB_OK) {
 			rc = skill_parse(sk, names[i], text, len, e, NULL);
 		} else {
