@@ -249,6 +249,8 @@ static char *skill_fold(const char *s, size_t max)
 		o = max;
 		while (o > 0 && ((unsigned char)out[o] & 0xC0) == 0x80)
 			o--;
+		while (o > 0 && out[o - 1] == ' ') /* a cut right after a space */
+			o--;
 	}
 	out[o] = '\0';
 	return out;
@@ -501,6 +503,24 @@ static int skill_read_head(int root, const char *path, char **out, size_t *len)
 	*out = buf;
 	*len = got;
 	return SB_OK;
+}
+
+int skill_parse_text(struct skill *sk, const char *dirname, const char *text, size_t len,
+                     const struct skills_env *e)
+{
+	memset(sk, 0, sizeof *sk);
+	snprintf(sk->name, sizeof sk->name, "%s", dirname);
+	return skill_parse(sk, dirname, text, len, e, NULL);
+}
+
+void skill_release(struct skill *sk)
+{
+	if (!sk)
+		return;
+	free(sk->description);
+	free(sk->failed);
+	free(sk->error);
+	sk->description = sk->failed = sk->error = NULL;
 }
 
 static int skill_cmp(const void *a, const void *b)

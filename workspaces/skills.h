@@ -127,6 +127,15 @@ int skills_patch(const char *workspace, const char *home, const char *name, cons
                  const char *new_text, const char *label, char *commit, int64_t *patches,
                  char *why, size_t why_size);
 
+/* Parses text, the SKILL.md of the folder dirname, into sk (zeroed first;
+ * release with skill_release): name, description, patches, the gates
+ * against e (e->workspace unused), or sk->error saying why it cannot be
+ * used. SB_OK or SB_ERR_NOMEM. For tests and fuzzing; the scan and
+ * skills_load use the same parser. */
+int skill_parse_text(struct skill *sk, const char *dirname, const char *text, size_t len,
+                     const struct skills_env *e);
+void skill_release(struct skill *sk);
+
 const char *skill_source_name(enum skill_source s);
 
 #endif

@@ -238,6 +238,35 @@ static void test_sources_prompt_and_gates(void **state)
 	free(p1);
 }
 
+static void test_long_description(void **state)
+{
+	struct skills_env e = env();
+	struct buf b;
+	struct skill sk;
+
+	(void)state;
+	/* Cut at its bound right after a space: no trailing space; a
+	 * multi-byte character is never split. */
+	buf_init(&b, 1 << 20);
+	assert_int_equal(buf_puts(&b, "---\nname: longd\ndescription: \""), SB_OK);
+	for (int i = 0; i < SKILL_DESC_MAX - 1; i++)
+		assert_int_equal(buf_puts(&b, "a"), SB_OK);
+	assert_int_equal(buf_puts(&b, " bbbb\"\n---\nx\n"), SB_OK);
+	assert_int_equal(skill_parse_text(&sk, "longd", b.data, b.len, &e), SB_OK);
+	assert_null(sk.error);
+	assert_int_equal(strlen(sk.description), SKILL_DESC_MAX - 1);
+	skill_release(&sk);
+	buf_reset(&b);
+	assert_int_equal(buf_puts(&b, "---\nname: longd\ndescription: \""), SB_OK);
+	for (int i = 0; i < SKILL_DESC_MAX - 1; i++)
+		assert_int_equal(buf_puts(&b, "a"), SB_OK);
+	assert_int_equal(buf_puts(&b, "\u00e9\"\n---\nx\n"), SB_OK);
+	assert_int_equal(skill_parse_text(&sk, "longd", b.data, b.len, &e), SB_OK);
+	assert_int_equal(strlen(sk.description), SKILL_DESC_MAX - 1);
+	skill_release(&sk);
+	buf_free(&b);
+}
+
 static void test_hostile_frontmatter(void **state)
 {
 	struct skills_env e = env();
@@ -560,6 +589,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_names),
 	    cmocka_unit_test(test_sources_prompt_and_gates),
+	    cmocka_unit_test(test_long_description),
 	    cmocka_unit_test(test_hostile_frontmatter),
 	    cmocka_unit_test(test_load_confined),
 	    cmocka_unit_test(test_save_and_patch),
