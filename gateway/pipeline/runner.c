@@ -704,6 +704,7 @@ static void run_gates(struct run_job *j)
 
 static void run_start_turn(struct run_job *j);
 static void run_ask_window(struct run_job *j);
+static bool run_agent_has_tool(const struct run_job *j, const char *name);
 
 /* A memory write was committed: the replies from now on name the commit
  * (the transcript's "memory" stamp), so a reply leads to what was learnt. */
@@ -902,7 +903,8 @@ static void run_start_turn(struct run_job *j)
 	run_date_note(j, date, sizeof date);
 	to.date_note = date[0] ? date : NULL;
 	to.seed = j->seed;
-	to.memory_flush = a->memory.flush;
+	/* The silent memory turn needs the agent to have memory_write. */
+	to.memory_flush = a->memory.flush && run_agent_has_tool(j, "memory_write");
 	j->stage = RUN_TURN;
 	rc = turn_start(&j->turn, &to, run_turn_done, j);
 	if (rc) {
