@@ -87,14 +87,15 @@ static json_t *skill_yaml_node(yaml_document_t *doc, yaml_node_t *node, int dept
 	case YAML_SCALAR_NODE:
 		v = skill_yaml_scalar(node);
 		if (!v)
-			snprintf(why, why_size, "line %zu: not UTF-8 text", node->start_mark.line + 2);
+			snprintf(why, why_size, "line %zu: not UTF-8 text",
+			         node->start_mark.line + 2);
 		break;
 	case YAML_SEQUENCE_NODE:
 		v = json_array();
 		for (yaml_node_item_t *it = node->data.sequence.items.start;
 		     v && it < node->data.sequence.items.top; it++) {
-			item = skill_yaml_node(doc, yaml_document_get_node(doc, *it), depth + 1, budget,
-			                       why, why_size);
+			item = skill_yaml_node(doc, yaml_document_get_node(doc, *it), depth + 1,
+			                       budget, why, why_size);
 			if (!item || json_array_append_new(v, item) != 0) {
 				json_decref(v);
 				return NULL;
@@ -114,8 +115,8 @@ static json_t *skill_yaml_node(yaml_document_t *doc, yaml_node_t *node, int dept
 				json_decref(v);
 				return NULL;
 			}
-			item = skill_yaml_node(doc, yaml_document_get_node(doc, p->value), depth + 1,
-			                       budget, why, why_size);
+			item = skill_yaml_node(doc, yaml_document_get_node(doc, p->value),
+			                       depth + 1, budget, why, why_size);
 			if (!item ||
 			    json_object_set_new(v, (const char *)k->data.scalar.value, item) != 0) {
 				json_decref(v);
@@ -148,7 +149,8 @@ static int skill_split(const char *text, size_t len, const char **yaml, size_t *
 	else if (len >= 5 && memcmp(text, "---\r\n", 5) == 0)
 		skip = 5;
 	else {
-		snprintf(why, why_size, "SKILL.md must start with a \"---\" line and YAML frontmatter");
+		snprintf(why, why_size,
+		         "SKILL.md must start with a \"---\" line and YAML frontmatter");
 		return SB_ERR_INVAL;
 	}
 	*yaml = text + skip;
@@ -209,7 +211,8 @@ static int skill_yaml_load(const char *text, size_t len, json_t **out, char *why
 	have_doc = true;
 	root = yaml_document_get_root_node(&doc);
 	if (!root || root->type != YAML_MAPPING_NODE) {
-		snprintf(why, why_size, "the frontmatter must be a mapping (name: ..., description: ...)");
+		snprintf(why, why_size,
+		         "the frontmatter must be a mapping (name: ..., description: ...)");
 		goto out;
 	}
 	*out = skill_yaml_node(&doc, root, 0, &budget, why, why_size);
@@ -322,9 +325,9 @@ static void skill_gates(const json_t *gates, const struct skills_env *e, struct 
 		if (json_is_array(v) && json_array_size(v)) {
 			bool any = false;
 
-			json_array_foreach(v, i, g)
-			    any = any || (json_is_string(g) &&
-			                  skill_exec_on_path(json_string_value(g), path));
+			json_array_foreach(v, i, g) any =
+			    any ||
+			    (json_is_string(g) && skill_exec_on_path(json_string_value(g), path));
 			if (!any)
 				skill_fail(failed, "any_bins", "none found");
 		}
@@ -389,11 +392,11 @@ static int skill_parse(struct skill *sk, const char *dirname, const char *text, 
 		goto bad;
 	}
 	if (strcmp(name, dirname) != 0) {
-		snprintf(why, sizeof why, "its name \"%.80s\" is not its folder's (%s)", name, dirname);
+		snprintf(why, sizeof why, "its name \"%.80s\" is not its folder's (%s)", name,
+		         dirname);
 		goto bad;
 	}
-	if (!desc || !(sk->description = skill_fold(desc, SKILL_DESC_MAX)) ||
-	    !sk->description[0]) {
+	if (!desc || !(sk->description = skill_fold(desc, SKILL_DESC_MAX)) || !sk->description[0]) {
 		if (desc && !sk->description) {
 			json_decref(fm);
 			return SB_ERR_NOMEM;
@@ -596,8 +599,9 @@ static int skills_scan_one(const struct skills_env *e, const char *dir, bool is_
 		sk->source = is_home ? SKILL_SOURCE_HOME : SKILL_SOURCE_WORKSPACE;
 		l->n++;
 		if (!skill_name_ok(names[i])) {
-			sk->error = strdup("the folder's name is not a skill name (a-z, 0-9, - and _, "
-			                   "at most 64, starting with a letter or digit)");
+			sk->error =
+			    strdup("the folder's name is not a skill name (a-z, 0-9, - and _, "
+			           "at most 64, starting with a letter or digit)");
 			rc = sk->error ? SB_OK : SB_ERR_NOMEM;
 			continue;
 		}
@@ -606,12 +610,13 @@ static int skills_scan_one(const struct skills_env *e, const char *dir, bool is_
 		if (frc == SB_OK) {
 			rc = skill_parse(sk, names[i], text, len, e, NULL);
 		} else {
-			const char *why = frc == SB_ERR_NOTFOUND ? "it has no SKILL.md"
-			                  : frc == SB_ERR_TOOBIG ? "its SKILL.md is larger than 256 KiB"
-			                  : frc == SB_ERR_PERM
-			                      ? "its SKILL.md is not a regular file inside the folder "
-			                        "(a symlink is never followed)"
-			                      : "its SKILL.md cannot be read";
+			const char *why =
+			    frc == SB_ERR_NOTFOUND ? "it has no SKILL.md"
+			    : frc == SB_ERR_TOOBIG ? "its SKILL.md is larger than 256 KiB"
+			    : frc == SB_ERR_PERM
+			        ? "its SKILL.md is not a regular file inside the folder "
+			          "(a symlink is never followed)"
+			        : "its SKILL.md cannot be read";
 
 			if (frc == SB_ERR_NOMEM)
 				rc = frc;
@@ -677,11 +682,12 @@ int skills_prompt(const struct skill_list *l, struct buf *out)
 			continue;
 		}
 		if (listed++ == 0)
-			rc = buf_puts(out, "\n# Skills\n\nSkills are instructions for particular tasks. "
-			                   "When one fits what you are asked, load it with "
-			                   "skill_load(name) before you start, and follow it; it may "
-			                   "name files of its own, which skill_load(name, file) "
-			                   "reads.\n\n");
+			rc = buf_puts(out,
+			              "\n# Skills\n\nSkills are instructions for particular tasks. "
+			              "When one fits what you are asked, load it with "
+			              "skill_load(name) before you start, and follow it; it may "
+			              "name files of its own, which skill_load(name, file) "
+			              "reads.\n\n");
 		if (rc == SB_OK)
 			rc = buf_printf(out, "- %s: %s\n", sk->name, sk->description);
 		if (rc)
@@ -718,7 +724,8 @@ static void skill_list_files(int dfd, const char *prefix, int depth, struct buf 
 	for (size_t i = 0; i < nn; i++) {
 		struct stat st;
 
-		if (*n < SKILL_FILES_LISTED && fstatat(dfd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		if (*n < SKILL_FILES_LISTED &&
+		    fstatat(dfd, names[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    !(depth == 0 && strcmp(names[i], SKILL_FILE) == 0)) {
 			if (S_ISREG(st.st_mode)) {
 				(void)buf_printf(b, "- %s%s (%lld bytes)\n", prefix, names[i],
@@ -793,9 +800,10 @@ int skills_load(const struct skills_env *e, const char *name, const char *file, 
 	}
 	if (rc) {
 		snprintf(why, why_size,
-		         rc == SB_ERR_PERM ? "refused: the skill \"%s\" is not a folder (a symlink is "
-		                             "never followed)"
-		                           : "the skill \"%s\" cannot be opened",
+		         rc == SB_ERR_PERM
+		             ? "refused: the skill \"%s\" is not a folder (a symlink is "
+		               "never followed)"
+		             : "the skill \"%s\" cannot be opened",
 		         name);
 		goto out;
 	}
@@ -803,9 +811,9 @@ int skills_load(const struct skills_env *e, const char *name, const char *file, 
 	rc = beneath_read_all(dfd, SKILL_FILE, SKILL_MD_MAX, &text, &len);
 	if (rc) {
 		snprintf(why, why_size, "%s",
-		         rc == SB_ERR_TOOBIG  ? "refused: its SKILL.md is larger than 256 KiB"
-		         : rc == SB_ERR_PERM  ? "refused: its SKILL.md is not a regular file (a "
-		                                "symlink is never followed)"
+		         rc == SB_ERR_TOOBIG     ? "refused: its SKILL.md is larger than 256 KiB"
+		         : rc == SB_ERR_PERM     ? "refused: its SKILL.md is not a regular file (a "
+		                                   "symlink is never followed)"
 		         : rc == SB_ERR_NOTFOUND ? "the skill has no SKILL.md"
 		                                 : "its SKILL.md cannot be read");
 		goto out;
@@ -834,10 +842,11 @@ int skills_load(const struct skills_env *e, const char *name, const char *file, 
 			buf_init(&files, 64 << 10);
 			skill_list_files(dfd, "", 0, &files, &nfiles);
 			if (nfiles)
-				rc = buf_printf(&b,
-				                "\n\n[Files of this skill, read with skill_load(\"%s\", "
-				                "file):]\n%s",
-				                name, files.data);
+				rc = buf_printf(
+				    &b,
+				    "\n\n[Files of this skill, read with skill_load(\"%s\", "
+				    "file):]\n%s",
+				    name, files.data);
 			buf_free(&files);
 		}
 		if (rc) {
@@ -894,8 +903,7 @@ out:
 
 /* ---- save and patch ---- */
 
-static int skill_check_text(const char *what, const char *s, size_t max, char *why,
-                            size_t why_size)
+static int skill_check_text(const char *what, const char *s, size_t max, char *why, size_t why_size)
 {
 	size_t n = strlen(s);
 
@@ -979,10 +987,11 @@ int skills_save(const char *workspace, const char *home, const char *name, const
 	why[0] = '\0';
 	*shadows = false;
 	if (!skill_name_ok(name)) {
-		snprintf(why, why_size,
-		         "\"%.80s\" is not a skill name: use 1 to 64 of a-z, 0-9, - and _, starting "
-		         "with a letter or digit",
-		         name);
+		snprintf(
+		    why, why_size,
+		    "\"%.80s\" is not a skill name: use 1 to 64 of a-z, 0-9, - and _, starting "
+		    "with a letter or digit",
+		    name);
 		return SB_ERR_INVAL;
 	}
 	if ((rc = skill_check_text("description", description, SKILL_DESC_MAX, why, why_size)) ||
@@ -1020,11 +1029,12 @@ int skills_save(const char *workspace, const char *home, const char *name, const
 	if (rc == SB_OK) {
 		rc = SB_ERR_EXISTS;
 		snprintf(why, why_size,
-		         "the workspace has a skill \"%s\" already: change it with skill_patch", name);
+		         "the workspace has a skill \"%s\" already: change it with skill_patch",
+		         name);
 		goto out;
 	}
-	rc = skill_write_commit(workspace, name, b.data, b.len, "new", label, commit, why,
-	                        why_size);
+	rc =
+	    skill_write_commit(workspace, name, b.data, b.len, "new", label, commit, why, why_size);
 	if (rc == SB_OK)
 		*shadows = skill_home_has(home, name);
 out:
@@ -1052,8 +1062,8 @@ static bool skill_patches_line(const char *yaml, size_t ylen, size_t *from, size
 }
 
 int skills_patch(const char *workspace, const char *home, const char *name, const char *old,
-                 const char *new_text, const char *label, char *commit, int64_t *patches,
-                 char *why, size_t why_size)
+                 const char *new_text, const char *label, char *commit, int64_t *patches, char *why,
+                 size_t why_size)
 {
 	char path[BENEATH_PATH_MAX], subject[64];
 	const char *yaml = NULL, *body = NULL, *hit, *end;
@@ -1090,10 +1100,11 @@ int skills_patch(const char *workspace, const char *home, const char *name, cons
 	close(root);
 	if (rc == SB_ERR_NOTFOUND) {
 		if (skill_home_has(home, name))
-			snprintf(why, why_size,
-			         "the skill \"%s\" is the gateway's shared one, not the workspace's: "
-			         "save your own version with skill_save",
-			         name);
+			snprintf(
+			    why, why_size,
+			    "the skill \"%s\" is the gateway's shared one, not the workspace's: "
+			    "save your own version with skill_save",
+			    name);
 		else
 			snprintf(why, why_size, "the workspace has no skill \"%s\"", name);
 		goto out;

@@ -124,8 +124,8 @@ int skills_save(const char *workspace, const char *home, const char *name, const
  * workspace; a home skill says so), SB_ERR_INVAL (old is empty, missing, or
  * found more than once), other codes as skills_save. */
 int skills_patch(const char *workspace, const char *home, const char *name, const char *old,
-                 const char *new_text, const char *label, char *commit, int64_t *patches,
-                 char *why, size_t why_size);
+                 const char *new_text, const char *label, char *commit, int64_t *patches, char *why,
+                 size_t why_size);
 
 /* Parses text, the SKILL.md of the folder dirname, into sk (zeroed first;
  * release with skill_release): name, description, patches, the gates

@@ -48,8 +48,8 @@ static void sload_work(void *p, struct tool_job_result *res)
 	res->is_error = false;
 }
 
-static int sload_call(const struct tool_ctx *ctx, const json_t *input, tool_done_cb done,
-                      void *ud, struct tool_run **run)
+static int sload_call(const struct tool_ctx *ctx, const json_t *input, tool_done_cb done, void *ud,
+                      struct tool_run **run)
 {
 	const char *file = tool_in_str(input, "file", NULL);
 	struct sload_job *j;

@@ -69,8 +69,8 @@ static void spatch_done(void *ud, int rc, char *content, bool is_error)
 	j->done(j->ud, rc, content, is_error);
 }
 
-static int spatch_call(const struct tool_ctx *ctx, const json_t *input, tool_done_cb done,
-                       void *ud, struct tool_run **run)
+static int spatch_call(const struct tool_ctx *ctx, const json_t *input, tool_done_cb done, void *ud,
+                       struct tool_run **run)
 {
 	struct spatch_job *j;
 

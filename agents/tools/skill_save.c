@@ -53,11 +53,10 @@ static void ssave_work(void *p, struct tool_job_result *res)
 		return;
 	}
 	snprintf(j->path, sizeof j->path, SKILLS_DIR "/%s/" SKILL_FILE, j->name);
-	tool_result_textf(res, "Saved the skill %s to %s (%s%.12s%s).%s", j->name, j->path,
-	                  j->commit[0] ? "commit " : "not committed: ", j->commit[0] ? j->commit : why,
-	                  "",
-	                  shadows ? " It takes the place of the gateway's shared skill of that name."
-	                          : "");
+	tool_result_textf(
+	    res, "Saved the skill %s to %s (%s%.12s%s).%s", j->name, j->path,
+	    j->commit[0] ? "commit " : "not committed: ", j->commit[0] ? j->commit : why, "",
+	    shadows ? " It takes the place of the gateway's shared skill of that name." : "");
 }
 
 static void ssave_done(void *ud, int rc, char *content, bool is_error)
@@ -69,8 +68,8 @@ static void ssave_done(void *ud, int rc, char *content, bool is_error)
 	j->done(j->ud, rc, content, is_error);
 }
 
-static int ssave_call(const struct tool_ctx *ctx, const json_t *input, tool_done_cb done,
-                      void *ud, struct tool_run **run)
+static int ssave_call(const struct tool_ctx *ctx, const json_t *input, tool_done_cb done, void *ud,
+                      struct tool_run **run)
 {
 	struct ssave_job *j;
 

@@ -76,10 +76,11 @@ static int cli_skills_agent(const struct agent_config *a, const char *home_skill
 		const char *state = cli_skill_state(sk);
 
 		if (json) {
-			json_t *o = json_pack("{s:s,s:s,s:s,s:b,s:I}", "name", sk->name, "source",
-			                      skill_source_name(sk->source), "state", state,
-			                      "eligible", sk->eligible && !sk->shadowed && !sk->error,
-			                      "patches", (json_int_t)sk->patches);
+			json_t *o =
+			    json_pack("{s:s,s:s,s:s,s:b,s:I}", "name", sk->name, "source",
+			              skill_source_name(sk->source), "state", state, "eligible",
+			              sk->eligible && !sk->shadowed && !sk->error, "patches",
+			              (json_int_t)sk->patches);
 
 			if (o && sk->description)
 				json_object_set_new(o, "description", json_string(sk->description));
@@ -99,9 +100,11 @@ static int cli_skills_agent(const struct agent_config *a, const char *home_skill
 		else if (sk->failed)
 			printf(" failed: %s", sk->failed);
 		else
-			printf(" %.100s%s", sk->description, strlen(sk->description) > 100 ? "..." : "");
+			printf(" %.100s%s", sk->description,
+			       strlen(sk->description) > 100 ? "..." : "");
 		if (sk->patches && !sk->error)
-			printf(" [%lld patch%s]", (long long)sk->patches, sk->patches == 1 ? "" : "es");
+			printf(" [%lld patch%s]", (long long)sk->patches,
+			       sk->patches == 1 ? "" : "es");
 		putchar('\n');
 	}
 	if (l.left_out && !json)
@@ -178,7 +181,8 @@ static int cli_skills_list(int argc, char **argv)
 		const struct agent_config *a = config_agent(cfg, agent);
 
 		if (!a) {
-			fprintf(stderr, "switchboard skills: no agent \"%s\" in %s\n", agent, cfg_path);
+			fprintf(stderr, "switchboard skills: no agent \"%s\" in %s\n", agent,
+			        cfg_path);
 			config_unref(cfg);
 			return 1;
 		}

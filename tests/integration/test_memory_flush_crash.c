@@ -94,7 +94,8 @@ static void run_home(struct run *r)
 	assert_int_equal(harness_write_file(path, cfg), 0);
 	assert_int_equal(harness_cli(r->home, NULL, init), 0);
 	assert_int_equal(harness_http(llm.port, "POST", "/__reset", NULL, "{}", NULL), 200);
-	assert_int_equal(harness_http(llm.port, "POST", "/__script", NULL, flush_script, NULL), 200);
+	assert_int_equal(harness_http(llm.port, "POST", "/__script", NULL, flush_script, NULL),
+	                 200);
 }
 
 static void run_start(struct run *r, const char *crash_at)
@@ -185,9 +186,9 @@ static size_t model_requests_with(const char *needle)
 	buf_free(&body);
 	assert_non_null(reqs);
 	for (size_t i = 0; i < json_array_size(reqs); i++) {
-		char *s = json_dumps(json_object_get(json_object_get(json_array_get(reqs, i), "body"),
-		                                     "messages"),
-		                     JSON_COMPACT);
+		char *s = json_dumps(
+		    json_object_get(json_object_get(json_array_get(reqs, i), "body"), "messages"),
+		    JSON_COMPACT);
 
 		n += s && strstr(s, needle);
 		free(s);
@@ -341,7 +342,8 @@ static void test_crash_during_silent_turn(void **state)
 		assert_int_equal(count_in(s, "Launch code word: PAPAYA."), i == 0 ? 0 : 1);
 		free(s);
 		s = transcripts(&r);
-		assert_int_equal(count_in(s, "\"event\":\"memory_flush\",\"state\":\"started\""), 1);
+		assert_int_equal(count_in(s, "\"event\":\"memory_flush\",\"state\":\"started\""),
+		                 1);
 		/* Both points come before the "done" event is written. */
 		assert_int_equal(count_in(s, "\"event\":\"memory_flush\",\"state\":\"done\""), 0);
 		free(s);

@@ -315,8 +315,9 @@ static void test_skills_loop(void **state)
 	 * release, the home's tip, no gated skill, no body. */
 	s = req_last(reqs, 0, "system");
 	expect_in("the system prompt", s, "# Skills");
-	expect_in("the system prompt", s, "- release: Cuts a release of the product.\n"
-	                                  "- shared-tip: A tip every agent shares.\n");
+	expect_in("the system prompt", s,
+	          "- release: Cuts a release of the product.\n"
+	          "- shared-tip: A tip every agent shares.\n");
 	assert_null(strstr(s, "HOME-RELEASE"));
 	assert_null(strstr(s, "GATED-SKILL"));
 	assert_null(strstr(s, "RELEASE-STEPS"));
