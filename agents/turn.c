@@ -174,7 +174,6 @@ struct turn {
 	bool mf_done;          /* ran in this compaction cycle */
 	bool abort_asked;      /* turn_abort was called */
 	struct turn *mf_child; /* the nested run, while it runs */
-	int64_t mf_tokens;     /* the context when it started */
 };
 
 static const char *turn_str(const json_t *v)
@@ -1801,7 +1800,6 @@ static void turn_flush_start(struct turn *t, int64_t tokens)
 	json_t *ev;
 
 	t->mf_done = true;
-	t->mf_tokens = tokens;
 	turn_set_state(t, TURN_COMPACTING, "saving memory before compaction");
 	if (t->finished)
 		return;
