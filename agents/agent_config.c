@@ -362,6 +362,16 @@ static const struct cfg_key agent_memory_keys[] = {
                "assistant message, named `sessions/<id>.jsonl` and its line), besides "
                "`MEMORY.md` and `memory/`.",
     },
+    {
+        .name = "flush",
+        .type = CFG_BOOL,
+        .offset = offsetof(struct agent_memory_config, flush),
+        .def = "true",
+        .doc = "Before the context is compacted (archived or summarised), one silent turn "
+               "asks the model to save what it must keep with `memory_write`; nothing of "
+               "that turn reaches the chat. Once per compaction cycle, only in sessions "
+               "that may write memory (the operator's).",
+    },
 };
 
 static const struct cfg_section agent_memory_section = {
@@ -774,7 +784,8 @@ static const struct cfg_key agent_config_keys[] = {
         .type = CFG_SECTION,
         .offset = offsetof(struct agent_config, memory),
         .section = &agent_memory_section,
-        .doc = "What `memory_search` covers (docs/memory.md).",
+        .doc = "What `memory_search` covers, and the silent memory turn before "
+               "compaction (docs/memory.md).",
     },
 };
 

@@ -71,6 +71,7 @@ struct agent_web_config {
 /* The agent's memory (docs/memory.md). */
 struct agent_memory_config {
 	bool transcripts; /* memory_search covers past transcripts too */
+	bool flush;       /* the silent memory turn before compaction */
 };
 
 struct agent_config {

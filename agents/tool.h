@@ -97,6 +97,15 @@ struct tool_memory {
 	const char *session_label; /* names the session and turn in commit messages */
 };
 
+/* The agent's skills (workspaces/skills.h, docs/skills.md): the shared
+ * skills directory and the PATH the gates look for binaries on. Saving and
+ * patching take who may write, the session's label and the commit hook
+ * from tool_memory. */
+struct tool_skills {
+	const char *home; /* <home>/skills, or NULL */
+	const char *path; /* NULL: SKILLS_PATH_DEFAULT */
+};
+
 struct tool_ctx {
 	uv_loop_t *loop;
 	const struct host *host;
@@ -129,6 +138,8 @@ struct tool_ctx {
 	const struct tool_web_search *search;
 	/* The memory tools' scope; NULL: they are refused. */
 	const struct tool_memory *memory;
+	/* The skill tools' scope; NULL: they are refused. */
+	const struct tool_skills *skills;
 	/* The gateway's private paths (config.h: its configuration file,
 	 * home, store, token and secret files), absolute: the file tools
 	 * refuse those inside the workspace, reading and writing, as the
@@ -177,9 +188,8 @@ struct tool_def {
 
 /* The built-in tools, sorted by name. */
 extern const struct tool_def tool_bash, tool_edit, tool_glob, tool_grep, tool_ls, tool_memory_get,
-    tool_memory_search, tool_memory_write, tool_message, tool_read, tool_todo, tool_web_fetch,
-    tool_web_search,
-    tool_write;
+    tool_memory_search, tool_memory_write, tool_message, tool_read, tool_skill_load,
+    tool_skill_patch, tool_skill_save, tool_todo, tool_web_fetch, tool_web_search, tool_write;
 
 /* The compact form of a todo list, one line per item ("[x] text"), under a
  * heading; the caller frees it. NULL when items is empty or out of memory. */

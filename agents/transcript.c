@@ -944,9 +944,13 @@ int transcript_load(const char *path, struct transcript_loaded *out)
 			transcript_add_usage(out, json_object_get(j, "usage"));
 			if (json_integer_value(json_object_get(j, "level")) == 3)
 				out->compact_failures = 0;
+			if (json_integer_value(json_object_get(j, "level")) >= 2)
+				out->memory_flushed = false; /* a new cycle */
 		} else if (strcmp(type, "event") == 0) {
 			const char *ev = json_string_value(json_object_get(j, "event"));
 
+			if (ev && strcmp(ev, "memory_flush") == 0)
+				out->memory_flushed = true;
 			if (ev && strcmp(ev, "compaction_failed") == 0 &&
 			    json_integer_value(json_object_get(j, "level")) == 3) {
 				/* The breaker counts failed summaries; a failed archive

@@ -106,6 +106,10 @@ struct transcript_loaded {
 	/* The session's todo list (the todo tool): the items of the last
 	 * "todo" event, borrowed from entries; NULL when none. */
 	const json_t *todo;
+	/* The silent memory turn ran in the current compaction cycle: a
+	 * "memory_flush" event comes after the last compaction entry of
+	 * level 2 or 3 (turn.h: turn_options.memory_flush). */
+	bool memory_flushed;
 };
 
 /* Reads a transcript (blocking: CLI, or the thread pool). Line 1 must be a

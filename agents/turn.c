@@ -21,6 +21,7 @@
 #include "agents/transcript.h"
 #include "gateway/core/clock.h"
 #include "gateway/core/buf.h"
+#include "gateway/core/crash.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
 
@@ -168,6 +169,11 @@ struct turn {
 	int64_t session_breaks;
 
 	struct turn_result counts; /* the context fields of the result */
+
+	/* the silent memory turn before compaction */
+	bool mf_done;          /* ran in this compaction cycle */
+	bool abort_asked;      /* turn_abort was called */
+	struct turn *mf_child; /* the nested run, while it runs */
 };
 
 static const char *turn_str(const json_t *v)
@@ -839,6 +845,8 @@ static void turn_on_model_done(void *ud, int rc, const struct model_response *re
 		executor_cancel(early);
 		if (err && err->kind == MODEL_ERR_ABORTED) {
 			turn_finish(t, TURN_END_ABORTED, t->detail ? t->detail : "aborted");
+		} else if (err && err->kind == MODEL_ERR_PROMPT_TOO_LONG && t->opt.no_compaction) {
+			turn_finish(t, TURN_END_ERROR, err->message);
 		} else if (err && err->kind == MODEL_ERR_PROMPT_TOO_LONG && !t->reactive_used) {
 			/* Level 4: compact once, whatever the thresholds, and
 			 * send the same step again once. */
@@ -1380,8 +1388,10 @@ static void turn_record_compaction(struct turn *t, const struct compact_plan *p,
 	turn_record(t, "compaction", f);
 	t->counts.compactions[p->level - 1]++;
 	t->cp_changed = true;
-	if (p->level >= 2)
+	if (p->level >= 2) {
 		t->plan_reinject = true;
+		t->mf_done = false; /* a new compaction cycle */
+	}
 }
 
 /* Levels 1 and 2 are written (or failed): apply them, then level 3. */
@@ -1654,6 +1664,172 @@ static void turn_context_after(struct turn *t)
 	turn_send(t);
 }
 
+/* ---- the silent memory turn before compaction ---- */
+
+/* The memory tools the silent turn may use: nothing else runs in it. */
+static const char *const turn_flush_tools[] = {"memory_get", "memory_search", "memory_write"};
+#define TURN_FLUSH_TOOLS (sizeof turn_flush_tools / sizeof *turn_flush_tools)
+#define TURN_FLUSH_MAX_TURNS 6
+
+static const char turn_flush_note[] =
+    "[Silent memory turn: this conversation's context is nearly full, and its older part "
+    "is about to be archived or summarised, so details in it will be out of your sight. "
+    "Before that happens, save what must outlast it with memory_write: decisions made, "
+    "facts and preferences the user told you, open tasks and where they stand (target "
+    "\"daily\" for what happened today, \"long_term\" for durable facts). Do not repeat "
+    "what your memory already holds. No one sees this turn or its answer. When you are "
+    "done, or if there is nothing worth keeping, answer with exactly NO_REPLY.]";
+
+/* Whether the silent turn runs before this context step: the session may
+ * write memory, it did not run in this cycle, and the context reached the
+ * first level that takes messages out of the model's sight. */
+static bool turn_flush_due(const struct turn *t, int64_t tokens)
+{
+	const struct tool_memory *m = t->opt.tool_ctx.memory;
+	int lossy = t->limits.archive_at < t->limits.summarize_at ? t->limits.archive_at
+	                                                          : t->limits.summarize_at;
+
+	if (!t->opt.memory_flush || t->mf_done || !m || !m->writable || !m->today)
+		return false;
+	if (lossy > t->limits.block_at)
+		lossy = t->limits.block_at;
+	return lossy > 0 && turn_pct(t, tokens) >= lossy;
+}
+
+static void turn_flush_resume(uv_timer_t *h)
+{
+	struct turn *t = h->data;
+
+	if (!t->finished)
+		turn_context_step(t, false, NULL);
+}
+
+static void turn_flush_done(void *ud, const struct turn_result *r)
+{
+	struct turn *t = ud;
+	const char *text = r->text ? r->text : "";
+	size_t n = strlen(text);
+	bool no_reply;
+	json_t *ev;
+
+	t->mf_child = NULL;
+	SB_CRASH_POINT("turn.memory_flush.done");
+	/* What it cost counts like any call of this run. */
+	turn_usage_add(&t->usage, &r->usage);
+	while (n && (text[n - 1] == ' ' || text[n - 1] == '\n' || text[n - 1] == '\r'))
+		n--;
+	while (n && (*text == ' ' || *text == '\n')) {
+		text++;
+		n--;
+	}
+	no_reply = n == 8 && memcmp(text, "NO_REPLY", 8) == 0;
+	ev = json_pack("{sssssssisisbss%}", "event", "memory_flush", "state", "done", "end",
+	               turn_end_name(r->end), "model_calls", r->model_calls, "tool_calls",
+	               r->tool_calls, "no_reply", no_reply, "reply", text, n > 200 ? (size_t)200 : n);
+	if (ev && r->end != TURN_END_TURN)
+		json_object_set_new(ev, "detail", json_string(r->detail ? r->detail : ""));
+	if (ev)
+		json_object_set_new(ev, "usage", turn_usage_json(&r->usage));
+	turn_record(t, "event", ev);
+	log_info("agent", "silent memory turn done", LOG_S("session", t->opt.tool_ctx.session_key),
+	         LOG_S("end", turn_end_name(r->end)), LOG_I("tool_calls", (int64_t)r->tool_calls),
+	         LOG_I("no_reply", no_reply));
+	if (t->finished)
+		return;
+	if (t->abort_asked) {
+		turn_finish(t, TURN_END_ABORTED, t->detail ? t->detail : "aborted");
+		return;
+	}
+	/* Deferred: the nested run frees itself after this returns, and the
+	 * step may finish this run. */
+	uv_timer_start(&t->timer, turn_flush_resume, 0, 0);
+}
+
+/* The "memory_flush" event is written: the silent turn may run (a crash
+ * from here on finds the event and does not run it again this cycle). */
+static void turn_flush_recorded(void *ud, int rc)
+{
+	struct turn *t = ud;
+	struct turn_options o;
+	json_t *hist, *last;
+	int src;
+
+	t->io_busy = false;
+	if (t->free_after_io) {
+		uv_close((uv_handle_t *)&t->timer, turn_free_cb);
+		return;
+	}
+	if (t->finished)
+		return;
+	if (t->abort_asked) {
+		turn_finish(t, TURN_END_ABORTED, t->detail ? t->detail : "aborted");
+		return;
+	}
+	if (rc != SB_OK) {
+		/* Not recorded, so not run: a crash could run it twice. */
+		log_warn("agent", "cannot record the silent memory turn; compacting without it",
+		         LOG_S("session", t->opt.tool_ctx.session_key), LOG_S("error", sb_strerror(rc)));
+		turn_context_step(t, false, NULL);
+		return;
+	}
+	SB_CRASH_POINT("turn.memory_flush.recorded");
+	memset(&o, 0, sizeof o);
+	o.models = t->opt.models;
+	o.chain = t->opt.chain;
+	o.n_chain = t->opt.n_chain;
+	o.system = t->opt.system;
+	/* The note joins the last message when it is the user's (the APIs
+	 * want roles to alternate), else it is a user message of its own. */
+	hist = json_deep_copy(t->history);
+	last = hist ? json_array_get(hist, json_array_size(hist) - 1) : NULL;
+	if (last && strcmp(turn_str(json_object_get(last, "role")), "user") == 0 &&
+	    msg_add_text(last, turn_flush_note) == SB_OK) {
+		o.user_text = NULL;
+	} else {
+		o.user_text = turn_flush_note;
+	}
+	o.history = hist;
+	o.tools = turn_flush_tools;
+	o.n_tools = TURN_FLUSH_TOOLS;
+	o.tools_cache = t->opt.tools_cache;
+	o.tool_ctx = t->opt.tool_ctx;
+	o.tool_ctx.plan = NULL;
+	o.tool_ctx.sends = NULL;
+	o.max_turns = TURN_FLUSH_MAX_TURNS;
+	o.max_tokens = t->opt.max_tokens;
+	o.context = t->opt.context;
+	o.no_compaction = true;
+	src = hist ? turn_start(&t->mf_child, &o, turn_flush_done, t) : SB_ERR_NOMEM;
+	json_decref(hist); /* turn_start copies it */
+	if (src != SB_OK) {
+		t->mf_child = NULL;
+		log_warn("agent", "the silent memory turn could not start",
+		         LOG_S("session", t->opt.tool_ctx.session_key), LOG_S("error", sb_strerror(src)));
+		turn_context_step(t, false, NULL);
+	}
+}
+
+static void turn_flush_start(struct turn *t, int64_t tokens)
+{
+	json_t *ev;
+
+	t->mf_done = true;
+	turn_set_state(t, TURN_COMPACTING, "saving memory before compaction");
+	if (t->finished)
+		return;
+	ev = json_pack("{sssssIsIsi}", "event", "memory_flush", "state", "started", "tokens",
+	               (json_int_t)tokens, "window", (json_int_t)t->limits.window, "percent",
+	               (int)turn_pct(t, tokens));
+	turn_record(t, "event", ev);
+	if (!t->opt.transcript) {
+		turn_flush_recorded(t, SB_OK);
+		return;
+	}
+	t->io_busy = true;
+	if (transcript_flush(t->opt.transcript, turn_flush_recorded, t) != SB_OK)
+		turn_flush_recorded(t, SB_ERR_IO);
+}
+
 /* The context step before a model call: levels 1 and 2 when their
  * thresholds are reached (or forced, level 4), written on the thread pool,
  * then level 3; then the call. */
@@ -1666,9 +1842,17 @@ static void turn_context_step(struct turn *t, bool forced, const char *why)
 	if (t->finished)
 		return;
 	turn_record_pending(t);
+	if (t->opt.no_compaction) {
+		turn_send(t);
+		return;
+	}
 	t->cp_forced = forced;
 	tokens_ledger_sync(&t->ledger, t->history);
 	tokens = tokens_ledger_total(&t->ledger);
+	if (!forced && turn_flush_due(t, tokens)) {
+		turn_flush_start(t, tokens);
+		return;
+	}
 	t->cp_before = tokens;
 	if (!forced && turn_pct(t, tokens) < t->limits.trim_at &&
 	    turn_pct(t, tokens) < t->limits.archive_at &&
@@ -1808,6 +1992,7 @@ static void turn_setup_context(struct turn *t)
 	if (!t->tools_cached)
 		t->tools_hash = turn_json_hash_len(TURN_FNV_OFFSET, t->tools_json, &t->tools_chars);
 	t->compact_failures = t->opt.session.compact_failures;
+	t->mf_done = t->opt.session.memory_flushed;
 	if (t->compact_failures >= COMPACT_BREAKER) {
 		/* Open for long enough: one more summary may be tried. */
 		/* The wall clock: compact_failed_ms is a stored time. */
@@ -1960,6 +2145,11 @@ void turn_abort(struct turn *t, const char *why)
 		return;
 	if (!t->detail)
 		t->detail = strdup(why ? why : "aborted");
+	t->abort_asked = true;
+	if (t->mf_child) {
+		turn_abort(t->mf_child, t->detail); /* turn_flush_done finishes the run */
+		return;
+	}
 	if (t->call) {
 		models_cancel(t->call); /* turn_on_model_done finishes the run */
 		return;

@@ -98,6 +98,9 @@ struct turn_session {
 	int64_t cache_breaks;
 	const json_t *last_prompt; /* the last "prompt" event (borrowed), or NULL */
 	const json_t *todo;        /* the session's todo list (borrowed), or NULL */
+	/* The silent memory turn ran in this compaction cycle already (a
+	 * "memory_flush" event since the last compaction of level 2 or 3). */
+	bool memory_flushed;
 };
 
 /* Context levels and output budgets (compact.h, budget.h). A zero window
@@ -170,6 +173,20 @@ struct turn_options {
 	/* Text put before the user text in the new user message: the summary
 	 * a session handed off with (see turn_result.handoff). NULL: none. */
 	const char *seed;
+	/* The silent memory turn before compaction (docs/memory.md): when the
+	 * context reaches the first level that takes messages out of it
+	 * (archive_at or summarize_at) and the session may write memory
+	 * (tool_ctx.memory->writable), once per compaction cycle, the run
+	 * first records a "memory_flush" event (written before anything
+	 * else happens), then runs a nested run on the same history plus a
+	 * note asking the model to save what it must keep with the memory
+	 * tools and to answer NO_REPLY. That run records nothing in the
+	 * transcript but its events, streams nothing, and its answer is
+	 * dropped: nothing of it reaches the chat or the history. */
+	bool memory_flush;
+	/* A run that never compacts (the silent memory turn itself): no
+	 * level runs, and "prompt too long" ends it with an error. */
+	bool no_compaction;
 };
 
 struct turn_result {

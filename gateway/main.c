@@ -44,6 +44,7 @@ static const struct main_command main_commands[] = {
     {"sessions", cli_sessions, "list sessions, or show one with its history"},
     {"devices", cli_devices, "list, approve or revoke control-plane devices"},
     {"workspace", cli_workspace, "show, log or create an agent's workspace versions"},
+    {"skills", cli_skills, "list an agent's skills, where each comes from, and its gates"},
     {"cron", cli_cron, "list, add, remove or run scheduled jobs, and show their runs"},
     {"dashboard", cli_dashboard, "open the web UI, signed in with a one-time code"},
     {"approvals", cli_approvals, "list, approve or deny tool calls waiting for the operator"},

@@ -971,6 +971,18 @@ out:
 int memory_commit(const char *workspace, const char *const *paths, size_t n, const char *message,
                   char *commit, char *why, size_t why_size)
 {
+	commit[0] = '\0';
+	if (why_size)
+		why[0] = '\0';
+	for (size_t i = 0; i < n; i++)
+		if (!memory_path_ok(paths[i]))
+			return SB_ERR_INVAL;
+	return memory_commit_files(workspace, paths, n, message, commit, why, why_size);
+}
+
+int memory_commit_files(const char *workspace, const char *const *paths, size_t n,
+                        const char *message, char *commit, char *why, size_t why_size)
+{
 	git_repository *repo = NULL;
 	char dotgit[BENEATH_PATH_MAX + 8];
 	struct stat st;
@@ -982,9 +994,15 @@ int memory_commit(const char *workspace, const char *const *paths, size_t n, con
 		why[0] = '\0';
 	if (n == 0 || n > 8)
 		return SB_ERR_INVAL;
-	for (size_t i = 0; i < n; i++)
-		if (!memory_path_ok(paths[i]))
+	for (size_t i = 0; i < n; i++) {
+		char norm[BENEATH_PATH_MAX];
+
+		/* Only a normalised path below the work tree, never into .git. */
+		if (beneath_normalize(paths[i], norm, sizeof norm) != SB_OK ||
+		    strcmp(norm, paths[i]) != 0 || !norm[0] || strcmp(norm, ".git") == 0 ||
+		    strncmp(norm, ".git/", 5) == 0)
 			return SB_ERR_INVAL;
+	}
 	if (snprintf(dotgit, sizeof dotgit, "%s/.git", workspace) >= (int)sizeof dotgit ||
 	    stat(dotgit, &st) != 0) {
 		snprintf(why, why_size, "the workspace is not a git repository");

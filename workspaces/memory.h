@@ -114,4 +114,10 @@ void memory_daily_path(int64_t t, int32_t off_s, char *out, size_t size);
 int memory_commit(const char *workspace, const char *const *paths, size_t n, const char *message,
                   char *commit, char *why, size_t why_size);
 
+/* memory_commit for any files of the work tree (paths normalised, none in
+ * .git: SB_ERR_INVAL otherwise), for the caller that has checked what it
+ * commits (skills.h). */
+int memory_commit_files(const char *workspace, const char *const *paths, size_t n,
+                        const char *message, char *commit, char *why, size_t why_size);
+
 #endif

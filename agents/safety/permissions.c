@@ -261,9 +261,10 @@ bool permissions_is_owner(const struct security_config *sec, const char *channel
 
 bool permissions_profile_has(int profile, const char *tool)
 {
-	static const char *const minimal[] = {"glob", "grep", "ls", "read", "todo", NULL};
-	static const char *const messaging[] = {"glob", "grep", "ls", "message",
-	                                        "read", "todo", NULL};
+	static const char *const minimal[] = {"glob", "grep", "ls", "read", "skill_load", "todo",
+	                                      NULL};
+	static const char *const messaging[] = {"glob", "grep", "ls",         "message",
+	                                        "read", "skill_load", "todo", NULL};
 	const char *const *set;
 
 	switch (profile) {

@@ -301,7 +301,7 @@ int tool_spawn(uv_loop_t *loop, const struct tool_spawn_options *opt, tool_spawn
 	if (!home)
 		goto out;
 	snprintf(home, len, "HOME=%s", opt->cwd);
-	env[n++] = "PATH=/usr/local/bin:/usr/bin:/bin";
+	env[n++] = "PATH=" SPAWN_PATH;
 	env[n++] = home;
 	env[n++] = "LANG=C.UTF-8";
 	for (i = 0; opt->env && opt->env[i]; i++) {

@@ -27,6 +27,9 @@
 #include "agents/safety/sandbox.h"
 
 #define TOOL_SPAWN_DRAIN_MS 2000
+/* The PATH of every tool process (skills' requires.bins are looked for
+ * on it: workspaces/skills.h). */
+#define SPAWN_PATH "/usr/local/bin:/usr/bin:/bin"
 
 struct tool_spawn;
 

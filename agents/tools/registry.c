@@ -11,8 +11,9 @@
 static const struct tool_def *const tool_builtin[] = {
     &tool_bash,    &tool_edit,      &tool_glob,         &tool_grep,
     &tool_ls,      &tool_memory_get, &tool_memory_search, &tool_memory_write,
-    &tool_message, &tool_read,      &tool_todo,         &tool_web_fetch,
-    &tool_web_search, &tool_write,
+    &tool_message, &tool_read,      &tool_skill_load,   &tool_skill_patch,
+    &tool_skill_save, &tool_todo,   &tool_web_fetch,    &tool_web_search,
+    &tool_write,
 };
 
 #define TOOL_BUILTIN_COUNT (sizeof tool_builtin / sizeof tool_builtin[0])

@@ -13,6 +13,8 @@ int cli_gateway(int argc, char **argv);
 int cli_config(int argc, char **argv);
 int cli_agent(int argc, char **argv);
 int cli_workspace(int argc, char **argv); /* cli_workspace.c */
+/* `switchboard skills` (gateway/cli/cli_skills.c). */
+int cli_skills(int argc, char **argv);
 /* `switchboard doctor` (gateway/cli/cli_doctor.c). */
 int cli_doctor(int argc, char **argv);
 

@@ -21,11 +21,13 @@ static pthread_once_t crash_once = PTHREAD_ONCE_INIT;
 static atomic_ullong crash_count;
 static unsigned long long crash_at; /* 0: never */
 static int crash_log_fd = -1;
+static char crash_name[128]; /* "": none */
 
 static void crash_init(void)
 {
 	const char *at = getenv("SB_CRASH_AT");
 	const char *path = getenv("SB_CRASH_LOG");
+	const char *name = getenv("SB_CRASH_NAME");
 
 	if (at && *at) {
 		char *end = NULL;
@@ -34,6 +36,8 @@ static void crash_init(void)
 		if (errno == 0 && end && *end == '\0' && at[0] != '-')
 			crash_at = n;
 	}
+	if (name && *name && strlen(name) < sizeof crash_name)
+		memcpy(crash_name, name, strlen(name) + 1);
 	if (path && *path)
 		crash_log_fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 }
@@ -43,6 +47,7 @@ void sb_crash_arm(void)
 	pthread_once(&crash_once, crash_init);
 	unsetenv("SB_CRASH_AT");
 	unsetenv("SB_CRASH_LOG");
+	unsetenv("SB_CRASH_NAME");
 }
 
 void sb_crash_point(const char *name)
@@ -60,7 +65,7 @@ void sb_crash_point(const char *name)
 			(void)r;
 		}
 	}
-	if (crash_at && n == crash_at) {
+	if ((crash_at && n == crash_at) || (crash_name[0] && strcmp(name, crash_name) == 0)) {
 		/* SIGKILL cannot be caught: the process stops here, mid-step. */
 		kill(getpid(), SIGKILL);
 		for (;;)

@@ -11,6 +11,8 @@
  *
  *   SB_CRASH_AT=N    the N-th point reached sends SIGKILL to the process
  *                    (not exit: nothing is flushed, no handler runs).
+ *   SB_CRASH_NAME=S  the first point named S sends SIGKILL (for a point
+ *                    whose number other threads' points make vary).
  *   SB_CRASH_LOG=F   every point reached appends "<count> <name>\n" to F
  *                    (O_APPEND, one write per line), so a test can count
  *                    the points a conversation mix reaches.
@@ -26,7 +28,7 @@
 /* Counts a crash point named NAME (a string literal); logs it when
  * SB_CRASH_LOG is set and kills the process when it is the SB_CRASH_AT-th. */
 void sb_crash_point(const char *name);
-/* Reads SB_CRASH_AT and SB_CRASH_LOG and removes them from the environment,
+/* Reads SB_CRASH_AT, SB_CRASH_NAME and SB_CRASH_LOG and removes them from the environment,
  * so that no child (a command, the CLI a test starts from a hook) counts
  * points of its own or dies in the gateway's place. Call first in main(),
  * before any thread or child exists. */

@@ -19,6 +19,7 @@
 #include "agents/message.h"
 #include "agents/safety/permissions.h"
 #include "agents/safety/sandbox.h"
+#include "agents/safety/spawn.h"
 #include "bindings/bindings.h"
 #include "agents/transcript.h"
 #include "gateway/core/clock.h"
@@ -32,13 +33,15 @@
 #include "gateway/obs/metrics.h"
 #include "workspaces/memory.h"
 #include "workspaces/prompt.h"
+#include "workspaces/skills.h"
 #include "workspaces/workspace.h"
 
 #define RUNNER_PROMPT_MAX (4u << 20)
 
 static const char *const runner_default_tools[] = {
-    "bash",  "edit",  "glob", "grep", "ls",        "memory_get", "memory_search", "memory_write",
-    "message", "read", "todo", "web_fetch", "web_search", "write"};
+    "bash",       "edit",        "glob",       "grep", "ls",        "memory_get",
+    "memory_search", "memory_write", "message", "read", "skill_load", "skill_patch",
+    "skill_save", "todo",        "web_fetch",  "web_search", "write"};
 #define RUNNER_DEFAULT_TOOLS (sizeof runner_default_tools / sizeof *runner_default_tools)
 
 struct runner {
@@ -114,6 +117,8 @@ struct run_job {
 	struct run_preview_note notes[2]; /* the daily notes in the prompt */
 	size_t n_notes;
 	char memory_label[600];
+	struct tool_skills skills;
+	char skills_home[PATH_MAX]; /* <home>/skills */
 	const char *tools[RUNNER_DEFAULT_TOOLS]; /* the default list, web_fetch when on */
 	struct tool_sends sends; /* the message tool's sent messages (tool.h) */
 	/* The inbox entries whose text the transcript holds ("inbox_id" of
@@ -711,6 +716,7 @@ static void run_gates(struct run_job *j)
 
 static void run_start_turn(struct run_job *j);
 static void run_ask_window(struct run_job *j);
+static bool run_agent_has_tool(const struct run_job *j, const char *name);
 
 /* A memory write was committed: the replies from now on name the commit
  * (the transcript's "memory" stamp), so a reply leads to what was learnt. */
@@ -894,6 +900,9 @@ static void run_start_turn(struct run_job *j)
 	run_gates(j);
 	run_memory(j);
 	to.tool_ctx.memory = j->memory.index ? &j->memory : NULL;
+	j->skills.home = j->skills_home[0] ? j->skills_home : NULL;
+	j->skills.path = SPAWN_PATH;
+	to.tool_ctx.skills = &j->skills;
 	to.tool_ctx.perms = &j->perms;
 	to.tool_ctx.sandbox = &j->sandbox;
 	to.tool_ctx.private_paths = (const char *const *)j->cfg->private_paths;
@@ -923,6 +932,8 @@ static void run_start_turn(struct run_job *j)
 	run_date_note(j, date, sizeof date);
 	to.date_note = date[0] ? date : NULL;
 	to.seed = j->seed;
+	/* The silent memory turn needs the agent to have memory_write. */
+	to.memory_flush = a->memory.flush && run_agent_has_tool(j, "memory_write");
 	j->stage = RUN_TURN;
 	rc = turn_start(&j->turn, &to, run_turn_done, j);
 	if (rc) {
@@ -1046,6 +1057,46 @@ static int run_daily_notes(struct run_job *j)
 	return rc;
 }
 
+/* Whether the agent's tools include name (the default list does). */
+static bool run_agent_has_tool(const struct run_job *j, const char *name)
+{
+	if (!j->agent->n_tools)
+		return true;
+	for (size_t i = 0; i < j->agent->n_tools; i++)
+		if (j->agent->tools[i] && strcmp(j->agent->tools[i], name) == 0)
+			return true;
+	return false;
+}
+
+/* The skills' names and descriptions, after the workspace files and
+ * before the daily notes: they change seldom, so the prompt's cached
+ * prefix keeps them (docs/skills.md). Only when skill_load is a tool. */
+static int run_skills(struct run_job *j)
+{
+	struct skills_env e;
+	struct skill_list l;
+	int rc;
+
+	if (FMT(j->skills_home, "%s/skills", j->cfg->home) != SB_OK)
+		j->skills_home[0] = '\0';
+	if (!run_agent_has_tool(j, "skill_load"))
+		return SB_OK;
+	memset(&e, 0, sizeof e);
+	e.workspace = j->workspace;
+	e.home = j->skills_home[0] ? j->skills_home : NULL;
+	e.path = SPAWN_PATH;
+	if ((rc = skills_scan(&e, &l)) != SB_OK)
+		return rc;
+	for (size_t i = 0; i < l.n; i++)
+		if (l.v[i].error)
+			log_warn("agent", "a skill cannot be used", LOG_S("skill", l.v[i].name),
+			         LOG_S("source", skill_source_name(l.v[i].source)),
+			         LOG_S("why", l.v[i].error));
+	rc = skills_prompt(&l, &j->prompt);
+	skill_list_free(&l);
+	return rc;
+}
+
 /* The inbox ids the entries name (user messages, notes). */
 static void run_collect_recorded(struct run_job *j, const json_t *entries)
 {
@@ -1113,6 +1164,7 @@ static void run_prepare_work(uv_work_t *w)
 		j->session.compact_failures = tl.compact_failures;
 		j->session.compact_failed_ms = tl.compact_failed_ms;
 		j->session.cache_breaks = tl.cache_breaks;
+		j->session.memory_flushed = tl.memory_flushed;
 		j->last_prompt = tl.last_prompt ? json_deep_copy(tl.last_prompt) : NULL;
 		json_decref(j->todo);
 		j->todo = tl.todo ? json_deep_copy(tl.todo) : NULL;
@@ -1156,6 +1208,8 @@ static void run_prepare_work(uv_work_t *w)
 	/* Built once, here: a file edited while the turn runs is seen by the
 	 * next turn, never half-way through this one. */
 	rc = workspace_snapshot(j->r->ws_cache, j->workspace, &po, &j->prompt, &j->ws_version);
+	if (rc == SB_OK)
+		rc = run_skills(j);
 	if (rc == SB_OK)
 		rc = run_daily_notes(j);
 	if (rc) {

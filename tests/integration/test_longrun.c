@@ -7,7 +7,8 @@
  *
  * The model plans with the todo tool, then calls bash, read, grep and ls
  * (outputs of 1 to 3 KB) and updates its plan along the way; summary
- * requests get a summary. The run must end with the model's answer (not a
+ * requests get a summary, the silent memory turns before compaction
+ * NO_REPLY. The run must end with the model's answer (not a
  * limit, not an error), every tool_use paired, a bounded number of cache
  * breaks, and the todo list intact: in the transcript, and put back into
  * the context after each compaction that removed messages. It prints the
@@ -103,6 +104,11 @@ static char *longrun_script(void)
 		           "assistant listed files, counted records with seq, read the notes and "
 		           "searched them; the numbers so far are in the saved results.\"},",
 		           i);
+	/* The silent memory turn before each compaction cycle: nothing to
+	 * keep. */
+	for (int i = 0; i < 40; i++)
+		buf_puts(&b, "{\"match\": \"Silent memory turn\", \"usage\": \"auto\", "
+		             "\"text\": \"NO_REPLY\"},");
 	todo_step(&b, 0);
 	for (int k = 1; k < TOOL_CALLS; k++) {
 		if (k == 50 || k == 100 || k == 150) {

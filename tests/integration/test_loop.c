@@ -73,7 +73,7 @@ static int setup(void **state)
 	         "  - {id: lim, model: oa/gpt-test, max_turns: 2}\n"
 	         "  - {id: tiny, model: oa/gpt-test, context: {window: 3000},\n"
 	         "     tools: [bash, edit, glob, grep, ls, message, read, todo, write]}\n"
-	         "  - {id: learn, model: oa/qwen-local}\n"
+	         "  - {id: learn, model: oa/qwen-local, memory: {flush: false}}\n"
 	         "openai_api: {enabled: true, sync_timeout: 30s}\n",
 	         fx.llm.port, fx.llm.port);
 	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);

@@ -7,7 +7,9 @@
  * summarised by the model; the summary request says its text is data), the
  * circuit breaker after 3 failed summaries and the block above block_at,
  * level 4 (a "prompt too long" answer compacts once and retries once), and
- * budget accounting across compaction. Every run writes a transcript that
+ * budget accounting across compaction, and the silent memory turn before
+ * compaction (its note, its memory write, nothing of it in the history,
+ * once per cycle across a stopped run, not for others' sessions). Every run writes a transcript that
  * is loaded back: the loaded history is the compacted one and keeps the
  * tool_use/tool_result pairing. The edits themselves are checked, and cuts
  * are checked never to split a tool_use from its result.
@@ -883,6 +885,256 @@ static void test_todo_after_compaction(void **state)
 	json_decref(h);
 }
 
+/* ---- the silent memory turn before compaction ---- */
+
+/* The memory scope of an operator's session (writable) or someone else's. */
+static void flush_opts(struct fixture *fx, struct turn_options *o, struct tool_memory *m,
+                       char *index, size_t size, bool writable)
+{
+	snprintf(index, size, "%s/memory.sqlite", fx->home);
+	memset(m, 0, sizeof *m);
+	m->index = index;
+	m->today = "memory/2026-12-03.md";
+	m->writable = writable;
+	m->session_label = "session agent:main:t (S1), turn 7";
+	o->tool_ctx.memory = m;
+	o->memory_flush = true;
+	o->context.limits.summarize_at = 50;
+}
+
+static char *read_rel(struct fixture *fx, const char *rel)
+{
+	char p[PATH_MAX + 128];
+	FILE *f;
+	char *out = calloc(1, 1 << 16);
+
+	snprintf(p, sizeof p, "%s/%s", fx->ws, rel);
+	assert_non_null(out);
+	if ((f = fopen(p, "r"))) {
+		size_t n = fread(out, 1, (1 << 16) - 1, f);
+
+		out[n] = '\0';
+		fclose(f);
+	}
+	return out;
+}
+
+/* Whether any message of l's history holds needle in a text or a tool call. */
+static bool history_holds(const struct transcript_loaded *l, const char *needle)
+{
+	char *s = json_dumps(l->messages, JSON_COMPACT);
+	bool hit = s && strstr(s, needle);
+
+	free(s);
+	return hit;
+}
+
+static const json_t *flush_event(const struct transcript_loaded *l, const char *st)
+{
+	const json_t *e;
+	size_t i;
+
+	json_array_foreach(l->entries, i, e)
+	{
+		if (strcmp(json_string_value(json_object_get(e, "type")), "event") == 0 &&
+		    json_is_string(json_object_get(e, "event")) &&
+		    strcmp(json_string_value(json_object_get(e, "event")), "memory_flush") == 0 &&
+		    strcmp(json_string_value(json_object_get(e, "state")), st) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+static void test_memory_flush_before_summary(void **state)
+{
+	struct fixture *fx = *state;
+	json_t *h = make_history(6, 300);
+	struct transcript *tr;
+	struct transcript_loaded l;
+	struct turn_options o;
+	struct tool_memory m;
+	char index[PATH_MAX + 64], *note;
+	const json_t *e;
+	struct run r;
+
+	/* The silent turn's two calls, the summary, the answer. */
+	load_script(fx, "{\"tool_calls\": [{\"name\": \"memory_write\", \"input\": "
+	                "{\"text\": \"KEEP-THIS: the user's answer is 42.\"}}]}\n"
+	                "{\"text\": \"NO_REPLY\"}\n" SUMMARY_STEP "{\"text\": \"final answer\"}\n");
+	tr = open_transcript(fx, h);
+	opts_init(fx, &o, &r, h, tr);
+	flush_opts(fx, &o, &m, index, sizeof index, true);
+	run_turn(fx, &o, &r);
+	close_transcript(fx, tr);
+	assert_int_equal(r.res.end, TURN_END_TURN);
+	assert_string_equal(r.text, "final answer");
+	assert_int_equal(r.res.model_calls, 1); /* the silent turn's calls are not the run's */
+	assert_int_equal(r.res.tool_calls, 0);
+	assert_int_equal(r.res.compactions[2], 1);
+	assert_non_null(strstr(r.states, ">compacting:saving memory before compaction\n"));
+	note = read_rel(fx, "memory/2026-12-03.md");
+	assert_non_null(strstr(note, "KEEP-THIS: the user's answer is 42."));
+	free(note);
+	load(fx, &l);
+	/* Nothing of the silent turn in the history: no note, no call. */
+	assert_false(history_holds(&l, "Silent memory turn"));
+	assert_false(history_holds(&l, "memory_write"));
+	assert_false(history_holds(&l, "NO_REPLY"));
+	e = flush_event(&l, "started");
+	assert_non_null(e);
+	assert_true(json_integer_value(json_object_get(e, "percent")) >= 50);
+	e = flush_event(&l, "done");
+	assert_non_null(e);
+	assert_true(json_is_true(json_object_get(e, "no_reply")));
+	assert_int_equal(json_integer_value(json_object_get(e, "tool_calls")), 1);
+	assert_int_equal(json_integer_value(json_object_get(e, "model_calls")), 2);
+	assert_string_equal(json_string_value(json_object_get(e, "end")), "end_turn");
+	/* The summary came after it: a new cycle. */
+	assert_false(l.memory_flushed);
+	/* The silent turn's usage counts in the run's. */
+	assert_true(r.res.usage.input_tokens >
+	            json_integer_value(json_object_get(
+	                json_object_get(find_entry(&l, "compaction", 3), "usage"), "input_tokens")));
+	transcript_loaded_free(&l);
+	run_free(&r);
+	json_decref(h);
+}
+
+static void test_memory_flush_not_for_others(void **state)
+{
+	struct fixture *fx = *state;
+	json_t *h = make_history(6, 300);
+	struct transcript *tr;
+	struct transcript_loaded l;
+	struct turn_options o;
+	struct tool_memory m;
+	char index[PATH_MAX + 64], *note;
+	struct run r;
+
+	/* Someone else's session: no silent turn, the summary and the answer. */
+	load_script(fx, SUMMARY_STEP "{\"text\": \"final answer\"}\n");
+	tr = open_transcript(fx, h);
+	opts_init(fx, &o, &r, h, tr);
+	flush_opts(fx, &o, &m, index, sizeof index, false);
+	run_turn(fx, &o, &r);
+	close_transcript(fx, tr);
+	assert_string_equal(r.text, "final answer");
+	assert_int_equal(r.res.compactions[2], 1);
+	assert_null(strstr(r.states, "saving memory"));
+	load(fx, &l);
+	assert_null(flush_event(&l, "started"));
+	transcript_loaded_free(&l);
+	run_free(&r);
+	models_free(fx->m);
+	config_unref(fx->cfg);
+
+	/* Turned off in the agent's config: none either. */
+	load_script(fx, SUMMARY_STEP "{\"text\": \"final answer\"}\n");
+	tr = open_transcript(fx, h);
+	opts_init(fx, &o, &r, h, tr);
+	flush_opts(fx, &o, &m, index, sizeof index, true);
+	o.memory_flush = false;
+	run_turn(fx, &o, &r);
+	close_transcript(fx, tr);
+	assert_string_equal(r.text, "final answer");
+	assert_null(strstr(r.states, "saving memory"));
+	run_free(&r);
+	models_free(fx->m);
+	config_unref(fx->cfg);
+
+	/* Below the level: none. */
+	load_script(fx, "{\"text\": \"final answer\"}\n");
+	tr = open_transcript(fx, h);
+	opts_init(fx, &o, &r, h, tr);
+	flush_opts(fx, &o, &m, index, sizeof index, true);
+	o.context.limits.summarize_at = 1000;
+	run_turn(fx, &o, &r);
+	close_transcript(fx, tr);
+	assert_string_equal(r.text, "final answer");
+	assert_int_equal(r.res.model_calls, 1);
+	assert_null(strstr(r.states, "saving memory"));
+	run_free(&r);
+	note = read_rel(fx, "memory/2026-12-03.md");
+	assert_string_equal(note, "");
+	free(note);
+	json_decref(h);
+}
+
+struct aborter {
+	uv_timer_t t;
+	struct turn *turn;
+};
+
+static void on_abort_timer(uv_timer_t *h)
+{
+	struct aborter *a = h->data;
+
+	turn_abort(a->turn, "stopped by the test");
+}
+
+/* A run stopped during the silent turn (as a crash would cut it) has
+ * recorded it: the session's next run, from the reloaded transcript, does
+ * not run it again in the same cycle, and goes on to compact. */
+static void test_memory_flush_once_per_cycle(void **state)
+{
+	struct fixture *fx = *state;
+	json_t *h = make_history(6, 300);
+	struct transcript *tr;
+	struct transcript_loaded l;
+	struct turn_options o;
+	struct tool_memory m;
+	struct aborter ab;
+	char index[PATH_MAX + 64];
+	struct turn *t;
+	struct run r;
+	uint64_t start;
+
+	load_script(fx, "{\"delay_ms\": 10000, \"text\": \"NO_REPLY\"}\n" SUMMARY_STEP
+	                "{\"text\": \"final answer\"}\n");
+	tr = open_transcript(fx, h);
+	opts_init(fx, &o, &r, h, tr);
+	flush_opts(fx, &o, &m, index, sizeof index, true);
+	assert_int_equal(turn_start(&t, &o, on_done, &r), SB_OK);
+	uv_timer_init(&fx->loop, &ab.t);
+	ab.t.data = &ab;
+	ab.turn = t;
+	uv_timer_start(&ab.t, on_abort_timer, 200, 0);
+	uv_update_time(&fx->loop);
+	start = uv_now(&fx->loop);
+	while (!r.done && uv_now(&fx->loop) - start < WATCHDOG_MS)
+		uv_run(&fx->loop, UV_RUN_ONCE);
+	uv_close((uv_handle_t *)&ab.t, NULL);
+	assert_int_equal(r.done, 1);
+	assert_int_equal(r.res.end, TURN_END_ABORTED);
+	assert_true(uv_now(&fx->loop) - start < 5000);
+	assert_int_equal(r.res.model_calls, 0);
+	close_transcript(fx, tr);
+	run_free(&r);
+	load(fx, &l);
+	assert_non_null(flush_event(&l, "started"));
+	assert_true(l.memory_flushed);
+	assert_false(history_holds(&l, "Silent memory turn"));
+
+	/* The next run: no silent turn (the delayed step is never asked
+	 * for: the summary and the answer are), and the summary ends the
+	 * cycle. */
+	models_free(fx->m);
+	config_unref(fx->cfg);
+	load_script(fx, SUMMARY_STEP "{\"text\": \"final answer\"}\n");
+	tr = open_transcript(fx, l.messages);
+	opts_init(fx, &o, &r, l.messages, tr);
+	flush_opts(fx, &o, &m, index, sizeof index, true);
+	o.session.memory_flushed = l.memory_flushed;
+	run_turn(fx, &o, &r);
+	close_transcript(fx, tr);
+	transcript_loaded_free(&l);
+	assert_string_equal(r.text, "final answer");
+	assert_null(strstr(r.states, "saving memory"));
+	assert_int_equal(r.res.compactions[2], 1);
+	run_free(&r);
+	json_decref(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -896,6 +1148,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_level3_summary_and_reload, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_breaker_and_block, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_level4_reactive, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_memory_flush_before_summary, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_memory_flush_not_for_others, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_memory_flush_once_per_cycle, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

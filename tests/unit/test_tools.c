@@ -1227,7 +1227,8 @@ static void test_registry(void **state)
 {
 	static const char *const names[] = {"bash",          "edit",         "glob",    "grep",
 	                                    "ls",            "memory_get",   "memory_search",
-	                                    "memory_write",  "message",      "read",    "todo",
+	                                    "memory_write",  "message",      "read",    "skill_load",
+	                                    "skill_patch",   "skill_save",   "todo",
 	                                    "web_fetch",     "web_search",   "write"};
 	static const char *const some[] = {"write", "read", "nope", "read"};
 	static const char *const some_sorted[] = {"read", "write"};
@@ -1237,7 +1238,7 @@ static void test_registry(void **state)
 	size_t n, i;
 
 	all = tool_all(&n);
-	assert_int_equal(n, 14);
+	assert_int_equal(n, 17);
 	for (i = 0; i < n; i++) {
 		assert_string_equal(all[i]->name, names[i]);
 		assert_ptr_equal(tool_find(names[i]), all[i]);
@@ -1254,11 +1255,11 @@ static void test_registry(void **state)
 	assert_false(tool_write.concurrency_safe(NULL) || tool_edit.concurrency_safe(NULL));
 
 	a = tool_list_json_new(NULL, 0);
-	b = tool_list_json_new(names, 14);
+	b = tool_list_json_new(names, 17);
 	assert_non_null(a);
 	assert_non_null(b);
-	assert_int_equal(json_array_size(a), 14);
-	for (i = 0; i < 14; i++) {
+	assert_int_equal(json_array_size(a), 17);
+	for (i = 0; i < 17; i++) {
 		json_t *t = json_array_get(a, i);
 
 		assert_string_equal(json_string_value(json_object_get(t, "name")), names[i]);
