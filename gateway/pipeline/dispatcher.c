@@ -90,6 +90,9 @@ struct dispatcher {
 	size_t running;
 	size_t held; /* pending messages in lanes + in runs */
 	bool started, draining, claiming;
+	/* dispatcher_free ran: the store's last callbacks (store_close runs
+	 * them after the dispatcher is freed) must not dispatch. */
+	bool closed;
 	bool kicked; /* a kick came while a claim was running */
 	struct waiter *waiters;
 	uv_timer_t retry;
@@ -1036,7 +1039,16 @@ static void pairing_requested(void *ud, int rc, const struct store_pairing *sp, 
 	const struct envelope *e = &c->p->env;
 	struct store_outbox_new reply;
 	char key[64], text[512], *payload = NULL;
+
 	json_t *o;
+
+	if (d->closed) {
+		/* The entry stays claimed; the next start asks again. */
+		d->held--;
+		pending_free(c->p);
+		free(c);
+		return;
+	}
 
 	if (rc == SB_ERR_EXISTS) {
 		/* Approved meanwhile (from the CLI): the sender may talk. */
@@ -1233,6 +1245,10 @@ static void dispatch_claimed(void *ud, int rc, const struct store_inbox_item *it
 	struct dispatcher *d = ud;
 
 	d->claiming = false;
+	/* Claimed while closing: the leases run out and the next start takes
+	 * them again, as after a crash. */
+	if (d->closed)
+		return;
 	if (rc) {
 		log_error("dispatch", "cannot claim inbox entries",
 		          LOG_S("error", sb_strerror(rc)));
@@ -1417,6 +1433,8 @@ void dispatcher_free(struct dispatcher *d)
 		waiter_remove(w);
 		w->cb(w->ud, &r);
 	}
+	d->closed = true;
 	strmap_free(d->lanes);
+	d->lanes = NULL;
 	uv_close((uv_handle_t *)&d->retry, dispatcher_closed);
 }

@@ -1073,6 +1073,79 @@ static void test_steered_carried_past_timeout(void **state)
 
 /* ---- 11: a taken port is an exit, not a silent gateway ---- */
 
+/* A stop while a store operation of the dispatcher's is in flight: the
+ * store's close runs its last callbacks after the dispatcher is freed, and
+ * a claim's callback then dispatched into freed memory (found by the crash
+ * enumeration: a heartbeat accepted as the stop began). Here each batch of
+ * the store waits 400 ms, and the agent's heartbeat (about once a second on
+ * the test clock) puts a message in the inbox; the stop comes once that put
+ * is committed, while the claim that follows it is still in the writer.
+ * The stop must end cleanly (0, no sanitizer report), and the start after
+ * it must find the message (still claimed) and run it. */
+static void test_stop_with_claim_in_flight(void **state)
+{
+	const char *init[] = {"init", NULL};
+	struct harness_daemon d;
+	char home[512], path[700];
+	int code, done = 0, open = 0;
+	int64_t deadline;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	write_home(home, "script.yaml", "steps:\n  - text: \"HEARTBEAT_OK\"\n");
+	write_home(home, "switchboard.yaml",
+	           "providers:\n  - {id: s, api: scripted, script: script.yaml}\nagents:\n"
+	           "  - {id: main, default: true, model: s/x, heartbeat: {every: 30m}}\n");
+	assert_int_equal(harness_cli(home, NULL, init), 0);
+	snprintf(path, sizeof path, "workspaces/main/HEARTBEAT.md");
+	write_home(home, path, "- Check that all is well.\n");
+	setenv("SWITCHBOARD_TEST_STORE_DELAY_MS", "400", 1);
+	setenv("SWITCHBOARD_TEST_CLOCK_RATE", "1800", 1);
+	code = harness_daemon_start(&d, home, NULL);
+	unsetenv("SWITCHBOARD_TEST_STORE_DELAY_MS");
+	unsetenv("SWITCHBOARD_TEST_CLOCK_RATE");
+	assert_int_equal(code, 0);
+	if (harness_wait_ready(&d, 20000) != 0) {
+		dump_log(&d);
+		fail_msg("the gateway did not start");
+	}
+	deadline = now_ms() + 20000;
+	for (;;) {
+		inbox_counts(home, &done, &open);
+		if (open >= 1)
+			break;
+		if (now_ms() > deadline) {
+			dump_log(&d);
+			fail_msg("no heartbeat reached the inbox");
+		}
+		usleep(5000);
+	}
+	code = harness_daemon_stop(&d, SIGTERM, 20000);
+	if (code != 0) {
+		dump_log(&d);
+		fail_msg("the stop with a claim in flight ended with %d", code);
+	}
+	if (harness_daemon_start(&d, home, NULL) != 0 || harness_wait_ready(&d, 20000) != 0) {
+		dump_log(&d);
+		fail_msg("the gateway did not start again");
+	}
+	deadline = now_ms() + 30000;
+	for (;;) {
+		inbox_counts(home, &done, &open);
+		if (done >= 1 && open == 0)
+			break;
+		if (now_ms() > deadline) {
+			dump_log(&d);
+			fail_msg("the heartbeat was not run after the restart (%d done, %d open)",
+			         done, open);
+		}
+		usleep(50000);
+	}
+	code = harness_daemon_stop(&d, SIGTERM, 20000);
+	harness_rmrf(home);
+	assert_int_equal(code, 0);
+}
+
 static void test_port_taken(void **state)
 {
 	const char *init[] = {"init", NULL};
@@ -1136,6 +1209,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_port_taken),
+	    cmocka_unit_test(test_stop_with_claim_in_flight),
 	    cmocka_unit_test(test_own_reply_under_steer),
 	    cmocka_unit_test(test_steered_carried_past_timeout),
 	    cmocka_unit_test(test_pairing_code_reaches_telegram),

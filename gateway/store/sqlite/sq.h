@@ -66,6 +66,9 @@ struct sq_store {
 	uv_loop_t *loop;
 	char *path;
 	size_t batch_max;
+	/* SWITCHBOARD_TEST_STORE_DELAY_MS: each batch waits this long first,
+	 * so that tests can hold an operation in flight. 0 in production. */
+	unsigned test_delay_ms;
 
 	/* Writer thread only (after open). */
 	sqlite3 *db;

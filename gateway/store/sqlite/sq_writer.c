@@ -7,6 +7,7 @@
 #include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "gateway/core/crash.h"
 #include "gateway/core/err.h"
@@ -49,7 +50,11 @@ static void sq_run_batch(struct sq_store *s, struct store_op *head, size_t n)
 	double t0 = clock_mono_s();
 	bool lost = false; /* the transaction is gone: nothing of it is stored */
 	struct store_op *op, *last = NULL;
-	int rc = sq_exec(s, SQ_BEGIN);
+	int rc;
+
+	if (s->test_delay_ms)
+		usleep(s->test_delay_ms * 1000u);
+	rc = sq_exec(s, SQ_BEGIN);
 
 	if (rc != SB_OK) {
 		lost = true;
@@ -275,6 +280,15 @@ static int sq_open(struct store **out, uv_loop_t *loop, const struct store_optio
 	store_base_init(&s->base, &store_sqlite_backend, opt);
 	s->loop = loop;
 	s->batch_max = opt->batch_max ? opt->batch_max : SQ_DEFAULT_BATCH_MAX;
+	{
+		const char *delay = getenv("SWITCHBOARD_TEST_STORE_DELAY_MS");
+
+		if (delay && *delay) {
+			s->test_delay_ms = (unsigned)strtoul(delay, NULL, 10) % 10000u;
+			log_warn("store", "test delay in use (SWITCHBOARD_TEST_STORE_DELAY_MS)",
+			         LOG_I("delay_ms", s->test_delay_ms));
+		}
+	}
 	s->path = strdup(opt->path);
 	if (!s->path)
 		goto out;
