@@ -42,6 +42,7 @@ static const struct main_command main_commands[] = {
     {"send", cli_send, "send one message to an agent and print the reply"},
     {"sessions", cli_sessions, "list sessions, or show one with its history"},
     {"devices", cli_devices, "list, approve or revoke control-plane devices"},
+    {"eval", cli_eval, "run an agent's golden cases (evals/*.yaml) and report which held"},
     {"workspace", cli_workspace, "show, log or create an agent's workspace versions"},
     {"cron", cli_cron, "list, add, remove or run scheduled jobs, and show their runs"},
     {"dashboard", cli_dashboard, "open the web UI, signed in with a one-time code"},

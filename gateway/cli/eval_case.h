@@ -1,0 +1,121 @@
+/*
+ * eval_case.h - the golden cases of `switchboard eval` (docs/eval.md): the
+ * files evals/NAME.yaml of a workspace, and the check of one run against a
+ * case's expectations.
+ *
+ * A file holds one case (its keys at the top; the name defaults to the file
+ * name without .yaml) or a list of them under `cases:`. The keys are checked
+ * by the same schema walker as the configuration (gateway/core/cfg.h), so
+ * every problem comes back as file:line:col: key: what is wrong (hint: the
+ * fix). Patterns (answer_matches) are PCRE2, compiled at load time, matched
+ * with bounded match and depth limits.
+ *
+ * Blocking (reads files): the CLI only, never a loop that serves.
+ */
+#ifndef SB_CLI_EVAL_CASE_H
+#define SB_CLI_EVAL_CASE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gateway/core/cfg.h"
+
+#define EVAL_FILES_MAX 1000              /* case files in evals/ */
+#define EVAL_FILE_MAX ((size_t)1 << 20)  /* bytes of one case file */
+#define EVAL_CASES_MAX 1000              /* cases over all files */
+#define EVAL_TURNS_MAX 50                /* user turns of one case */
+#define EVAL_CHECK_FILE_MAX ((size_t)16 << 20) /* a file an expectation reads */
+#define EVAL_MATCH_LIMIT 1000000         /* PCRE2 match limit of one pattern */
+#define EVAL_DEPTH_LIMIT 10000           /* PCRE2 backtracking depth limit */
+
+struct eval_tool_expect {
+	char *name;           /* the tool's name */
+	int64_t count;        /* calls that fit (see count_given) */
+	bool count_given;     /* exactly count calls; else at least one */
+	char *input_contains; /* only calls whose input holds this text count; may be NULL */
+};
+
+struct eval_file_expect {
+	char *path; /* relative to the workspace, never above it */
+	bool exists;
+	char **contains;
+	size_t n_contains;
+	char **not_contains;
+	size_t n_not_contains;
+};
+
+struct eval_expect {
+	struct eval_tool_expect *tools;
+	size_t n_tools;
+	char **answer_contains;
+	size_t n_answer_contains;
+	char **answer_not_contains;
+	size_t n_answer_not_contains;
+	char **answer_matches;
+	size_t n_answer_matches;
+	struct eval_file_expect *files;
+	size_t n_files;
+};
+
+struct eval_case {
+	char *name;
+	char *message; /* one user message, or ... */
+	char **turns;  /* ... several, one turn each, in one session */
+	size_t n_turns;
+	int64_t timeout_ms; /* the whole case; 0: the command's --timeout */
+	char *channel;      /* for the permission rules; "cli" (the operator) by default */
+	char *sender;       /* may be NULL */
+	bool group;
+	struct eval_expect expect;
+	/* Filled by the loader. */
+	int line;       /* where the case starts in its file */
+	void **patterns; /* pcre2_code *, one per answer_matches */
+	size_t n_patterns;
+	char *file; /* as messages show it: "<workspace>/evals/x.yaml" */
+};
+
+struct eval_suite {
+	struct eval_case *cases; /* files in name order, cases in file order */
+	size_t n_cases;
+};
+
+/* Loads every evals/NAME.yaml (and .yml) of the workspace at dir; shown is how
+ * messages name dir ("." or the path as the operator gave it). Files are
+ * opened beneath dir without following symbolic links; hidden files are
+ * skipped. On SB_OK *out is the suite (free with eval_suite_free; it may
+ * have no cases when evals/ holds no case file). SB_ERR_CONFIG: errs lists
+ * every problem of every file; SB_ERR_NOTFOUND: dir has no evals/ (in
+ * errs); SB_ERR_NOMEM. */
+int eval_suite_load(const char *dir, const char *shown, struct eval_suite **out,
+                    struct cfg_errors *errs);
+void eval_suite_free(struct eval_suite *s); /* NULL is a no-op */
+
+/* One tool call of a run, as the check sees it. */
+struct eval_tool_call {
+	const char *name;
+	const json_t *input; /* borrowed */
+	bool is_error;
+};
+
+/* What a run of a case produced. */
+struct eval_observed {
+	const char *answer; /* the reply of the last turn ("" when none) */
+	const struct eval_tool_call *calls;
+	size_t n_calls;
+	int workspace_fd; /* the run's workspace (a directory fd) */
+};
+
+/* Checks o against the case's expectations and appends one object to
+ * failures (a JSON array, borrowed) per expectation that does not hold:
+ * {"expectation": what was expected, "seen": what the run did instead}.
+ * Returns how many failed, or -1 when out of memory. Blocking (reads the
+ * files named by expectations, beneath workspace_fd, no symbolic links). */
+int eval_case_check(const struct eval_case *c, const struct eval_observed *o, json_t *failures);
+
+/* The schema of one case and of a case file (for tests). */
+extern const struct cfg_section eval_case_section;
+extern const struct cfg_section eval_file_section;
+
+#endif
