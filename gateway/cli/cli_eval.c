@@ -705,17 +705,18 @@ static json_t *eval_result_json(const struct cli_eval *e, const struct eval_resu
 	for (size_t i = 0; calls && i < r->n_calls; i++)
 		json_array_append_new(calls, json_pack("{ss sO sb}", "name", r->calls[i].name,
 		                                       "input", r->calls[i].input, "error",
-		                                       r->calls[i].is_error));
-	o = json_pack("{ss ss si ss sI sO sO so s{ss sb}}", "name", r->c->name, "file", r->c->file,
+		                                       (int)r->calls[i].is_error));
+	o = json_pack("{ss ss si ss sI so so so s{ss sb}}", "name", r->c->name, "file", r->c->file,
 	              "line", r->c->line, "result",
 	              r->outcome == EVAL_PASS   ? "pass"
 	              : r->outcome == EVAL_FAIL ? "fail"
 	              : r->outcome == EVAL_ERROR ? "error"
 	                                         : "skipped",
 	              "duration_ms", (json_int_t)r->ms, "failures",
-	              r->failures ? r->failures : json_array(), "replies",
-	              r->replies ? r->replies : json_array(), "tools", calls ? calls : json_array(),
-	              "workspace", "commit", e->git ? e->commit : "none", "dirty", e->dirty);
+	              r->failures ? json_incref(r->failures) : json_array(), "replies",
+	              r->replies ? json_incref(r->replies) : json_array(), "tools",
+	              calls ? calls : json_array(),
+	              "workspace", "commit", e->git ? e->commit : "none", "dirty", (int)e->dirty);
 	if (o && r->error)
 		json_object_set_new(o, "error", json_string(r->error));
 	if (o && r->kept[0])
@@ -733,12 +734,13 @@ static void eval_print_json(const struct cli_eval *e, int64_t total_ms)
 		counts[e->results[i].outcome]++;
 		json_array_append_new(cases, eval_result_json(e, &e->results[i]));
 	}
-	o = json_pack("{ss s{ss s? sb sb} ss so sI sI sI sI sI}", "agent", e->agent, "workspace",
-	              "path", e->workspace, "commit", e->git ? e->commit : NULL, "git", e->git,
-	              "dirty", e->dirty, "model", e->model, "cases", cases, "passed",
-	              (json_int_t)counts[EVAL_PASS], "failed", (json_int_t)counts[EVAL_FAIL],
-	              "errors", (json_int_t)counts[EVAL_ERROR], "skipped",
-	              (json_int_t)counts[EVAL_SKIPPED], "duration_ms", (json_int_t)total_ms);
+	o = json_pack("{ss s{ss so sb sb} ss so sI sI sI sI sI}", "agent", e->agent, "workspace",
+	              "path", e->workspace, "commit", e->git ? json_string(e->commit) : json_null(),
+	              "git", (int)e->git, "dirty", (int)e->dirty, "model", e->model, "cases",
+	              cases ? cases : json_array(), "passed", (json_int_t)counts[EVAL_PASS],
+	              "failed", (json_int_t)counts[EVAL_FAIL], "errors",
+	              (json_int_t)counts[EVAL_ERROR], "skipped", (json_int_t)counts[EVAL_SKIPPED],
+	              "duration_ms", (json_int_t)total_ms);
 	s = o ? json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
 	if (s)
 		printf("%s\n", s);

@@ -328,7 +328,7 @@ static int eval_case_check_in(struct eval_case *c, struct cfg_error_ctx *ctx, bo
 {
 	int n = 0;
 
-	cfg_where(ctx, NULL, &c->line, NULL);
+	cfg_where(ctx, NULL, &c->line, &c->col);
 	if (c->message && c->turns) {
 		cfg_error_add(ctx, "turns", "keep message: for one turn or turns: for several",
 		              "a case has message or turns, not both");
@@ -680,7 +680,7 @@ int eval_suite_load(const char *dir, const char *shown, struct eval_suite **out,
 				buf_free(&m);
 				if (errs->n) {
 					errs->v[errs->n - 1].line = s->cases[i].line;
-					errs->v[errs->n - 1].col = 1;
+					errs->v[errs->n - 1].col = s->cases[i].col;
 				}
 				failed = true;
 				break;

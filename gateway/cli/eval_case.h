@@ -70,7 +70,7 @@ struct eval_case {
 	bool group;
 	struct eval_expect expect;
 	/* Filled by the loader. */
-	int line;       /* where the case starts in its file */
+	int line, col;  /* where the case starts in its file */
 	void **patterns; /* pcre2_code *, one per answer_matches */
 	size_t n_patterns;
 	char *file; /* as messages show it: "<workspace>/evals/x.yaml" */
