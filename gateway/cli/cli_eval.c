@@ -128,26 +128,29 @@ struct eval_run {
 
 static void cli_eval_usage(FILE *f)
 {
-	fprintf(f,
-	        "usage: switchboard eval [AGENT] [--workspace DIR] [--model scripted:FILE|PROVIDER/MODEL]\n"
-	        "                        [--case NAME]... [--timeout DURATION] [--junit FILE] [--json]\n"
-	        "                        [--keep] [--config FILE]\n\n"
-	        "Runs the golden cases in the workspace's evals/NAME.yaml through the agent runtime,\n"
-	        "without a gateway, each in a fresh copy of the workspace with a fresh session,\n"
-	        "and prints a table of the results (docs/eval.md).\n"
-	        "  AGENT               the agent (default: the default agent)\n"
-	        "  -w, --workspace DIR the workspace to evaluate (default: the agent's); without\n"
-	        "                      a configuration file, an agent of default settings\n"
-	        "  -m, --model M       scripted:FILE (a script of the scripted provider) or a\n"
-	        "                      PROVIDER/MODEL of the configuration, instead of the agent's\n"
-	        "  -k, --case NAME     only the cases whose name matches (a glob; repeatable)\n"
-	        "  -t, --timeout D     each case's time limit unless it sets one (default 5m)\n"
-	        "  -j, --junit FILE    also write the results as JUnit XML\n"
-	        "      --json          print the results as JSON instead of the table\n"
-	        "      --keep          keep each case's workspace copy and print where it is\n"
-	        "  -c, --config FILE   configuration file\n"
-	        "exit codes: 0 every case passed, 1 a case failed or could not run, 2 usage,\n"
-	        "            3 a configuration or case file error (file:line:col: what is wrong)\n");
+	fprintf(
+	    f,
+	    "usage: switchboard eval [AGENT] [--workspace DIR] [--model "
+	    "scripted:FILE|PROVIDER/MODEL]\n"
+	    "                        [--case NAME]... [--timeout DURATION] [--junit FILE] "
+	    "[--json]\n"
+	    "                        [--keep] [--config FILE]\n\n"
+	    "Runs the golden cases in the workspace's evals/NAME.yaml through the agent runtime,\n"
+	    "without a gateway, each in a fresh copy of the workspace with a fresh session,\n"
+	    "and prints a table of the results (docs/eval.md).\n"
+	    "  AGENT               the agent (default: the default agent)\n"
+	    "  -w, --workspace DIR the workspace to evaluate (default: the agent's); without\n"
+	    "                      a configuration file, an agent of default settings\n"
+	    "  -m, --model M       scripted:FILE (a script of the scripted provider) or a\n"
+	    "                      PROVIDER/MODEL of the configuration, instead of the agent's\n"
+	    "  -k, --case NAME     only the cases whose name matches (a glob; repeatable)\n"
+	    "  -t, --timeout D     each case's time limit unless it sets one (default 5m)\n"
+	    "  -j, --junit FILE    also write the results as JUnit XML\n"
+	    "      --json          print the results as JSON instead of the table\n"
+	    "      --keep          keep each case's workspace copy and print where it is\n"
+	    "  -c, --config FILE   configuration file\n"
+	    "exit codes: 0 every case passed, 1 a case failed or could not run, 2 usage,\n"
+	    "            3 a configuration or case file error (file:line:col: what is wrong)\n");
 }
 
 /* ---- results ---- */
@@ -321,8 +324,9 @@ static void eval_turn_done(void *ud, const struct run_outcome *o)
 	x->job = NULL;
 	if (o->rc != SB_OK) {
 		if (x->timed_out)
-			eval_set_error(r, "turn %zu: the time limit (%lld ms) was reached", x->turn + 1,
-			               (long long)(c->timeout_ms ? c->timeout_ms : x->e->timeout_ms));
+			eval_set_error(
+			    r, "turn %zu: the time limit (%lld ms) was reached", x->turn + 1,
+			    (long long)(c->timeout_ms ? c->timeout_ms : x->e->timeout_ms));
 		else
 			eval_set_error(r, "turn %zu: %s", x->turn + 1,
 			               o->detail  ? o->detail
@@ -340,8 +344,9 @@ static void eval_turn_done(void *ud, const struct run_outcome *o)
 	}
 	if (o->result->end != TURN_END_TURN) {
 		if (x->timed_out)
-			eval_set_error(r, "turn %zu: the time limit (%lld ms) was reached", x->turn + 1,
-			               (long long)(c->timeout_ms ? c->timeout_ms : x->e->timeout_ms));
+			eval_set_error(
+			    r, "turn %zu: the time limit (%lld ms) was reached", x->turn + 1,
+			    (long long)(c->timeout_ms ? c->timeout_ms : x->e->timeout_ms));
 		else
 			eval_set_error(r, "turn %zu ended with %s%s%s", x->turn + 1,
 			               turn_end_name(o->result->end),
@@ -570,12 +575,14 @@ static void eval_run_case(struct cli_eval *e, struct eval_result *r)
 		goto out;
 	}
 	for (size_t i = 0; i < r->n_calls; i++)
-		calls[i] = (struct eval_tool_call){
-		    .name = r->calls[i].name, .input = r->calls[i].input, .is_error = r->calls[i].is_error};
+		calls[i] = (struct eval_tool_call){.name = r->calls[i].name,
+		                                   .input = r->calls[i].input,
+		                                   .is_error = r->calls[i].is_error};
 	ob = (struct eval_observed){
-	    .answer = json_array_size(r->replies)
-	                  ? json_string_value(json_array_get(r->replies, json_array_size(r->replies) - 1))
-	                  : "",
+	    .answer =
+	        json_array_size(r->replies)
+	            ? json_string_value(json_array_get(r->replies, json_array_size(r->replies) - 1))
+	            : "",
 	    .calls = calls,
 	    .n_calls = r->n_calls,
 	    .workspace_fd = fd};
@@ -594,9 +601,7 @@ out:
 		fprintf(stderr, "switchboard eval: could not remove all of %s\n", tmp);
 out_time:
 	r->ms = clock_mono_ms() - start;
-	r->outcome = r->error                        ? EVAL_ERROR
-	             : json_array_size(r->failures) ? EVAL_FAIL
-	                                             : EVAL_PASS;
+	r->outcome = r->error ? EVAL_ERROR : json_array_size(r->failures) ? EVAL_FAIL : EVAL_PASS;
 }
 
 /* ---- output ---- */
@@ -621,7 +626,8 @@ static void eval_version(const struct cli_eval *e, char *out, size_t size)
 	if (!e->git)
 		snprintf(out, size, "not a git repository");
 	else
-		snprintf(out, size, "%s%s", strcmp(e->commit, "none") == 0 ? "no commit yet" : e->commit,
+		snprintf(out, size, "%s%s",
+		         strcmp(e->commit, "none") == 0 ? "no commit yet" : e->commit,
 		         e->dirty ? " (dirty)" : "");
 }
 
@@ -681,7 +687,8 @@ static void eval_print_table(const struct cli_eval *e, int64_t total_ms)
 			if (k)
 				printf("%-*s  %-7s  %8s  ", w, "", "", "");
 			printf("expected ");
-			eval_print_line(stdout, json_string_value(json_object_get(f, "expectation")));
+			eval_print_line(stdout,
+			                json_string_value(json_object_get(f, "expectation")));
 			printf("; seen ");
 			eval_print_line(stdout, json_string_value(json_object_get(f, "seen")));
 			fputc('\n', stdout);
@@ -708,15 +715,15 @@ static json_t *eval_result_json(const struct cli_eval *e, const struct eval_resu
 		                                       (int)r->calls[i].is_error));
 	o = json_pack("{ss ss si ss sI so so so s{ss sb}}", "name", r->c->name, "file", r->c->file,
 	              "line", r->c->line, "result",
-	              r->outcome == EVAL_PASS   ? "pass"
-	              : r->outcome == EVAL_FAIL ? "fail"
+	              r->outcome == EVAL_PASS    ? "pass"
+	              : r->outcome == EVAL_FAIL  ? "fail"
 	              : r->outcome == EVAL_ERROR ? "error"
 	                                         : "skipped",
 	              "duration_ms", (json_int_t)r->ms, "failures",
 	              r->failures ? json_incref(r->failures) : json_array(), "replies",
 	              r->replies ? json_incref(r->replies) : json_array(), "tools",
-	              calls ? calls : json_array(),
-	              "workspace", "commit", e->git ? e->commit : "none", "dirty", (int)e->dirty);
+	              calls ? calls : json_array(), "workspace", "commit",
+	              e->git ? e->commit : "none", "dirty", (int)e->dirty);
 	if (o && r->error)
 		json_object_set_new(o, "error", json_string(r->error));
 	if (o && r->kept[0])
@@ -866,7 +873,8 @@ static int eval_write_junit(const struct cli_eval *e, int64_t total_ms)
 		eval_xml(&b, e->agent);
 		buf_puts(&b, "\" file=\"");
 		eval_xml(&b, r->c->file);
-		buf_printf(&b, "\" line=\"%d\" time=\"%.3f\">\n", r->c->line, (double)r->ms / 1000.0);
+		buf_printf(&b, "\" line=\"%d\" time=\"%.3f\">\n", r->c->line,
+		           (double)r->ms / 1000.0);
 		if (r->outcome == EVAL_SKIPPED) {
 			buf_puts(&b, "      <skipped message=\"interrupted\"/>\n");
 		} else if (r->outcome == EVAL_ERROR) {
@@ -912,7 +920,8 @@ static int eval_write_junit(const struct cli_eval *e, int64_t total_ms)
 	snprintf(tmp, sizeof tmp, "%s.XXXXXX", e->junit);
 	fd = mkstemp(tmp);
 	if (fd < 0) {
-		fprintf(stderr, "switchboard eval: cannot write %s: %s\n", e->junit, strerror(errno));
+		fprintf(stderr, "switchboard eval: cannot write %s: %s\n", e->junit,
+		        strerror(errno));
 		goto out;
 	}
 	for (size_t off = 0; off < b.len;) {
@@ -934,7 +943,8 @@ static int eval_write_junit(const struct cli_eval *e, int64_t total_ms)
 	}
 	fd = -1;
 	if (rename(tmp, e->junit) != 0) {
-		fprintf(stderr, "switchboard eval: cannot write %s: %s\n", e->junit, strerror(errno));
+		fprintf(stderr, "switchboard eval: cannot write %s: %s\n", e->junit,
+		        strerror(errno));
 		goto out;
 	}
 	tmp[0] = '\0';
@@ -967,7 +977,8 @@ static bool eval_agent_id_ok(const char *s)
 	if (n == 0 || n > 64 || !((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')))
 		return false;
 	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || *s == '_' ||
+		      *s == '-'))
 			return false;
 	return true;
 }
@@ -987,21 +998,23 @@ static int eval_prepare(struct cli_eval *e)
 		return CLI_EVAL_CONFIG;
 	e->have_config = e->config_arg || stat(e->cfg_path, &st) == 0;
 	if (!e->have_config && !e->workspace_arg) {
-		fprintf(stderr,
-		        "switchboard eval: no configuration at %s\n"
-		        "  (hint: pass --workspace DIR, and --model, to evaluate a workspace without "
-		        "one, or --config FILE)\n",
-		        e->cfg_path);
+		fprintf(
+		    stderr,
+		    "switchboard eval: no configuration at %s\n"
+		    "  (hint: pass --workspace DIR, and --model, to evaluate a workspace without "
+		    "one, or --config FILE)\n",
+		    e->cfg_path);
 		return CLI_EVAL_CONFIG;
 	}
 	if (!e->have_config) {
 		const char *id = e->agent_arg ? e->agent_arg : "main";
 
 		if (!eval_agent_id_ok(id)) {
-			fprintf(stderr,
-			        "switchboard eval: \"%s\" is not an agent id (hint: a-z, 0-9, _ and -, "
-			        "starting with a letter or digit)\n",
-			        id);
+			fprintf(
+			    stderr,
+			    "switchboard eval: \"%s\" is not an agent id (hint: a-z, 0-9, _ and -, "
+			    "starting with a letter or digit)\n",
+			    id);
 			return CLI_EVAL_CONFIG;
 		}
 		snprintf(e->agent, sizeof e->agent, "%s", id);
@@ -1013,12 +1026,12 @@ static int eval_prepare(struct cli_eval *e)
 		        e->have_config ? e->cfg_path : "<eval>");
 		return CLI_EVAL_CONFIG;
 	}
-	ac = e->have_config ? (e->agent_arg ? config_agent(cfg, e->agent_arg)
-	                                    : config_default_agent(cfg))
-	                    : config_agent(cfg, e->agent);
+	ac = e->have_config
+	         ? (e->agent_arg ? config_agent(cfg, e->agent_arg) : config_default_agent(cfg))
+	         : config_agent(cfg, e->agent);
 	if (!ac) {
-		fprintf(stderr, "switchboard eval: no agent \"%s\" in %s", e->agent_arg ? e->agent_arg : "(default)",
-		        e->cfg_path);
+		fprintf(stderr, "switchboard eval: no agent \"%s\" in %s",
+		        e->agent_arg ? e->agent_arg : "(default)", e->cfg_path);
 		if (cfg->n_agents) {
 			fprintf(stderr, " (agents:");
 			for (size_t i = 0; i < cfg->n_agents; i++)
@@ -1073,7 +1086,8 @@ static int eval_prepare(struct cli_eval *e)
 		snprintf(id, sizeof id, "%.*s", (int)(slash - e->model_arg), e->model_arg);
 		if (!config_provider(cfg, id)) {
 			fprintf(stderr, "switchboard eval: --model %s: no provider \"%s\" in %s\n",
-			        e->model_arg, id, e->have_config ? e->cfg_path : "the configuration");
+			        e->model_arg, id,
+			        e->have_config ? e->cfg_path : "the configuration");
 			goto out;
 		}
 		snprintf(e->model, sizeof e->model, "%s", e->model_arg);
@@ -1166,12 +1180,16 @@ static int eval_main(struct cli_eval *e)
 int cli_eval(int argc, char **argv)
 {
 	enum { OPT_JSON = 256, OPT_KEEP };
-	static const struct option opts[] = {
-	    {"workspace", required_argument, NULL, 'w'}, {"model", required_argument, NULL, 'm'},
-	    {"case", required_argument, NULL, 'k'},      {"timeout", required_argument, NULL, 't'},
-	    {"junit", required_argument, NULL, 'j'},     {"json", no_argument, NULL, OPT_JSON},
-	    {"keep", no_argument, NULL, OPT_KEEP},       {"config", required_argument, NULL, 'c'},
-	    {"help", no_argument, NULL, 'h'},            {0}};
+	static const struct option opts[] = {{"workspace", required_argument, NULL, 'w'},
+	                                     {"model", required_argument, NULL, 'm'},
+	                                     {"case", required_argument, NULL, 'k'},
+	                                     {"timeout", required_argument, NULL, 't'},
+	                                     {"junit", required_argument, NULL, 'j'},
+	                                     {"json", no_argument, NULL, OPT_JSON},
+	                                     {"keep", no_argument, NULL, OPT_KEEP},
+	                                     {"config", required_argument, NULL, 'c'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {0}};
 	struct cli_eval e;
 	int c, rc;
 
@@ -1195,10 +1213,11 @@ int cli_eval(int argc, char **argv)
 			e.filters[e.n_filters++] = optarg;
 			break;
 		case 't':
-			if (num_parse_duration_ms(optarg, &e.timeout_ms) != SB_OK || e.timeout_ms <= 0 ||
-			    e.timeout_ms > 86400000) {
+			if (num_parse_duration_ms(optarg, &e.timeout_ms) != SB_OK ||
+			    e.timeout_ms <= 0 || e.timeout_ms > 86400000) {
 				fprintf(stderr,
-				        "switchboard eval: --timeout %s: expected a duration such as 30s "
+				        "switchboard eval: --timeout %s: expected a duration such "
+				        "as 30s "
 				        "or 5m (at most 1d)\n",
 				        optarg);
 				return CLI_EVAL_USAGE;

@@ -234,85 +234,92 @@ static const struct cfg_section eval_expect_section = {
     .doc = "What the run must do; every expectation is checked and reported.",
 };
 
-/* The keys of a case, at offset base of the struct they live in (a case in
- * a `cases` list, or the one case of a file). */
-#define EVAL_CASE_KEYS(T, F)                                                                   \
-	{                                                                                      \
-	    .name = "name",                                                                    \
-	    .type = CFG_STRING,                                                                \
-	    .offset = offsetof(T, F name),                                                     \
-	    .min = 1,                                                                          \
-	    .max = 128,                                                                        \
-	    .validate = eval_check_name,                                                       \
-	    .doc = "The case's name (default for a file of one case: the file name "          \
-	           "without .yaml).",                                                          \
-	},                                                                                     \
-	    {                                                                                  \
-	        .name = "message",                                                             \
-	        .type = CFG_STRING,                                                            \
-	        .offset = offsetof(T, F message),                                              \
-	        .min = 1,                                                                      \
-	        .max = 1 << 20,                                                                \
-	        .doc = "The user's message (or turns: for a conversation).",                  \
-	    },                                                                                 \
-	    {                                                                                  \
-	        .name = "turns",                                                               \
-	        .type = CFG_STRING_LIST,                                                       \
-	        .offset = offsetof(T, F turns),                                                \
-	        .count_offset = offsetof(T, F n_turns),                                        \
-	        .min = 1,                                                                      \
-	        .max = EVAL_TURNS_MAX,                                                         \
-	        .doc = "User messages of a conversation, each its own turn in one session; "   \
-	               "the expectations see every tool call and the last reply.",             \
-	        .hint = "a list of strings: turns: [\"first\", \"second\"]",                   \
-	    },                                                                                 \
-	    {                                                                                  \
-	        .name = "timeout",                                                             \
-	        .type = CFG_DURATION,                                                          \
-	        .offset = offsetof(T, F timeout_ms),                                           \
-	        .min = 0,                                                                      \
-	        .max = 86400000,                                                               \
-	        .def = "0",                                                                    \
-	        .doc = "The whole case's time limit (0: the command's --timeout).",           \
-	    },                                                                                 \
-	    {                                                                                  \
-	        .name = "channel",                                                             \
-	        .type = CFG_STRING,                                                            \
-	        .offset = offsetof(T, F channel),                                              \
-	        .min = 1,                                                                      \
-	        .max = 32,                                                                     \
-	        .def = "cli",                                                                  \
-	        .validate = eval_check_channel,                                                \
-	        .doc = "The channel the messages come from, for the permission rules "         \
-	               "(`cli`: the operator).",                                               \
-	    },                                                                                 \
-	    {                                                                                  \
-	        .name = "sender",                                                              \
-	        .type = CFG_STRING,                                                            \
-	        .offset = offsetof(T, F sender),                                               \
-	        .min = 1,                                                                      \
-	        .max = 256,                                                                    \
-	        .doc = "The sender's id on that channel, for the permission rules.",           \
-	    },                                                                                 \
-	    {                                                                                  \
-	        .name = "group",                                                               \
-	        .type = CFG_BOOL,                                                              \
-	        .offset = offsetof(T, F group),                                                \
-	        .def = "false",                                                                \
-	        .doc = "The conversation is a group or channel, not a direct message.",        \
-	    },                                                                                 \
-	{                                                                                      \
-		.name = "expect", .type = CFG_SECTION, .offset = offsetof(T, F expect),        \
-		.section = &eval_expect_section, .doc = "What the run must do.",               \
-	}
-
-struct eval_file_in {
-	struct eval_case one;
-	struct eval_case *cases;
-	size_t n_cases;
+/* The keys of a case; a file's top level has the same keys, cases: among
+ * them (a file of several cases), and a check of its own. */
+static const struct cfg_key eval_case_keys[] = {
+    {
+        .name = "name",
+        .type = CFG_STRING,
+        .offset = offsetof(struct eval_case, name),
+        .min = 1,
+        .max = 128,
+        .validate = eval_check_name,
+        .doc = "The case's name (default for a file of one case: the file name without "
+               ".yaml).",
+    },
+    {
+        .name = "message",
+        .type = CFG_STRING,
+        .offset = offsetof(struct eval_case, message),
+        .min = 1,
+        .max = 1 << 20,
+        .doc = "The user's message (or turns: for a conversation).",
+    },
+    {
+        .name = "turns",
+        .type = CFG_STRING_LIST,
+        .offset = offsetof(struct eval_case, turns),
+        .count_offset = offsetof(struct eval_case, n_turns),
+        .min = 1,
+        .max = EVAL_TURNS_MAX,
+        .doc = "User messages of a conversation, each its own turn in one session; the "
+               "expectations see every tool call and the last reply.",
+        .hint = "a list of strings: turns: [\"first\", \"second\"]",
+    },
+    {
+        .name = "timeout",
+        .type = CFG_DURATION,
+        .offset = offsetof(struct eval_case, timeout_ms),
+        .min = 0,
+        .max = 86400000,
+        .def = "0",
+        .doc = "The whole case's time limit (0: the command's --timeout).",
+    },
+    {
+        .name = "channel",
+        .type = CFG_STRING,
+        .offset = offsetof(struct eval_case, channel),
+        .min = 1,
+        .max = 32,
+        .def = "cli",
+        .validate = eval_check_channel,
+        .doc = "The channel the messages come from, for the permission rules (`cli`: the "
+               "operator).",
+    },
+    {
+        .name = "sender",
+        .type = CFG_STRING,
+        .offset = offsetof(struct eval_case, sender),
+        .min = 1,
+        .max = 256,
+        .doc = "The sender's id on that channel, for the permission rules.",
+    },
+    {
+        .name = "group",
+        .type = CFG_BOOL,
+        .offset = offsetof(struct eval_case, group),
+        .def = "false",
+        .doc = "The conversation is a group or channel, not a direct message.",
+    },
+    {
+        .name = "expect",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct eval_case, expect),
+        .section = &eval_expect_section,
+        .doc = "What the run must do.",
+    },
+    {
+        .name = "cases",
+        .type = CFG_LIST,
+        .offset = offsetof(struct eval_case, cases),
+        .count_offset = offsetof(struct eval_case, n_cases),
+        .min = 1,
+        .max = EVAL_CASES_MAX,
+        .section = &eval_case_section,
+        .doc = "Several cases in one file (then no case keys at the top).",
+        .hint = "each entry is a case: - {name: greets, message: \"hi\"}",
+    },
 };
-
-static const struct cfg_key eval_case_keys[] = {EVAL_CASE_KEYS(struct eval_case, )};
 
 static void eval_patterns_free(struct eval_case *c)
 {
@@ -357,7 +364,8 @@ static int eval_case_check_in(struct eval_case *c, struct cfg_error_ctx *ctx, bo
 			if (pcre2_get_error_message(err, (PCRE2_UCHAR *)msg, sizeof msg) < 0)
 				snprintf(msg, sizeof msg, "error %d", err);
 			snprintf(key, sizeof key, "expect.answer_matches[%zu]", i);
-			cfg_error_add(ctx, key, "a PCRE2 pattern; escape a literal ( [ { . * + ? \\",
+			cfg_error_add(ctx, key,
+			              "a PCRE2 pattern; escape a literal ( [ { . * + ? \\",
 			              "not a valid pattern at offset %zu: %s", (size_t)off, msg);
 			n++;
 			continue;
@@ -370,10 +378,17 @@ static int eval_case_check_in(struct eval_case *c, struct cfg_error_ctx *ctx, bo
 static int eval_case_section_check(void *obj, struct cfg_error_ctx *ctx)
 {
 	struct eval_case *c = obj;
-	int n = eval_case_check_in(c, ctx, false);
+	int n = 0;
 
+	if (c->cases) {
+		cfg_error_add(ctx, "cases", "list every case at the top of the file",
+		              "cases cannot nest");
+		return 1;
+	}
+	n = eval_case_check_in(c, ctx, false);
 	if (!c->name) {
-		cfg_error_add(ctx, "name", "add name: a-short-name", "a case in cases: needs a name");
+		cfg_error_add(ctx, "name", "add name: a-short-name",
+		              "a case in cases: needs a name");
 		n++;
 	}
 	return n;
@@ -388,30 +403,15 @@ const struct cfg_section eval_case_section = {
     .doc = "One golden case: a message or a conversation, and what the run must do.",
 };
 
-static const struct cfg_key eval_file_keys_all[] = {
-    EVAL_CASE_KEYS(struct eval_file_in, one.),
-    {
-        .name = "cases",
-        .type = CFG_LIST,
-        .offset = offsetof(struct eval_file_in, cases),
-        .count_offset = offsetof(struct eval_file_in, n_cases),
-        .min = 1,
-        .max = EVAL_CASES_MAX,
-        .section = &eval_case_section,
-        .doc = "Several cases in one file (then no case keys at the top).",
-        .hint = "each entry is a case: - {name: greets, message: \"hi\"}",
-    },
-};
-
 static int eval_file_section_check(void *obj, struct cfg_error_ctx *ctx)
 {
-	static const char *const case_keys[] = {"name",    "message", "turns",  "timeout",
+	static const char *const case_keys[] = {"name",    "message", "turns", "timeout",
 	                                        "channel", "sender",  "group", "expect"};
-	struct eval_file_in *f = obj;
+	struct eval_case *f = obj;
 	int n = 0;
 
 	if (!f->cases)
-		return eval_case_check_in(&f->one, ctx, true);
+		return eval_case_check_in(f, ctx, true);
 	for (size_t i = 0; i < sizeof case_keys / sizeof case_keys[0]; i++)
 		if (cfg_where(ctx, case_keys[i], NULL, NULL)) {
 			cfg_error_add(ctx, case_keys[i], "move it into one of the cases",
@@ -423,9 +423,9 @@ static int eval_file_section_check(void *obj, struct cfg_error_ctx *ctx)
 
 const struct cfg_section eval_file_section = {
     .name = "case file",
-    .size = sizeof(struct eval_file_in),
-    .keys = eval_file_keys_all,
-    .nkeys = sizeof eval_file_keys_all / sizeof eval_file_keys_all[0],
+    .size = sizeof(struct eval_case),
+    .keys = eval_case_keys,
+    .nkeys = sizeof eval_case_keys / sizeof eval_case_keys[0],
     .check = eval_file_section_check,
     .doc = "A file evals/NAME.yaml: one case, or a list of them under cases:.",
 };
@@ -542,7 +542,7 @@ static int eval_load_file(struct eval_suite *s, size_t *cap, int root, const cha
                           const char *dir, const char *shown, struct cfg_errors *errs)
 {
 	char file[BENEATH_PATH_MAX + 64], stem[256];
-	struct eval_file_in in;
+	struct eval_case in;
 	struct cfg_doc *doc = NULL;
 	struct buf text;
 	size_t dot = strrchr(name, '.') - name;
@@ -555,17 +555,16 @@ static int eval_load_file(struct eval_suite *s, size_t *cap, int root, const cha
 	else
 		snprintf(file, sizeof file, "%s%sevals/%s", shown,
 		         shown[strlen(shown) - 1] == '/' ? "" : "/", name);
-	snprintf(stem, sizeof stem, "%.*s", (int)(dot < sizeof stem ? dot : sizeof stem - 1),
-	         name);
+	snprintf(stem, sizeof stem, "%.*s", (int)(dot < sizeof stem ? dot : sizeof stem - 1), name);
 	rc = eval_read(root, name, &text);
 	if (rc) {
 		eval_file_error(errs, file,
-		                rc == SB_ERR_TOOBIG  ? "split it into several files of at most 1 MiB"
+		                rc == SB_ERR_TOOBIG ? "split it into several files of at most 1 MiB"
 		                : rc == SB_ERR_PERM ? "make it a regular file, not a symbolic link"
-		                                     : NULL,
-		                rc == SB_ERR_TOOBIG  ? "larger than 1 MiB"
+		                                    : NULL,
+		                rc == SB_ERR_TOOBIG ? "larger than 1 MiB"
 		                : rc == SB_ERR_PERM ? "not a regular file inside the workspace"
-		                                     : "cannot be read");
+		                                    : "cannot be read");
 		rc = rc == SB_ERR_NOMEM ? rc : SB_ERR_CONFIG;
 		goto out;
 	}
@@ -594,7 +593,7 @@ static int eval_load_file(struct eval_suite *s, size_t *cap, int root, const cha
 		rc = SB_ERR_CONFIG;
 		eval_file_error(errs, file, "keep at most 1000 cases in evals/", "too many cases");
 	} else {
-		rc = eval_suite_add(s, &in.one, file, stem);
+		rc = eval_suite_add(s, &in, file, stem);
 		if (rc == SB_OK && eval_check_name(&s->cases[s->n_cases - 1].name)) {
 			eval_file_error(errs, file, "rename the file, or give the case a name:",
 			                "the file name is not a valid case name");
@@ -604,10 +603,10 @@ static int eval_load_file(struct eval_suite *s, size_t *cap, int root, const cha
 out:
 	for (size_t i = 0; i < in.n_cases; i++)
 		eval_patterns_free(&in.cases[i]);
-	eval_patterns_free(&in.one);
+	eval_patterns_free(&in);
 	for (size_t i = 0; i < in.n_cases; i++)
 		free(in.cases[i].file);
-	free(in.one.file);
+	free(in.file);
 	cfg_release(&eval_file_section, &in);
 	cfg_doc_free(doc);
 	buf_free(&text);
@@ -632,12 +631,13 @@ int eval_suite_load(const char *dir, const char *shown, struct eval_suite **out,
 	if (rc == SB_OK)
 		rc = beneath_opendir(root, "evals", &d);
 	if (rc) {
-		eval_file_error(errs, msg,
-		                rc == SB_ERR_NOTFOUND
-		                    ? "create evals/ in the workspace with a case file such as "
-		                      "evals/greets.yaml (docs/eval.md)"
-		                    : "make evals/ a directory of the workspace, not a symbolic link",
-		                rc == SB_ERR_NOTFOUND ? "no such directory" : "not a directory");
+		eval_file_error(
+		    errs, msg,
+		    rc == SB_ERR_NOTFOUND
+		        ? "create evals/ in the workspace with a case file such as "
+		          "evals/greets.yaml (docs/eval.md)"
+		        : "make evals/ a directory of the workspace, not a symbolic link",
+		    rc == SB_ERR_NOTFOUND ? "no such directory" : "not a directory");
 		rc = rc == SB_ERR_NOTFOUND ? SB_ERR_NOTFOUND : SB_ERR_CONFIG;
 		goto out;
 	}
@@ -650,7 +650,8 @@ int eval_suite_load(const char *dir, const char *shown, struct eval_suite **out,
 		if (!eval_case_file_name(de->d_name))
 			continue;
 		if (n_names == EVAL_FILES_MAX) {
-			eval_file_error(errs, msg, "keep at most 1000 case files", "too many files");
+			eval_file_error(errs, msg, "keep at most 1000 case files",
+			                "too many files");
 			rc = SB_ERR_CONFIG;
 			goto out;
 		}
@@ -675,7 +676,8 @@ int eval_suite_load(const char *dir, const char *shown, struct eval_suite **out,
 				buf_init(&m, 3 * BENEATH_PATH_MAX);
 				buf_printf(&m, "case \"%s\" is defined twice (first at %s:%d)",
 				           s->cases[i].name, s->cases[j].file, s->cases[j].line);
-				eval_file_error(errs, s->cases[i].file, "give each case its own name",
+				eval_file_error(errs, s->cases[i].file,
+				                "give each case its own name",
 				                m.data ? m.data : "duplicate case name");
 				buf_free(&m);
 				if (errs->n) {
@@ -747,13 +749,15 @@ static bool eval_json_holds(const json_t *v, const char *needle)
 	case JSON_STRING:
 		return strstr(json_string_value(v), needle) != NULL;
 	case JSON_OBJECT:
-		json_object_foreach ((json_t *)v, k, x) {
+		json_object_foreach((json_t *)v, k, x)
+		{
 			if (eval_json_holds(x, needle))
 				return true;
 		}
 		return false;
 	case JSON_ARRAY:
-		json_array_foreach (v, i, x) {
+		json_array_foreach(v, i, x)
+		{
 			if (eval_json_holds(x, needle))
 				return true;
 		}
@@ -789,10 +793,10 @@ static void eval_calls_seen(struct buf *b, const struct eval_observed *o)
 	}
 	buf_puts(b, "calls: ");
 	for (size_t i = 0; i < o->n_calls; i++) {
-		char *in = o->calls[i].input ? json_dumps(o->calls[i].input,
-		                                          JSON_COMPACT | JSON_SORT_KEYS |
-		                                              JSON_ENCODE_ANY)
-		                             : NULL;
+		char *in = o->calls[i].input
+		               ? json_dumps(o->calls[i].input,
+		                            JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY)
+		               : NULL;
 
 		if (b->len - start > EVAL_SEEN_MAX) {
 			buf_printf(b, ", ... (%zu in all)", o->n_calls);
@@ -800,7 +804,8 @@ static void eval_calls_seen(struct buf *b, const struct eval_observed *o)
 			break;
 		}
 		buf_printf(b, "%s%s %.120s%s%s", i ? ", " : "", o->calls[i].name, in ? in : "{}",
-		           in && strlen(in) > 120 ? "..." : "", o->calls[i].is_error ? " (failed)" : "");
+		           in && strlen(in) > 120 ? "..." : "",
+		           o->calls[i].is_error ? " (failed)" : "");
 		free(in);
 	}
 }
@@ -818,7 +823,8 @@ static int eval_check_tools(const struct eval_case *c, const struct eval_observe
 
 		for (size_t k = 0; k < o->n_calls; k++)
 			if (strcmp(o->calls[k].name, t->name) == 0 &&
-			    (!t->input_contains || eval_input_holds(o->calls[k].input, t->input_contains)))
+			    (!t->input_contains ||
+			     eval_input_holds(o->calls[k].input, t->input_contains)))
 				n++;
 		ok = t->count_given ? n == t->count : n > 0;
 		if (ok)
@@ -828,8 +834,8 @@ static int eval_check_tools(const struct eval_case *c, const struct eval_observe
 		if (t->count_given && t->count == 0)
 			buf_printf(&what, "tool %s never called", t->name);
 		else if (t->count_given)
-			buf_printf(&what, "tool %s called %lld time%s", t->name, (long long)t->count,
-			           t->count == 1 ? "" : "s");
+			buf_printf(&what, "tool %s called %lld time%s", t->name,
+			           (long long)t->count, t->count == 1 ? "" : "s");
 		else
 			buf_printf(&what, "tool %s called", t->name);
 		if (t->input_contains) {
@@ -878,8 +884,8 @@ static int eval_check_answer(const struct eval_case *c, const struct eval_observ
 
 	for (size_t i = 0; i < c->expect.n_answer_contains; i++)
 		if (!strstr(answer, c->expect.answer_contains[i])) {
-			r = eval_fail_quoted(failures, "answer contains ", c->expect.answer_contains[i],
-			                     "answer: ", answer);
+			r = eval_fail_quoted(failures, "answer contains ",
+			                     c->expect.answer_contains[i], "answer: ", answer);
 			if (r < 0)
 				return -1;
 			failed++;
@@ -904,21 +910,21 @@ static int eval_check_answer(const struct eval_case *c, const struct eval_observ
 	pcre2_set_depth_limit(mctx, EVAL_DEPTH_LIMIT);
 	pcre2_set_heap_limit(mctx, 20000); /* KiB */
 	for (size_t i = 0; i < c->n_patterns; i++) {
-		int m = pcre2_match(c->patterns[i], (PCRE2_SPTR)answer, strlen(answer), 0, 0, md,
-		                    mctx);
+		int m =
+		    pcre2_match(c->patterns[i], (PCRE2_SPTR)answer, strlen(answer), 0, 0, md, mctx);
 		char why[256], label[300];
 
 		if (m >= 0)
 			continue;
 		if (m == PCRE2_ERROR_NOMATCH) {
-			r = eval_fail_quoted(failures, "answer matches ", c->expect.answer_matches[i],
-			                     "answer: ", answer);
+			r = eval_fail_quoted(failures, "answer matches ",
+			                     c->expect.answer_matches[i], "answer: ", answer);
 		} else {
 			if (pcre2_get_error_message(m, (PCRE2_UCHAR *)why, sizeof why) < 0)
 				snprintf(why, sizeof why, "error %d", m);
 			snprintf(label, sizeof label, "matching gave up (%s); answer: ", why);
-			r = eval_fail_quoted(failures, "answer matches ", c->expect.answer_matches[i],
-			                     label, answer);
+			r = eval_fail_quoted(failures, "answer matches ",
+			                     c->expect.answer_matches[i], label, answer);
 		}
 		if (r < 0) {
 			failed = -1;
@@ -976,10 +982,11 @@ static int eval_check_files(const struct eval_case *c, const struct eval_observe
 				continue;
 			snprintf(what, sizeof what, "file %s does not exist", f->path);
 			r = eval_fail(failures, what,
-			              rc == SB_OK ? (S_ISLNK(st.st_mode) ? "a symbolic link is there"
-			                             : S_ISDIR(st.st_mode) ? "a directory is there"
-			                                                    : "it exists")
-			                          : "a path that cannot be resolved inside the workspace");
+			              rc == SB_OK
+			                  ? (S_ISLNK(st.st_mode)   ? "a symbolic link is there"
+			                     : S_ISDIR(st.st_mode) ? "a directory is there"
+			                                           : "it exists")
+			                  : "a path that cannot be resolved inside the workspace");
 			if (r < 0)
 				return -1;
 			failed++;
@@ -989,13 +996,13 @@ static int eval_check_files(const struct eval_case *c, const struct eval_observe
 		rc = eval_read_beneath(o->workspace_fd, f->path, &text);
 		if (rc) {
 			snprintf(what, sizeof what, "file %s exists", f->path);
-			r = eval_fail(
-			    failures, what,
-			    rc == SB_ERR_NOTFOUND ? "no such file"
-			    : rc == SB_ERR_PERM   ? "not a regular file inside the workspace (a symbolic "
-			                            "link, a directory or a special file): not read"
-			    : rc == SB_ERR_TOOBIG ? "larger than 16 MiB: not checked"
-			                          : "cannot be read");
+			r = eval_fail(failures, what,
+			              rc == SB_ERR_NOTFOUND ? "no such file"
+			              : rc == SB_ERR_PERM
+			                  ? "not a regular file inside the workspace (a symbolic "
+			                    "link, a directory or a special file): not read"
+			              : rc == SB_ERR_TOOBIG ? "larger than 16 MiB: not checked"
+			                                    : "cannot be read");
 			buf_free(&text);
 			if (r < 0)
 				return -1;
@@ -1004,8 +1011,8 @@ static int eval_check_files(const struct eval_case *c, const struct eval_observe
 		}
 		snprintf(label, sizeof label, "%s holds: ", f->path);
 		for (size_t k = 0; k < f->n_contains && r >= 0; k++)
-			if (!text.data || !memmem(text.data, text.len, f->contains[k],
-			                          strlen(f->contains[k]))) {
+			if (!text.data ||
+			    !memmem(text.data, text.len, f->contains[k], strlen(f->contains[k]))) {
 				snprintf(what, sizeof what, "file %s contains ", f->path);
 				r = eval_fail_quoted(failures, what, f->contains[k], label,
 				                     text.data ? text.data : "");
@@ -1013,9 +1020,11 @@ static int eval_check_files(const struct eval_case *c, const struct eval_observe
 			}
 		for (size_t k = 0; k < f->n_not_contains && r >= 0; k++)
 			if (text.data && *f->not_contains[k] &&
-			    memmem(text.data, text.len, f->not_contains[k], strlen(f->not_contains[k]))) {
+			    memmem(text.data, text.len, f->not_contains[k],
+			           strlen(f->not_contains[k]))) {
 				snprintf(what, sizeof what, "file %s does not contain ", f->path);
-				r = eval_fail_quoted(failures, what, f->not_contains[k], label, text.data);
+				r = eval_fail_quoted(failures, what, f->not_contains[k], label,
+				                     text.data);
 				failed++;
 			}
 		buf_free(&text);

@@ -22,13 +22,13 @@
 
 #include "gateway/core/cfg.h"
 
-#define EVAL_FILES_MAX 1000              /* case files in evals/ */
-#define EVAL_FILE_MAX ((size_t)1 << 20)  /* bytes of one case file */
-#define EVAL_CASES_MAX 1000              /* cases over all files */
-#define EVAL_TURNS_MAX 50                /* user turns of one case */
+#define EVAL_FILES_MAX 1000                    /* case files in evals/ */
+#define EVAL_FILE_MAX ((size_t)1 << 20)        /* bytes of one case file */
+#define EVAL_CASES_MAX 1000                    /* cases over all files */
+#define EVAL_TURNS_MAX 50                      /* user turns of one case */
 #define EVAL_CHECK_FILE_MAX ((size_t)16 << 20) /* a file an expectation reads */
-#define EVAL_MATCH_LIMIT 1000000         /* PCRE2 match limit of one pattern */
-#define EVAL_DEPTH_LIMIT 10000           /* PCRE2 backtracking depth limit */
+#define EVAL_MATCH_LIMIT 1000000               /* PCRE2 match limit of one pattern */
+#define EVAL_DEPTH_LIMIT 10000                 /* PCRE2 backtracking depth limit */
 
 struct eval_tool_expect {
 	char *name;           /* the tool's name */
@@ -69,8 +69,11 @@ struct eval_case {
 	char *sender;       /* may be NULL */
 	bool group;
 	struct eval_expect expect;
+	/* Only while a file's top level loads: its cases: list. */
+	struct eval_case *cases;
+	size_t n_cases;
 	/* Filled by the loader. */
-	int line, col;  /* where the case starts in its file */
+	int line, col;   /* where the case starts in its file */
 	void **patterns; /* pcre2_code *, one per answer_matches */
 	size_t n_patterns;
 	char *file; /* as messages show it: "<workspace>/evals/x.yaml" */
@@ -114,7 +117,7 @@ struct eval_observed {
  * files named by expectations, beneath workspace_fd, no symbolic links). */
 int eval_case_check(const struct eval_case *c, const struct eval_observed *o, json_t *failures);
 
-/* The schema of one case and of a case file (for tests). */
+/* The schema of one case and of a case file (a case, or cases: of them). */
 extern const struct cfg_section eval_case_section;
 extern const struct cfg_section eval_file_section;
 

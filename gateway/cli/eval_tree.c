@@ -57,8 +57,8 @@ static int eval_copy_file(struct eval_tree *t, int sfd, int dfd, const char *nam
 		}
 		t->bytes += n;
 		if (t->bytes > EVAL_TREE_BYTES_MAX) {
-			rc = eval_tree_fail(t, SB_ERR_TOOBIG, "the workspace is larger than 4 GiB at",
-			                    name);
+			rc = eval_tree_fail(t, SB_ERR_TOOBIG,
+			                    "the workspace is larger than 4 GiB at", name);
 			goto out;
 		}
 		for (ssize_t off = 0; off < n;) {

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define EVAL_TREE_ENTRIES_MAX 200000            /* files, directories and links */
+#define EVAL_TREE_ENTRIES_MAX 200000           /* files, directories and links */
 #define EVAL_TREE_BYTES_MAX ((int64_t)4 << 30) /* bytes of regular files */
 #define EVAL_TREE_DEPTH_MAX 128
 

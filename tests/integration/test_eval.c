@@ -89,20 +89,18 @@ static const char CASES[] =
     "      files: [{path: notes.md, exists: false}]\n"
     "      answer_not_contains: [\"notes.md\"]\n";
 
-static const char CONVERSATION[] =
-    "turns:\n"
-    "  - \"my name is Ana\"\n"
-    "  - \"what is my name?\"\n"
-    "expect:\n"
-    "  answer_contains: [\"told me\"]\n";
+static const char CONVERSATION[] = "turns:\n"
+                                   "  - \"my name is Ana\"\n"
+                                   "  - \"what is my name?\"\n"
+                                   "expect:\n"
+                                   "  answer_contains: [\"told me\"]\n";
 
 /* A tool expectation that does not hold (the model lists, never runs bash). */
-static const char WRONG_TOOL[] =
-    "name: wants-bash\n"
-    "message: \"list files\"\n"
-    "expect:\n"
-    "  tools: [{name: bash}]\n"
-    "  answer_contains: [\"Files\"]\n";
+static const char WRONG_TOOL[] = "name: wants-bash\n"
+                                 "message: \"list files\"\n"
+                                 "expect:\n"
+                                 "  tools: [{name: bash}]\n"
+                                 "  answer_contains: [\"Files\"]\n";
 
 static void ws_put(const char *name, const char *text)
 {
@@ -403,7 +401,8 @@ static void test_bad_case_files(void **state)
 	                         "  tools: [{name: write, count: -1}]\n"
 	                         "  files: [{path: ../../etc/passwd}, {path: /etc/passwd}]\n");
 	assert_int_equal(eval(&out, "--model", model, NULL), 3);
-	assert_has(&out, "evals/bad.yaml:2:1: mesage: unknown key (hint: did you mean \"message\"?)");
+	assert_has(&out,
+	           "evals/bad.yaml:2:1: mesage: unknown key (hint: did you mean \"message\"?)");
 	assert_has(&out, "evals/bad.yaml:1:1: a case needs a message or turns");
 	assert_has(&out, "evals/bad.yaml:4:20: expect.answer_matches[0]: not a valid pattern");
 	assert_has(&out, "evals/bad.yaml:5:32: expect.tools[0].count: expected an integer from 0");
@@ -430,7 +429,9 @@ static void test_bad_case_files(void **state)
 	ws_put("evals/bad.yaml", "message: hi\nturns: [a, b]\nexpect: {answer_contains: x}\n");
 	assert_int_equal(eval(&out, "--model", model, NULL), 3);
 	assert_has(&out, "a case has message or turns, not both");
-	assert_has(&out, "evals/bad.yaml:3:27: expect.answer_contains: expected a list of strings, found \"x\"");
+	assert_has(
+	    &out,
+	    "evals/bad.yaml:3:27: expect.answer_contains: expected a list of strings, found \"x\"");
 	ws_rm("evals/bad.yaml");
 
 	/* A case file that is a symbolic link is refused, not followed. */
@@ -440,8 +441,9 @@ static void test_bad_case_files(void **state)
 		snprintf(link, sizeof link, "%s/evals/linked.yaml", fx.ws);
 		assert_int_equal(symlink("/etc/hostname", link), 0);
 		assert_int_equal(eval(&out, "--model", model, NULL), 3);
-		assert_has(&out, "evals/linked.yaml: not a regular file inside the workspace (hint: "
-		                 "make it a regular file, not a symbolic link)");
+		assert_has(&out,
+		           "evals/linked.yaml: not a regular file inside the workspace (hint: "
+		           "make it a regular file, not a symbolic link)");
 		assert_int_equal(unlink(link), 0);
 	}
 
@@ -519,8 +521,8 @@ static void test_timeout_and_dirty(void **state)
 static void test_without_configuration(void **state)
 {
 	char model[800], empty[800], keep_note[1024];
-	const char *args[] = {"eval", "--workspace", fx.ws, "--model", NULL, "--case", "greets",
-	                      "--keep", NULL};
+	const char *args[] = {"eval",   "--workspace", fx.ws,    "--model", NULL,
+	                      "--case", "greets",      "--keep", NULL};
 	struct buf out;
 
 	(void)state;
@@ -550,12 +552,9 @@ static void test_without_configuration(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_all_pass),
-	    cmocka_unit_test(test_failure_reported),
-	    cmocka_unit_test(test_bad_case_files),
-	    cmocka_unit_test(test_symlink_outside),
-	    cmocka_unit_test(test_timeout_and_dirty),
-	    cmocka_unit_test(test_without_configuration),
+	    cmocka_unit_test(test_all_pass),          cmocka_unit_test(test_failure_reported),
+	    cmocka_unit_test(test_bad_case_files),    cmocka_unit_test(test_symlink_outside),
+	    cmocka_unit_test(test_timeout_and_dirty), cmocka_unit_test(test_without_configuration),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
