@@ -29,6 +29,7 @@
 #include <git2.h>
 #include <jansson.h>
 
+#include "agents/safety/sandbox.h"
 #include "harness.h"
 
 struct fixture {
@@ -63,7 +64,12 @@ static const char SCRIPT[] =
     "  - match: read the link\n"
     "    tool_calls:\n"
     "      - {name: read, input: {path: link.md}}\n"
-    "  - text: \"Read: {{tool_result}}\"\n";
+    "  - text: \"Read: {{tool_result}}\"\n"
+    "  - match: run the command\n"
+    "    tool_calls:\n"
+    "      - {name: bash, input: {command: \"echo made-in-box > made.txt; cat $CONFIG; "
+    "echo status=$?\"}}\n"
+    "  - text: \"Out: {{tool_result}}\"\n";
 
 static const char CASES[] =
     "cases:\n"
@@ -257,6 +263,7 @@ static int setup(void **state)
 	         "agents:\n"
 	         "  - {id: main, default: true, workspace: ws, sandbox: full, profile: full}\n"
 	         "  - {id: other, workspace: ws, model: nowhere/x}\n"
+	         "  - {id: boxed, workspace: ws, sandbox: workspace-write}\n"
 	         "providers:\n"
 	         "  - {id: nowhere, api: openai-chat, base_url: \"http://127.0.0.1:9/v1\", "
 	         "api_key: k, max_retries: 0, timeout: 2s}\n");
@@ -517,6 +524,53 @@ static void test_timeout_and_dirty(void **state)
 	buf_free(&out);
 }
 
+/* The agent's own sandbox runs its commands: the copy is writable, the
+ * operator's configuration is out of sight. */
+static void test_sandboxed_command(void **state)
+{
+	char model[2100], why[512], text[2048];
+	struct buf out;
+
+	(void)state;
+	if (sandbox_probe(NULL, why, sizeof why) != 0) {
+		fprintf(stderr, "skipping the sandboxed command: %s\n", why);
+		return;
+	}
+	snprintf(model, sizeof model, "scripted:%s", fx.script);
+	snprintf(text, sizeof text,
+	         "message: \"run the command\"\n"
+	         "expect:\n"
+	         "  tools: [{name: bash, count: 1, input_contains: made.txt}]\n"
+	         "  files: [{path: made.txt, contains: [made-in-box]}]\n"
+	         "  answer_contains: [\"status=1\"]\n"
+	         "  answer_not_contains: [\"nowhere\"]\n");
+	ws_put("evals/boxed.yaml", text);
+	{
+		char cfgfile[1024], script[4096];
+		struct buf s;
+
+		/* The command reads the operator's configuration by its path. */
+		snprintf(cfgfile, sizeof cfgfile, "%s/switchboard.yaml", fx.home);
+		buf_init(&s, 1 << 20);
+		assert_int_equal(harness_read_file(fx.script, &s), 0);
+		assert_non_null(strstr(s.data, "$CONFIG"));
+		snprintf(script, sizeof script, "%.*s%s%s",
+		         (int)(strstr(s.data, "$CONFIG") - s.data), s.data, cfgfile,
+		         strstr(s.data, "$CONFIG") + strlen("$CONFIG"));
+		snprintf(text, sizeof text, "%s/boxed-model.yaml", fx.home);
+		assert_int_equal(harness_write_file(text, script), 0);
+		snprintf(model, sizeof model, "scripted:%s", text);
+		buf_free(&s);
+	}
+	buf_init(&out, 1 << 20);
+	assert_int_equal(eval(&out, "boxed", "--model", model, "--case", "boxed", NULL), 0);
+	assert_has(&out, "agent boxed, ");
+	assert_has(&out, "1 case: 1 passed");
+	assert_false(exists(fx.ws, "made.txt"));
+	ws_rm("evals/boxed.yaml");
+	buf_free(&out);
+}
+
 /* A CI checkout: no home, no configuration, only the workspace. */
 static void test_without_configuration(void **state)
 {
@@ -552,9 +606,13 @@ static void test_without_configuration(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_all_pass),          cmocka_unit_test(test_failure_reported),
-	    cmocka_unit_test(test_bad_case_files),    cmocka_unit_test(test_symlink_outside),
-	    cmocka_unit_test(test_timeout_and_dirty), cmocka_unit_test(test_without_configuration),
+	    cmocka_unit_test(test_all_pass),
+	    cmocka_unit_test(test_failure_reported),
+	    cmocka_unit_test(test_bad_case_files),
+	    cmocka_unit_test(test_symlink_outside),
+	    cmocka_unit_test(test_timeout_and_dirty),
+	    cmocka_unit_test(test_sandboxed_command),
+	    cmocka_unit_test(test_without_configuration),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
