@@ -46,7 +46,7 @@ enum cli_eval_exit {
 	CLI_EVAL_PASSED = 0,
 	CLI_EVAL_FAILED = 1, /* a case failed or could not run */
 	CLI_EVAL_USAGE = 2,
-	CLI_EVAL_CONFIG = 3, /* the configuration, the cases or the options' values */
+	CLI_EVAL_CONFIG = 78, /* EX_CONFIG, as the gateway: the configuration or the cases */
 };
 
 #define CLI_EVAL_FILTERS_MAX 64
@@ -150,7 +150,7 @@ static void cli_eval_usage(FILE *f)
 	    "      --keep          keep each case's workspace copy and print where it is\n"
 	    "  -c, --config FILE   configuration file\n"
 	    "exit codes: 0 every case passed, 1 a case failed or could not run, 2 usage,\n"
-	    "            3 a configuration or case file error (file:line:col: what is wrong)\n");
+	    "            78 a configuration or case file error (file:line:col: what is wrong)\n");
 }
 
 /* ---- results ---- */

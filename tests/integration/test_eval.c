@@ -386,7 +386,7 @@ static void test_failure_reported(void **state)
 	}
 
 	/* A filter that matches nothing is an error of the invocation. */
-	assert_int_equal(eval(&out, "--model", model, "--case", "nothing-like-it", NULL), 3);
+	assert_int_equal(eval(&out, "--model", model, "--case", "nothing-like-it", NULL), 78);
 	assert_has(&out, "no case matches --case (cases: greets takes-notes sees-no-notes");
 	ws_rm("evals/wrong-tool.yaml");
 	commit_all(fx.commit);
@@ -407,7 +407,7 @@ static void test_bad_case_files(void **state)
 	                         "  answer_matches: [\"(unclosed\"]\n"
 	                         "  tools: [{name: write, count: -1}]\n"
 	                         "  files: [{path: ../../etc/passwd}, {path: /etc/passwd}]\n");
-	assert_int_equal(eval(&out, "--model", model, NULL), 3);
+	assert_int_equal(eval(&out, "--model", model, NULL), 78);
 	assert_has(&out,
 	           "evals/bad.yaml:2:1: mesage: unknown key (hint: did you mean \"message\"?)");
 	assert_has(&out, "evals/bad.yaml:1:1: a case needs a message or turns");
@@ -418,23 +418,23 @@ static void test_bad_case_files(void **state)
 	assert_lacks(&out, "CASE ");
 
 	ws_put("evals/bad.yaml", "message: [\n");
-	assert_int_equal(eval(&out, "--model", model, NULL), 3);
+	assert_int_equal(eval(&out, "--model", model, NULL), 78);
 	assert_has(&out, "evals/bad.yaml:2:1: invalid YAML");
 
 	ws_rm("evals/bad.yaml");
 	ws_put("evals/dup.yaml", "cases:\n  - {name: greets, message: again}\n");
-	assert_int_equal(eval(&out, "--model", model, NULL), 3);
+	assert_int_equal(eval(&out, "--model", model, NULL), 78);
 	assert_has(&out, "evals/dup.yaml:2:5: case \"greets\" is defined twice (first at ");
 	assert_has(&out, "evals/basic.yaml:2) (hint: give each case its own name)");
 	ws_rm("evals/dup.yaml");
 
 	ws_put("evals/bad.yaml", "cases:\n  - {name: other, message: again}\nmessage: top\n");
-	assert_int_equal(eval(&out, "--model", model, NULL), 3);
+	assert_int_equal(eval(&out, "--model", model, NULL), 78);
 	assert_has(&out, "evals/bad.yaml:3:10: message: a file with cases: has no case keys at "
 	                 "the top (hint: move it into one of the cases)");
 
 	ws_put("evals/bad.yaml", "message: hi\nturns: [a, b]\nexpect: {answer_contains: x}\n");
-	assert_int_equal(eval(&out, "--model", model, NULL), 3);
+	assert_int_equal(eval(&out, "--model", model, NULL), 78);
 	assert_has(&out, "a case has message or turns, not both");
 	assert_has(
 	    &out,
@@ -447,7 +447,7 @@ static void test_bad_case_files(void **state)
 
 		snprintf(link, sizeof link, "%s/evals/linked.yaml", fx.ws);
 		assert_int_equal(symlink("/etc/hostname", link), 0);
-		assert_int_equal(eval(&out, "--model", model, NULL), 3);
+		assert_int_equal(eval(&out, "--model", model, NULL), 78);
 		assert_has(&out,
 		           "evals/linked.yaml: not a regular file inside the workspace (hint: "
 		           "make it a regular file, not a symbolic link)");
@@ -455,11 +455,11 @@ static void test_bad_case_files(void **state)
 	}
 
 	/* Options and names the configuration does not know. */
-	assert_int_equal(eval(&out, "--model", "scripted:/nonexistent/model.yaml", NULL), 3);
+	assert_int_equal(eval(&out, "--model", "scripted:/nonexistent/model.yaml", NULL), 78);
 	assert_has(&out, "no such script file");
-	assert_int_equal(eval(&out, "--model", "ghost/x", NULL), 3);
+	assert_int_equal(eval(&out, "--model", "ghost/x", NULL), 78);
 	assert_has(&out, "no provider \"ghost\"");
-	assert_int_equal(eval(&out, "nobody", "--model", model, NULL), 3);
+	assert_int_equal(eval(&out, "nobody", "--model", model, NULL), 78);
 	assert_has(&out, "no agent \"nobody\"");
 	assert_int_equal(eval(&out, "--timeout", "soon", NULL), 2);
 	assert_int_equal(eval(&out, "--frobnicate", NULL), 2);
@@ -596,7 +596,7 @@ static void test_without_configuration(void **state)
 	{
 		const char *bare[] = {"eval", NULL};
 
-		assert_int_equal(harness_cli(empty, &out, bare), 3);
+		assert_int_equal(harness_cli(empty, &out, bare), 78);
 		assert_has(&out, "no configuration at ");
 		assert_has(&out, "--workspace DIR");
 	}
