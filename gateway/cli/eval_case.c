@@ -99,6 +99,13 @@ static const struct cfg_key eval_tool_keys[] = {
         .doc = "Count only calls whose input holds this text (in a string value, or in "
                "the input as compact JSON).",
     },
+    {
+        .name = "failed",
+        .type = CFG_BOOL,
+        .offset = offsetof(struct eval_tool_expect, failed),
+        .doc = "Count only calls that failed or were refused (true), or only those that "
+               "succeeded (false); unset: both.",
+    },
 };
 
 static int eval_tool_check(void *obj, struct cfg_error_ctx *ctx)
@@ -106,6 +113,7 @@ static int eval_tool_check(void *obj, struct cfg_error_ctx *ctx)
 	struct eval_tool_expect *t = obj;
 
 	t->count_given = cfg_where(ctx, "count", NULL, NULL);
+	t->failed_given = cfg_where(ctx, "failed", NULL, NULL);
 	return 0;
 }
 
@@ -824,7 +832,8 @@ static int eval_check_tools(const struct eval_case *c, const struct eval_observe
 		for (size_t k = 0; k < o->n_calls; k++)
 			if (strcmp(o->calls[k].name, t->name) == 0 &&
 			    (!t->input_contains ||
-			     eval_input_holds(o->calls[k].input, t->input_contains)))
+			     eval_input_holds(o->calls[k].input, t->input_contains)) &&
+			    (!t->failed_given || o->calls[k].is_error == t->failed))
 				n++;
 		ok = t->count_given ? n == t->count : n > 0;
 		if (ok)
@@ -842,6 +851,8 @@ static int eval_check_tools(const struct eval_case *c, const struct eval_observe
 			buf_puts(&what, " with input containing ");
 			eval_quote(&what, t->input_contains);
 		}
+		if (t->failed_given)
+			buf_puts(&what, t->failed ? ", failing" : ", succeeding");
 		buf_printf(&seen, "%lld matching call%s; ", (long long)n, n == 1 ? "" : "s");
 		eval_calls_seen(&seen, o);
 		failed++;

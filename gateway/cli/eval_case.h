@@ -35,6 +35,8 @@ struct eval_tool_expect {
 	int64_t count;        /* calls that fit (see count_given) */
 	bool count_given;     /* exactly count calls; else at least one */
 	char *input_contains; /* only calls whose input holds this text count; may be NULL */
+	bool failed;          /* only calls that failed (true) or succeeded (false) count ... */
+	bool failed_given;    /* ... when given */
 };
 
 struct eval_file_expect {
