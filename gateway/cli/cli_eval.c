@@ -488,7 +488,9 @@ static void eval_run_case(struct cli_eval *e, struct eval_result *r)
 		eval_set_error(r, "the temporary directory's path is too long");
 		goto out;
 	}
-	rc = eval_tree_copy(e->workspace, ws, why, sizeof why);
+	/* The cases are the examiner's: the agent under test does not get to
+	 * read the expected answers. */
+	rc = eval_tree_copy(e->workspace, ws, "evals", why, sizeof why);
 	if (rc) {
 		eval_set_error(r, "cannot copy the workspace: %s", why);
 		goto out;

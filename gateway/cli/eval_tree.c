@@ -22,6 +22,7 @@ struct eval_tree {
 	int64_t bytes;
 	char *why;
 	size_t why_size;
+	const char *skip; /* a name left out of the top level */
 };
 
 static int eval_tree_fail(struct eval_tree *t, int rc, const char *what, const char *name)
@@ -106,6 +107,8 @@ static int eval_copy_dir(struct eval_tree *t, int sfd, int dfd, int depth)
 
 		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 			continue;
+		if (depth == 0 && t->skip && strcmp(name, t->skip) == 0)
+			continue;
 		if (++t->entries > EVAL_TREE_ENTRIES_MAX) {
 			rc = eval_tree_fail(t, SB_ERR_TOOBIG,
 			                    "the workspace has more than 200000 entries at", name);
@@ -156,9 +159,10 @@ static int eval_copy_dir(struct eval_tree *t, int sfd, int dfd, int depth)
 	return rc;
 }
 
-int eval_tree_copy(const char *src, const char *dst, char *why, size_t why_size)
+int eval_tree_copy(const char *src, const char *dst, const char *skip, char *why,
+                   size_t why_size)
 {
-	struct eval_tree t = {.why = why, .why_size = why_size};
+	struct eval_tree t = {.why = why, .why_size = why_size, .skip = skip};
 	int sfd = -1, dfd = -1, rc;
 
 	why[0] = '\0';

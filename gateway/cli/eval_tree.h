@@ -18,11 +18,12 @@
  * directories, regular files (their permission bits, without set-id bits)
  * and symbolic links as links (their targets are not read, so a link that
  * points outside src copies nothing from there). Other kinds (sockets,
- * FIFOs, devices) are left out. Past a limit above, or on any error, the
- * partial copy stays for the caller to remove and why says what failed.
- * Returns SB_OK, SB_ERR_TOOBIG, SB_ERR_EXISTS (dst exists), SB_ERR_IO,
- * SB_ERR_NOMEM. */
-int eval_tree_copy(const char *src, const char *dst, char *why, size_t why_size);
+ * FIFOs, devices) are left out, and so is the entry of src's top level named
+ * skip (may be NULL). Past a limit above, or on any error, the partial copy
+ * stays for the caller to remove and why says what failed. Returns SB_OK,
+ * SB_ERR_TOOBIG, SB_ERR_EXISTS (dst exists), SB_ERR_IO, SB_ERR_NOMEM. */
+int eval_tree_copy(const char *src, const char *dst, const char *skip, char *why,
+                   size_t why_size);
 
 /* Removes the tree at path, never following a symbolic link; directories a
  * run made read-only are made writable first. A missing path is SB_OK.

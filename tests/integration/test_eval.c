@@ -93,7 +93,8 @@ static const char CASES[] =
     "    expect:\n"
     "      tools: [{name: ls, count: 1}]\n"
     "      files: [{path: notes.md, exists: false}]\n"
-    "      answer_not_contains: [\"notes.md\"]\n";
+    "      answer_contains: [\"AGENTS.md\"]\n"
+    "      answer_not_contains: [\"notes.md\", \"evals/\"]\n";
 
 static const char CONVERSATION[] = "turns:\n"
                                    "  - \"my name is Ana\"\n"

@@ -444,8 +444,12 @@ static void test_tree(void **state)
 	assert_int_equal(harness_write_file(path, "kept"), 0);
 	snprintf(path, sizeof path, "%s/ro", src);
 	assert_int_equal(chmod(path, 0555), 0);
+	snprintf(path, sizeof path, "%s/skipped", src);
+	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof path, "%s/sub/skipped", src);
+	assert_int_equal(harness_write_file(path, "only the top level is skipped"), 0);
 
-	assert_int_equal(eval_tree_copy(src, dst, why, sizeof why), SB_OK);
+	assert_int_equal(eval_tree_copy(src, dst, "skipped", why, sizeof why), SB_OK);
 	snprintf(path, sizeof path, "%s/sub/run.sh", dst);
 	assert_int_equal(stat(path, &st), 0);
 	assert_int_equal(st.st_mode & 07777, 0755); /* no set-id bit */
@@ -461,8 +465,12 @@ static void test_tree(void **state)
 	assert_non_null(fgets(buf, sizeof buf, fp));
 	fclose(fp);
 	assert_string_equal(buf, "kept");
+	snprintf(path, sizeof path, "%s/skipped", dst);
+	assert_int_not_equal(lstat(path, &st), 0);
+	snprintf(path, sizeof path, "%s/sub/skipped", dst);
+	assert_int_equal(lstat(path, &st), 0);
 	/* A second copy to the same place is refused. */
-	assert_int_equal(eval_tree_copy(src, dst, why, sizeof why), SB_ERR_EXISTS);
+	assert_int_equal(eval_tree_copy(src, dst, NULL, why, sizeof why), SB_ERR_EXISTS);
 
 	/* Removal: read-only directories and links (not their targets). */
 	assert_int_equal(eval_tree_remove(dst), SB_OK);
