@@ -299,6 +299,14 @@ static void test_all_pass(void **state)
 	(void)state;
 	ws_put("evals/basic.yaml", CASES);
 	ws_put("evals/conversation.yaml", CONVERSATION);
+	/* Subdirectories of evals/ are not case files (a model's script). */
+	{
+		char sub[1024];
+
+		snprintf(sub, sizeof sub, "%s/evals/model", fx.ws);
+		assert_int_equal(mkdir(sub, 0755), 0);
+	}
+	ws_put("evals/model/script.yaml", "steps: [{text: not a case}]\n");
 	commit_all(fx.commit);
 	home_entries = (size_t)entries(fx.home);
 	snprintf(model, sizeof model, "scripted:%s", fx.script);
