@@ -545,18 +545,77 @@ static int eval_suite_add(struct eval_suite *s, struct eval_case *in, const char
 	return SB_OK;
 }
 
-/* Loads one file's cases into s (grown as needed); errors go to errs. */
-static int eval_load_file(struct eval_suite *s, size_t *cap, int root, const char *name,
-                          const char *dir, const char *shown, struct cfg_errors *errs)
+int eval_suite_new(struct eval_suite **out)
 {
-	char file[BENEATH_PATH_MAX + 64], stem[256];
+	struct eval_suite *s = calloc(1, sizeof *s);
+
+	*out = NULL;
+	if (!s || !(s->cases = calloc(EVAL_CASES_MAX, sizeof *s->cases))) {
+		free(s);
+		return SB_ERR_NOMEM;
+	}
+	*out = s;
+	return SB_OK;
+}
+
+int eval_suite_add_text(struct eval_suite *s, const char *text, size_t len, const char *file,
+                        const char *stem, struct cfg_errors *errs)
+{
 	struct eval_case in;
 	struct cfg_doc *doc = NULL;
+	const char *stem_field = stem; /* as the schema's validator takes a field */
+	int rc, arc;
+
+	memset(&in, 0, sizeof in);
+	rc = cfg_doc_parse_literal(text, len, file, &doc, errs);
+	if (rc == SB_ERR_NOMEM || !doc)
+		goto out;
+	arc = cfg_apply(doc, &eval_file_section, &in, errs);
+	if (rc == SB_OK || arc == SB_ERR_NOMEM)
+		rc = arc;
+	if (rc)
+		goto out;
+	if (in.cases) {
+		for (size_t i = 0; i < in.n_cases && rc == SB_OK; i++) {
+			if (s->n_cases == EVAL_CASES_MAX) {
+				rc = SB_ERR_CONFIG;
+				eval_file_error(errs, file, "keep at most 1000 cases in evals/",
+				                "too many cases");
+				break;
+			}
+			rc = eval_suite_add(s, &in.cases[i], file, stem);
+		}
+	} else if (s->n_cases == EVAL_CASES_MAX) {
+		rc = SB_ERR_CONFIG;
+		eval_file_error(errs, file, "keep at most 1000 cases in evals/", "too many cases");
+	} else if (!in.name && eval_check_name(&stem_field)) {
+		rc = SB_ERR_CONFIG;
+		eval_file_error(errs, file, "rename the file, or give the case a name:",
+		                "the file name is not a valid case name");
+	} else {
+		rc = eval_suite_add(s, &in, file, stem);
+	}
+out:
+	for (size_t i = 0; i < in.n_cases; i++) {
+		eval_patterns_free(&in.cases[i]);
+		free(in.cases[i].file);
+	}
+	eval_patterns_free(&in);
+	free(in.file);
+	cfg_release(&eval_file_section, &in);
+	cfg_doc_free(doc);
+	return rc;
+}
+
+/* Loads one file's cases into s; errors go to errs. */
+static int eval_load_file(struct eval_suite *s, int root, const char *name, const char *shown,
+                          struct cfg_errors *errs)
+{
+	char file[BENEATH_PATH_MAX + 64], stem[256];
 	struct buf text;
 	size_t dot = strrchr(name, '.') - name;
 	int rc;
 
-	memset(&in, 0, sizeof in);
 	buf_init(&text, EVAL_FILE_MAX);
 	if (strcmp(shown, ".") == 0)
 		snprintf(file, sizeof file, "evals/%s", name);
@@ -574,49 +633,9 @@ static int eval_load_file(struct eval_suite *s, size_t *cap, int root, const cha
 		                : rc == SB_ERR_PERM ? "not a regular file inside the workspace"
 		                                    : "cannot be read");
 		rc = rc == SB_ERR_NOMEM ? rc : SB_ERR_CONFIG;
-		goto out;
-	}
-	rc = cfg_doc_parse(text.data ? text.data : "", text.len, file, dir, &doc, errs);
-	if (rc == SB_ERR_NOMEM || !doc)
-		goto out;
-	{
-		int arc = cfg_apply(doc, &eval_file_section, &in, errs);
-
-		if (rc == SB_OK || arc == SB_ERR_NOMEM)
-			rc = arc;
-	}
-	if (rc)
-		goto out;
-	if (in.cases) {
-		for (size_t i = 0; i < in.n_cases && rc == SB_OK; i++) {
-			if (s->n_cases == *cap) {
-				rc = SB_ERR_CONFIG;
-				eval_file_error(errs, file, "keep at most 1000 cases in evals/",
-				                "too many cases");
-				break;
-			}
-			rc = eval_suite_add(s, &in.cases[i], file, stem);
-		}
-	} else if (s->n_cases == *cap) {
-		rc = SB_ERR_CONFIG;
-		eval_file_error(errs, file, "keep at most 1000 cases in evals/", "too many cases");
 	} else {
-		rc = eval_suite_add(s, &in, file, stem);
-		if (rc == SB_OK && eval_check_name(&s->cases[s->n_cases - 1].name)) {
-			eval_file_error(errs, file, "rename the file, or give the case a name:",
-			                "the file name is not a valid case name");
-			rc = SB_ERR_CONFIG;
-		}
+		rc = eval_suite_add_text(s, text.data ? text.data : "", text.len, file, stem, errs);
 	}
-out:
-	for (size_t i = 0; i < in.n_cases; i++)
-		eval_patterns_free(&in.cases[i]);
-	eval_patterns_free(&in);
-	for (size_t i = 0; i < in.n_cases; i++)
-		free(in.cases[i].file);
-	free(in.file);
-	cfg_release(&eval_file_section, &in);
-	cfg_doc_free(doc);
 	buf_free(&text);
 	return rc;
 }
@@ -626,7 +645,7 @@ int eval_suite_load(const char *dir, const char *shown, struct eval_suite **out,
 {
 	struct eval_suite *s = NULL;
 	char **names = NULL, msg[BENEATH_PATH_MAX + 64];
-	size_t n_names = 0, cap = EVAL_CASES_MAX;
+	size_t n_names = 0;
 	struct dirent *de;
 	DIR *d = NULL;
 	int root = -1, rc, frc;
@@ -649,10 +668,11 @@ int eval_suite_load(const char *dir, const char *shown, struct eval_suite **out,
 		rc = rc == SB_ERR_NOTFOUND ? SB_ERR_NOTFOUND : SB_ERR_CONFIG;
 		goto out;
 	}
+	rc = eval_suite_new(&s);
+	if (rc)
+		goto out;
 	rc = SB_ERR_NOMEM;
-	s = calloc(1, sizeof *s);
-	if (!s || !(s->cases = calloc(cap, sizeof *s->cases)) ||
-	    !(names = calloc(EVAL_FILES_MAX, sizeof *names)))
+	if (!(names = calloc(EVAL_FILES_MAX, sizeof *names)))
 		goto out;
 	while ((de = readdir(d))) {
 		if (!eval_case_file_name(de->d_name))
@@ -669,7 +689,7 @@ int eval_suite_load(const char *dir, const char *shown, struct eval_suite **out,
 	}
 	qsort(names, n_names, sizeof *names, eval_names_cmp);
 	for (size_t i = 0; i < n_names; i++) {
-		frc = eval_load_file(s, &cap, root, names[i], dir, shown, errs);
+		frc = eval_load_file(s, root, names[i], shown, errs);
 		if (frc == SB_ERR_NOMEM)
 			goto out;
 		if (frc)

@@ -97,6 +97,15 @@ int eval_suite_load(const char *dir, const char *shown, struct eval_suite **out,
                     struct cfg_errors *errs);
 void eval_suite_free(struct eval_suite *s); /* NULL is a no-op */
 
+/* An empty suite (SB_OK or SB_ERR_NOMEM), and the cases of one case file's
+ * text added to it as eval_suite_load adds each file's: file names it in
+ * messages, stem is the name of a case that has none. SB_OK;
+ * SB_ERR_CONFIG (errs says why; cases before the problem may have been
+ * added); SB_ERR_NOMEM. Names are not checked for duplicates here. */
+int eval_suite_new(struct eval_suite **out);
+int eval_suite_add_text(struct eval_suite *s, const char *text, size_t len, const char *file,
+                        const char *stem, struct cfg_errors *errs);
+
 /* One tool call of a run, as the check sees it. */
 struct eval_tool_call {
 	const char *name;

@@ -103,12 +103,13 @@ static void test_load(void **state)
 	                        "    timeout: 2s\n"
 	                        "    expect:\n"
 	                        "      tools: [{name: ls}, {name: bash, count: 0}]\n");
+	put("evals/c-literal.yaml", "message: \"${HOME} $${x} ${file:/etc/hostname}\"\n");
 	put("evals/.hidden.yaml", "this: is not read\n");
 	put("evals/notes.txt", "not a case file\n");
 	assert_int_equal(load(&s, &errs), SB_OK);
 	assert_string_equal(errs, "");
 	free(errs);
-	assert_int_equal(s->n_cases, 3);
+	assert_int_equal(s->n_cases, 4);
 	assert_string_equal(s->cases[0].name, "first");
 	assert_string_equal(s->cases[0].channel, "cli");
 	assert_string_equal(s->cases[0].file, "evals/a-many.yml");
@@ -124,9 +125,12 @@ static void test_load(void **state)
 	assert_true(s->cases[1].expect.tools[1].count_given);
 	assert_string_equal(s->cases[2].name, "b-one");
 	assert_string_equal(s->cases[2].message, "hi");
+	/* Data, not configuration: nothing is interpolated. */
+	assert_string_equal(s->cases[3].message, "${HOME} $${x} ${file:/etc/hostname}");
 	eval_suite_free(s);
 	rm("evals/a-many.yml");
 	rm("evals/b-one.yaml");
+	rm("evals/c-literal.yaml");
 	rm("evals/.hidden.yaml");
 	rm("evals/notes.txt");
 
