@@ -14,6 +14,7 @@
 #include <fnmatch.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sodium.h>
@@ -153,6 +154,30 @@ static void cli_eval_usage(FILE *f)
 	    "            78 a configuration or case file error (file:line:col: what is wrong)\n");
 }
 
+/* ---- signals ----
+ *
+ * Ctrl-C and SIGTERM stay blocked while no loop runs (copying, checking,
+ * removing a case's directory), so they never cut those short and leave a
+ * copy behind; a case's loop takes them while it runs, and between cases a
+ * pending one stops the rest. */
+
+static void eval_signals(int how)
+{
+	sigset_t set;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGTERM);
+	pthread_sigmask(how, &set, NULL);
+}
+
+static bool eval_signal_pending(void)
+{
+	sigset_t set;
+
+	return sigpending(&set) == 0 && (sigismember(&set, SIGINT) || sigismember(&set, SIGTERM));
+}
+
 /* ---- results ---- */
 
 static void eval_result_free(struct eval_result *r)
@@ -282,6 +307,7 @@ static void eval_wind_down_cb(uv_timer_t *t)
 	uv_close((uv_handle_t *)t, NULL);
 	uv_close((uv_handle_t *)&x->deadline, NULL);
 	uv_close((uv_handle_t *)&x->next, NULL);
+	eval_signals(SIG_BLOCK);
 	uv_close((uv_handle_t *)&x->sigint, NULL);
 	uv_close((uv_handle_t *)&x->sigterm, NULL);
 	x->timers_ready = false;
@@ -305,6 +331,11 @@ static void eval_next_cb(uv_timer_t *t)
 {
 	struct eval_run *x = t->data;
 
+	if (x->e->interrupted) {
+		eval_set_error(x->r, "interrupted");
+		eval_wind_down(x);
+		return;
+	}
 	if (eval_start_turn(x) != SB_OK)
 		eval_wind_down(x);
 }
@@ -421,6 +452,7 @@ static void eval_run_close(struct eval_run *x)
 	if (x->timers_ready) {
 		uv_close((uv_handle_t *)&x->deadline, NULL);
 		uv_close((uv_handle_t *)&x->next, NULL);
+		eval_signals(SIG_BLOCK);
 		uv_close((uv_handle_t *)&x->sigint, NULL);
 		uv_close((uv_handle_t *)&x->sigterm, NULL);
 		x->timers_ready = false;
@@ -557,6 +589,8 @@ static void eval_run_case(struct cli_eval *e, struct eval_result *r)
 	x.sigint.data = x.sigterm.data = &x;
 	uv_signal_start(&x.sigint, eval_on_signal, SIGINT);
 	uv_signal_start(&x.sigterm, eval_on_signal, SIGTERM);
+	/* One that came while the copy was made arrives now, to the loop. */
+	eval_signals(SIG_UNBLOCK);
 	limit = r->c->timeout_ms ? r->c->timeout_ms : e->timeout_ms;
 	uv_timer_start(&x.deadline, eval_deadline_cb, (uint64_t)limit, 0);
 	if (eval_start_turn(&x) != SB_OK)
@@ -1149,6 +1183,7 @@ static int eval_main(struct cli_eval *e)
 	if (!e->results)
 		return CLI_EVAL_FAILED;
 	start = clock_mono_ms();
+	eval_signals(SIG_BLOCK);
 	for (size_t i = 0; i < e->suite->n_cases; i++) {
 		struct eval_result *r;
 
@@ -1156,6 +1191,8 @@ static int eval_main(struct cli_eval *e)
 			continue;
 		r = &e->results[e->n_results++];
 		r->c = &e->suite->cases[i];
+		if (eval_signal_pending())
+			e->interrupted = 1;
 		if (e->interrupted) {
 			r->outcome = EVAL_SKIPPED;
 			continue;
