@@ -368,10 +368,7 @@ static void eval_turn_done(void *ud, const struct run_outcome *o)
 	}
 	text = o->result->text ? o->result->text : "";
 	{
-		json_t *t = json_string(text);
-
-		/* The reply is recorded as the transcript holds it: UTF-8. */
-		json_array_append_new(r->replies, t ? t : json_stringn_nocheck(text, strlen(text)));
+		json_array_append_new(r->replies, eval_utf8_string(text, strlen(text)));
 	}
 	if (o->result->end != TURN_END_TURN) {
 		if (x->timed_out)

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -736,6 +737,62 @@ out:
 
 /* ---- checking ---- */
 
+/* The length of the well-formed UTF-8 sequence at p (at most left bytes),
+ * or 0: overlong forms, surrogates and code points past U+10FFFF are not. */
+static size_t eval_utf8_seq(const unsigned char *p, size_t left)
+{
+	size_t n;
+	uint32_t cp;
+
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] >= 0xC2 && p[0] <= 0xDF)
+		n = 2, cp = p[0] & 0x1F;
+	else if (p[0] >= 0xE0 && p[0] <= 0xEF)
+		n = 3, cp = p[0] & 0x0F;
+	else if (p[0] >= 0xF0 && p[0] <= 0xF4)
+		n = 4, cp = p[0] & 0x07;
+	else
+		return 0;
+	if (n > left)
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((p[i] & 0xC0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3F);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+	    (cp >= 0xD800 && cp <= 0xDFFF))
+		return 0;
+	return n;
+}
+
+json_t *eval_utf8_string(const char *s, size_t len)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	struct buf b;
+	json_t *j;
+
+	buf_init(&b, len * 3 + 1);
+	for (size_t i = 0; i < len;) {
+		size_t n = eval_utf8_seq(p + i, len - i);
+
+		if (n == 1 && p[i] == 0) {
+			buf_puts(&b, "\xEF\xBF\xBD");
+			i++;
+		} else if (n) {
+			buf_append(&b, p + i, n);
+			i += n;
+		} else {
+			buf_puts(&b, "\xEF\xBF\xBD");
+			i++;
+		}
+	}
+	j = json_stringn(b.data ? b.data : "", b.len);
+	buf_free(&b);
+	return j;
+}
+
 /* s, at most EVAL_SEEN_MAX bytes of it (cut at a UTF-8 boundary), quoted
  * into b as JSON would. */
 static void eval_quote(struct buf *b, const char *s)
@@ -749,7 +806,7 @@ static void eval_quote(struct buf *b, const char *s)
 		while (cut && ((unsigned char)s[cut] & 0xC0) == 0x80)
 			cut--;
 	}
-	j = json_stringn_nocheck(s, cut);
+	j = eval_utf8_string(s, cut);
 	q = j ? json_dumps(j, JSON_ENCODE_ANY) : NULL;
 	buf_puts(b, q ? q : "\"\"");
 	if (cut < n)

@@ -128,6 +128,11 @@ struct eval_observed {
  * files named by expectations, beneath workspace_fd, no symbolic links). */
 int eval_case_check(const struct eval_case *c, const struct eval_observed *o, json_t *failures);
 
+/* len bytes of s as a JSON string (new reference; NULL on no memory), each
+ * byte that is not part of well-formed UTF-8, and each NUL, replaced by
+ * U+FFFD: what a run produced may be anything. Any thread. */
+json_t *eval_utf8_string(const char *s, size_t len);
+
 /* The schema of one case and of a case file (a case, or cases: of them). */
 extern const struct cfg_section eval_case_section;
 extern const struct cfg_section eval_file_section;

@@ -351,7 +351,15 @@ static void test_answers(void **state)
 	assert_int_equal(json_array_size(f), 1);
 	assert_in(seen(f, 0), "matching gave up (");
 	json_decref(f);
-	/* Bytes that are not UTF-8 do not break matching. */
+	/* Bytes that are not UTF-8 are quoted as U+FFFD, and do not break matching. */
+	{
+		json_t *j = eval_utf8_string("a\xFF\xC0\x80\xED\xA0\x80\xE2\x82\xAC", 10);
+
+		assert_string_equal(json_string_value(j),
+		                    "a\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD"
+		                    "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD\xE2\x82\xAC");
+		json_decref(j);
+	}
 	f = check(c, "aa\xFF\xFE", NULL, 0);
 	assert_int_equal(json_array_size(f), 1);
 	json_decref(f);
