@@ -58,6 +58,7 @@ enum eval_outcome { EVAL_PASS, EVAL_FAIL, EVAL_ERROR, EVAL_SKIPPED };
 
 struct eval_call {
 	char id[128];
+	size_t turn;
 	char *name;
 	json_t *input;
 	bool is_error;
@@ -270,6 +271,7 @@ static void eval_tool_start(void *ud, const char *id, const char *name, const js
 	}
 	c = &r->calls[r->n_calls];
 	memset(c, 0, sizeof *c);
+	c->turn = x->turn;
 	snprintf(c->id, sizeof c->id, "%s", id ? id : "");
 	c->name = strdup(name ? name : "");
 	c->input = input ? json_deep_copy(input) : json_object();
@@ -342,7 +344,7 @@ static void eval_next_cb(uv_timer_t *t)
 
 static size_t eval_turns(const struct eval_case *c)
 {
-	return c->turns ? c->n_turns : 1;
+	return c->turns ? c->n_turns : c->steps ? c->n_steps : 1;
 }
 
 static void eval_turn_done(void *ud, const struct run_outcome *o)
@@ -403,7 +405,7 @@ static int eval_start_turn(struct eval_run *x)
 	memset(&req, 0, sizeof req);
 	req.agent_id = x->e->agent;
 	req.session_key = x->session_key;
-	req.text = c->turns ? c->turns[x->turn] : c->message;
+	req.text = c->turns ? c->turns[x->turn] : c->steps ? c->steps[x->turn].message : c->message;
 	req.channel = c->channel ? c->channel : "cli";
 	req.sender = c->sender;
 	req.group = c->group;
@@ -496,6 +498,8 @@ static void eval_run_case(struct cli_eval *e, struct eval_result *r)
 	int rc, fd = -1;
 	struct eval_observed ob;
 	struct eval_tool_call *calls = NULL;
+	const char **replies = NULL;
+	size_t n_replies = 0;
 
 	memset(&x, 0, sizeof x);
 	x.e = e;
@@ -610,18 +614,30 @@ static void eval_run_case(struct cli_eval *e, struct eval_result *r)
 	for (size_t i = 0; i < r->n_calls; i++)
 		calls[i] = (struct eval_tool_call){.name = r->calls[i].name,
 		                                   .input = r->calls[i].input,
-		                                   .is_error = r->calls[i].is_error};
+		                                   .is_error = r->calls[i].is_error,
+		                                   .turn = r->calls[i].turn};
+	n_replies = json_array_size(r->replies);
+	replies = calloc(n_replies ? n_replies : 1, sizeof *replies);
+	if (!replies) {
+		eval_set_error(r, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < n_replies; i++)
+		replies[i] = json_string_value(json_array_get(r->replies, i));
 	ob = (struct eval_observed){
 	    .answer =
 	        json_array_size(r->replies)
 	            ? json_string_value(json_array_get(r->replies, json_array_size(r->replies) - 1))
 	            : "",
+	    .replies = replies,
+	    .n_replies = n_replies,
 	    .calls = calls,
 	    .n_calls = r->n_calls,
 	    .workspace_fd = fd};
 	if (eval_case_check(r->c, &ob, r->failures) < 0)
 		eval_set_error(r, "out of memory");
 out:
+	free(replies);
 	free(calls);
 	if (fd >= 0)
 		close(fd);

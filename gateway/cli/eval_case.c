@@ -235,12 +235,96 @@ static const struct cfg_key eval_expect_keys[] = {
     },
 };
 
+static void eval_expect_patterns_free(struct eval_expect *x)
+{
+	for (size_t i = 0; i < x->n_patterns; i++)
+		pcre2_code_free(x->patterns[i]);
+	free(x->patterns);
+	x->patterns = NULL;
+	x->n_patterns = 0;
+}
+
+/* Compiles answer_matches; a pattern that does not compile is an error at
+ * its position. */
+static int eval_expect_check(void *obj, struct cfg_error_ctx *ctx)
+{
+	struct eval_expect *x = obj;
+	int n = 0;
+
+	if (!x->n_answer_matches)
+		return 0;
+	x->patterns = calloc(x->n_answer_matches, sizeof *x->patterns);
+	if (!x->patterns)
+		return 0;
+	for (size_t i = 0; i < x->n_answer_matches; i++) {
+		int err;
+		PCRE2_SIZE off;
+		char key[64], msg[256];
+		pcre2_code *re =
+		    pcre2_compile((PCRE2_SPTR)x->answer_matches[i], PCRE2_ZERO_TERMINATED,
+		                  PCRE2_UTF | PCRE2_MATCH_INVALID_UTF, &err, &off, NULL);
+
+		if (!re) {
+			if (pcre2_get_error_message(err, (PCRE2_UCHAR *)msg, sizeof msg) < 0)
+				snprintf(msg, sizeof msg, "error %d", err);
+			snprintf(key, sizeof key, "answer_matches[%zu]", i);
+			cfg_error_add(ctx, key,
+			              "a PCRE2 pattern; escape a literal ( [ { . * + ? \\",
+			              "not a valid pattern at offset %zu: %s", (size_t)off, msg);
+			n++;
+			continue;
+		}
+		x->patterns[x->n_patterns++] = re;
+	}
+	return n;
+}
+
 static const struct cfg_section eval_expect_section = {
     .name = "expectations",
     .size = sizeof(struct eval_expect),
     .keys = eval_expect_keys,
     .nkeys = sizeof eval_expect_keys / sizeof eval_expect_keys[0],
+    .check = eval_expect_check,
     .doc = "What the run must do; every expectation is checked and reported.",
+};
+
+/* A turn's: the same keys but files (the last entry), which are checked
+ * once the whole case has run. */
+static const struct cfg_section eval_turn_expect_section = {
+    .name = "turn expectations",
+    .size = sizeof(struct eval_expect),
+    .keys = eval_expect_keys,
+    .nkeys = sizeof eval_expect_keys / sizeof eval_expect_keys[0] - 1,
+    .check = eval_expect_check,
+    .doc = "What one turn must do: its tool calls and its reply.",
+};
+
+static const struct cfg_key eval_step_keys[] = {
+    {
+        .name = "message",
+        .type = CFG_STRING,
+        .offset = offsetof(struct eval_step, message),
+        .min = 1,
+        .max = 1 << 20,
+        .flags = CFG_REQUIRED,
+        .doc = "The user's message of this turn.",
+    },
+    {
+        .name = "expect",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct eval_step, expect),
+        .section = &eval_turn_expect_section,
+        .doc = "What this turn must do (tools, answer_*).",
+        .hint = "files are checked after the last turn: put them in the case's expect",
+    },
+};
+
+static const struct cfg_section eval_step_section = {
+    .name = "step",
+    .size = sizeof(struct eval_step),
+    .keys = eval_step_keys,
+    .nkeys = sizeof eval_step_keys / sizeof eval_step_keys[0],
+    .doc = "One turn of a conversation and what it must do.",
 };
 
 /* The keys of a case; a file's top level has the same keys, cases: among
@@ -274,6 +358,19 @@ static const struct cfg_key eval_case_keys[] = {
         .doc = "User messages of a conversation, each its own turn in one session; the "
                "expectations see every tool call and the last reply.",
         .hint = "a list of strings: turns: [\"first\", \"second\"]",
+    },
+    {
+        .name = "steps",
+        .type = CFG_LIST,
+        .offset = offsetof(struct eval_case, steps),
+        .count_offset = offsetof(struct eval_case, n_steps),
+        .min = 1,
+        .max = EVAL_TURNS_MAX,
+        .section = &eval_step_section,
+        .doc = "A conversation whose turns each have expectations: [{message, expect}]; "
+               "the case's own expect sees every turn and the last reply.",
+        .hint = "each entry is a mapping: - {message: \"hi\", expect: {answer_contains: "
+                "[hello]}}",
     },
     {
         .name = "timeout",
@@ -330,58 +427,37 @@ static const struct cfg_key eval_case_keys[] = {
     },
 };
 
-static void eval_patterns_free(struct eval_case *c)
+/* Frees what the loader added to a case beside the schema's fields. */
+static void eval_case_extra_free(struct eval_case *c)
 {
-	for (size_t i = 0; i < c->n_patterns; i++)
-		pcre2_code_free(c->patterns[i]);
-	free(c->patterns);
-	c->patterns = NULL;
-	c->n_patterns = 0;
+	eval_expect_patterns_free(&c->expect);
+	for (size_t i = 0; i < c->n_steps; i++)
+		eval_expect_patterns_free(&c->steps[i].expect);
+	free(c->file);
+	c->file = NULL;
 }
 
-/* The checks of a case: one of message and turns; each pattern compiles. */
+/* The checks of a case: one of message, turns and steps. */
 static int eval_case_check_in(struct eval_case *c, struct cfg_error_ctx *ctx, bool top)
 {
-	int n = 0;
+	int given = !!c->message + !!c->turns + !!c->steps;
 
 	cfg_where(ctx, NULL, &c->line, &c->col);
-	if (c->message && c->turns) {
-		cfg_error_add(ctx, "turns", "keep message: for one turn or turns: for several",
-		              "a case has message or turns, not both");
-		n++;
-	} else if (!c->message && !c->turns) {
-		cfg_error_add(ctx, NULL,
-		              top ? "add message: \"...\" (or turns:, or a cases: list)"
-		                  : "add message: \"...\" (or turns: [\"...\", \"...\"])",
-		              "a case needs a message or turns");
-		n++;
+	if (given > 1) {
+		cfg_error_add(ctx, c->steps ? "steps" : "turns",
+		              "keep message: for one turn, turns: or steps: for several",
+		              "a case has one of message, turns and steps");
+		return 1;
 	}
-	if (c->expect.n_answer_matches) {
-		c->patterns = calloc(c->expect.n_answer_matches, sizeof *c->patterns);
-		if (!c->patterns)
-			return n;
+	if (!given) {
+		cfg_error_add(
+		    ctx, NULL,
+		    top ? "add message: \"...\" (or turns:, steps:, or a cases: list)"
+		        : "add message: \"...\" (or turns: [\"...\", \"...\"], or steps:)",
+		    "a case needs a message, turns or steps");
+		return 1;
 	}
-	for (size_t i = 0; i < c->expect.n_answer_matches; i++) {
-		int err;
-		PCRE2_SIZE off;
-		char key[64], msg[256];
-		pcre2_code *re =
-		    pcre2_compile((PCRE2_SPTR)c->expect.answer_matches[i], PCRE2_ZERO_TERMINATED,
-		                  PCRE2_UTF | PCRE2_MATCH_INVALID_UTF, &err, &off, NULL);
-
-		if (!re) {
-			if (pcre2_get_error_message(err, (PCRE2_UCHAR *)msg, sizeof msg) < 0)
-				snprintf(msg, sizeof msg, "error %d", err);
-			snprintf(key, sizeof key, "expect.answer_matches[%zu]", i);
-			cfg_error_add(ctx, key,
-			              "a PCRE2 pattern; escape a literal ( [ { . * + ? \\",
-			              "not a valid pattern at offset %zu: %s", (size_t)off, msg);
-			n++;
-			continue;
-		}
-		c->patterns[c->n_patterns++] = re;
-	}
-	return n;
+	return 0;
 }
 
 static int eval_case_section_check(void *obj, struct cfg_error_ctx *ctx)
@@ -414,7 +490,7 @@ const struct cfg_section eval_case_section = {
 
 static int eval_file_section_check(void *obj, struct cfg_error_ctx *ctx)
 {
-	static const char *const case_keys[] = {"name",    "message", "turns", "timeout",
+	static const char *const case_keys[] = {"name",    "message", "turns", "steps", "timeout",
 	                                        "channel", "sender",  "group", "expect"};
 	struct eval_case *f = obj;
 	int n = 0;
@@ -443,11 +519,8 @@ const struct cfg_section eval_file_section = {
 
 static void eval_case_release(struct eval_case *c)
 {
+	eval_case_extra_free(c);
 	cfg_release(&eval_case_section, c);
-	for (size_t i = 0; i < c->n_patterns; i++)
-		pcre2_code_free(c->patterns[i]);
-	free(c->patterns);
-	free(c->file);
 }
 
 void eval_suite_free(struct eval_suite *s)
@@ -597,12 +670,9 @@ int eval_suite_add_text(struct eval_suite *s, const char *text, size_t len, cons
 		rc = eval_suite_add(s, &in, file, stem);
 	}
 out:
-	for (size_t i = 0; i < in.n_cases; i++) {
-		eval_patterns_free(&in.cases[i]);
-		free(in.cases[i].file);
-	}
-	eval_patterns_free(&in);
-	free(in.file);
+	for (size_t i = 0; i < in.n_cases; i++)
+		eval_case_extra_free(&in.cases[i]);
+	eval_case_extra_free(&in);
 	cfg_release(&eval_file_section, &in);
 	cfg_doc_free(doc);
 	return rc;
@@ -868,46 +938,56 @@ static bool eval_input_holds(const json_t *input, const char *needle)
 }
 
 /* The calls of the run, for a failure: "ls {}, write {...}" (bounded). */
-static void eval_calls_seen(struct buf *b, const struct eval_observed *o)
+/* Whether call k is in the scope of a check: every turn (turn < 0) or one. */
+static bool eval_in_turn(const struct eval_observed *o, size_t k, long turn)
 {
-	size_t start = b->len;
+	return turn < 0 || o->calls[k].turn == (size_t)turn;
+}
 
-	if (!o->n_calls) {
+/* The calls in scope, for a failure: "ls {}, write {...}" (bounded). */
+static void eval_calls_seen(struct buf *b, const struct eval_observed *o, long turn)
+{
+	size_t start = b->len, shown = 0, all = 0;
+
+	for (size_t i = 0; i < o->n_calls; i++)
+		all += eval_in_turn(o, i, turn);
+	if (!all) {
 		buf_puts(b, "no tool calls");
 		return;
 	}
 	buf_puts(b, "calls: ");
 	for (size_t i = 0; i < o->n_calls; i++) {
-		char *in = o->calls[i].input
-		               ? json_dumps(o->calls[i].input,
-		                            JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY)
-		               : NULL;
+		char *in;
 
+		if (!eval_in_turn(o, i, turn))
+			continue;
 		if (b->len - start > EVAL_SEEN_MAX) {
-			buf_printf(b, ", ... (%zu in all)", o->n_calls);
-			free(in);
+			buf_printf(b, ", ... (%zu in all)", all);
 			break;
 		}
-		buf_printf(b, "%s%s %.120s%s%s", i ? ", " : "", o->calls[i].name, in ? in : "{}",
-		           in && strlen(in) > 120 ? "..." : "",
+		in = o->calls[i].input ? json_dumps(o->calls[i].input,
+		                                    JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY)
+		                       : NULL;
+		buf_printf(b, "%s%s %.120s%s%s", shown++ ? ", " : "", o->calls[i].name,
+		           in ? in : "{}", in && strlen(in) > 120 ? "..." : "",
 		           o->calls[i].is_error ? " (failed)" : "");
 		free(in);
 	}
 }
 
-static int eval_check_tools(const struct eval_case *c, const struct eval_observed *o,
+static int eval_check_tools(const struct eval_expect *x, const struct eval_observed *o, long turn,
                             json_t *failures)
 {
 	int failed = 0;
 
-	for (size_t i = 0; i < c->expect.n_tools; i++) {
-		const struct eval_tool_expect *t = &c->expect.tools[i];
+	for (size_t i = 0; i < x->n_tools; i++) {
+		const struct eval_tool_expect *t = &x->tools[i];
 		struct buf what, seen;
 		int64_t n = 0;
 		bool ok;
 
 		for (size_t k = 0; k < o->n_calls; k++)
-			if (strcmp(o->calls[k].name, t->name) == 0 &&
+			if (eval_in_turn(o, k, turn) && strcmp(o->calls[k].name, t->name) == 0 &&
 			    (!t->input_contains ||
 			     eval_input_holds(o->calls[k].input, t->input_contains)) &&
 			    (!t->failed_given || o->calls[k].is_error == t->failed))
@@ -931,7 +1011,7 @@ static int eval_check_tools(const struct eval_case *c, const struct eval_observe
 		if (t->failed_given)
 			buf_puts(&what, t->failed ? ", failing" : ", succeeding");
 		buf_printf(&seen, "%lld matching call%s; ", (long long)n, n == 1 ? "" : "s");
-		eval_calls_seen(&seen, o);
+		eval_calls_seen(&seen, o, turn);
 		failed++;
 		if (eval_fail(failures, what.data ? what.data : "", seen.data ? seen.data : "") < 0)
 			failed = -1;
@@ -962,31 +1042,29 @@ static int eval_fail_quoted(json_t *failures, const char *label, const char *nee
 	return r;
 }
 
-static int eval_check_answer(const struct eval_case *c, const struct eval_observed *o,
-                             json_t *failures)
+static int eval_check_answer(const struct eval_expect *x, const char *answer, json_t *failures)
 {
-	const char *answer = o->answer ? o->answer : "";
 	pcre2_match_context *mctx = NULL;
 	pcre2_match_data *md = NULL;
 	int failed = 0, r;
 
-	for (size_t i = 0; i < c->expect.n_answer_contains; i++)
-		if (!strstr(answer, c->expect.answer_contains[i])) {
-			r = eval_fail_quoted(failures, "answer contains ",
-			                     c->expect.answer_contains[i], "answer: ", answer);
+	for (size_t i = 0; i < x->n_answer_contains; i++)
+		if (!strstr(answer, x->answer_contains[i])) {
+			r = eval_fail_quoted(failures, "answer contains ", x->answer_contains[i],
+			                     "answer: ", answer);
 			if (r < 0)
 				return -1;
 			failed++;
 		}
-	for (size_t i = 0; i < c->expect.n_answer_not_contains; i++)
-		if (strstr(answer, c->expect.answer_not_contains[i])) {
+	for (size_t i = 0; i < x->n_answer_not_contains; i++)
+		if (strstr(answer, x->answer_not_contains[i])) {
 			r = eval_fail_quoted(failures, "answer does not contain ",
-			                     c->expect.answer_not_contains[i], "answer: ", answer);
+			                     x->answer_not_contains[i], "answer: ", answer);
 			if (r < 0)
 				return -1;
 			failed++;
 		}
-	if (!c->n_patterns)
+	if (!x->n_patterns)
 		return failed;
 	mctx = pcre2_match_context_create(NULL);
 	md = pcre2_match_data_create(1, NULL);
@@ -997,22 +1075,22 @@ static int eval_check_answer(const struct eval_case *c, const struct eval_observ
 	pcre2_set_match_limit(mctx, EVAL_MATCH_LIMIT);
 	pcre2_set_depth_limit(mctx, EVAL_DEPTH_LIMIT);
 	pcre2_set_heap_limit(mctx, 20000); /* KiB */
-	for (size_t i = 0; i < c->n_patterns; i++) {
+	for (size_t i = 0; i < x->n_patterns; i++) {
 		int m =
-		    pcre2_match(c->patterns[i], (PCRE2_SPTR)answer, strlen(answer), 0, 0, md, mctx);
+		    pcre2_match(x->patterns[i], (PCRE2_SPTR)answer, strlen(answer), 0, 0, md, mctx);
 		char why[256], label[300];
 
 		if (m >= 0)
 			continue;
 		if (m == PCRE2_ERROR_NOMATCH) {
-			r = eval_fail_quoted(failures, "answer matches ",
-			                     c->expect.answer_matches[i], "answer: ", answer);
+			r = eval_fail_quoted(failures, "answer matches ", x->answer_matches[i],
+			                     "answer: ", answer);
 		} else {
 			if (pcre2_get_error_message(m, (PCRE2_UCHAR *)why, sizeof why) < 0)
 				snprintf(why, sizeof why, "error %d", m);
 			snprintf(label, sizeof label, "matching gave up (%s); answer: ", why);
-			r = eval_fail_quoted(failures, "answer matches ",
-			                     c->expect.answer_matches[i], label, answer);
+			r = eval_fail_quoted(failures, "answer matches ", x->answer_matches[i],
+			                     label, answer);
 		}
 		if (r < 0) {
 			failed = -1;
@@ -1052,13 +1130,13 @@ static int eval_read_beneath(int root, const char *path, struct buf *b)
 	return rc;
 }
 
-static int eval_check_files(const struct eval_case *c, const struct eval_observed *o,
+static int eval_check_files(const struct eval_expect *x, const struct eval_observed *o,
                             json_t *failures)
 {
 	int failed = 0;
 
-	for (size_t i = 0; i < c->expect.n_files; i++) {
-		const struct eval_file_expect *f = &c->expect.files[i];
+	for (size_t i = 0; i < x->n_files; i++) {
+		const struct eval_file_expect *f = &x->files[i];
 		char what[BENEATH_PATH_MAX + 64], label[BENEATH_PATH_MAX + 64];
 		struct stat st;
 		struct buf text;
@@ -1122,18 +1200,56 @@ static int eval_check_files(const struct eval_case *c, const struct eval_observe
 	return failed;
 }
 
+/* Puts "turn N: " before the expectations failures holds from index from. */
+static int eval_prefix_turn(json_t *failures, size_t from, size_t turn)
+{
+	for (size_t i = from; i < json_array_size(failures); i++) {
+		json_t *f = json_array_get(failures, i);
+		char *what = NULL;
+		const char *old = json_string_value(json_object_get(f, "expectation"));
+		struct buf b;
+
+		buf_init(&b, 16384);
+		buf_printf(&b, "turn %zu: %s", turn + 1, old ? old : "");
+		what = b.data ? buf_steal(&b) : NULL;
+		buf_free(&b);
+		if (!what || json_object_set_new(f, "expectation", json_string(what))) {
+			free(what);
+			return -1;
+		}
+		free(what);
+	}
+	return 0;
+}
+
 int eval_case_check(const struct eval_case *c, const struct eval_observed *o, json_t *failures)
 {
-	int a, b, f;
+	int n = 0, r;
 
-	a = eval_check_tools(c, o, failures);
-	if (a < 0)
+	for (size_t i = 0; i < c->n_steps; i++) {
+		size_t before = json_array_size(failures);
+		const char *reply =
+		    o->replies && i < o->n_replies && o->replies[i] ? o->replies[i] : "";
+
+		r = eval_check_tools(&c->steps[i].expect, o, (long)i, failures);
+		if (r < 0)
+			return -1;
+		n += r;
+		r = eval_check_answer(&c->steps[i].expect, reply, failures);
+		if (r < 0 || eval_prefix_turn(failures, before, i) < 0)
+			return -1;
+		n += r;
+	}
+	r = eval_check_tools(&c->expect, o, -1, failures);
+	if (r < 0)
 		return -1;
-	b = eval_check_answer(c, o, failures);
-	if (b < 0)
+	n += r;
+	r = eval_check_answer(&c->expect, o->answer ? o->answer : "", failures);
+	if (r < 0)
 		return -1;
-	f = eval_check_files(c, o, failures);
-	if (f < 0)
+	n += r;
+	r = eval_check_files(&c->expect, o, failures);
+	if (r < 0)
 		return -1;
-	return a + b + f;
+	return n + r;
 }

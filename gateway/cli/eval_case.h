@@ -57,15 +57,26 @@ struct eval_expect {
 	size_t n_answer_not_contains;
 	char **answer_matches;
 	size_t n_answer_matches;
-	struct eval_file_expect *files;
+	struct eval_file_expect *files; /* a case's only, checked after its last turn */
 	size_t n_files;
+	/* Filled by the loader: pcre2_code * per answer_matches. */
+	void **patterns;
+	size_t n_patterns;
+};
+
+/* One turn of a conversation with what that turn must do. */
+struct eval_step {
+	char *message;
+	struct eval_expect expect; /* tools and answer_*: that turn's calls and reply */
 };
 
 struct eval_case {
 	char *name;
 	char *message; /* one user message, or ... */
-	char **turns;  /* ... several, one turn each, in one session */
+	char **turns;  /* ... several, one turn each, in one session, or ... */
 	size_t n_turns;
+	struct eval_step *steps; /* ... several, each with expectations of its own */
+	size_t n_steps;
 	int64_t timeout_ms; /* the whole case; 0: the command's --timeout */
 	char *channel;      /* for the permission rules; "cli" (the operator) by default */
 	char *sender;       /* may be NULL */
@@ -75,10 +86,8 @@ struct eval_case {
 	struct eval_case *cases;
 	size_t n_cases;
 	/* Filled by the loader. */
-	int line, col;   /* where the case starts in its file */
-	void **patterns; /* pcre2_code *, one per answer_matches */
-	size_t n_patterns;
-	char *file; /* as messages show it: "<workspace>/evals/x.yaml" */
+	int line, col; /* where the case starts in its file */
+	char *file;    /* as messages show it: "<workspace>/evals/x.yaml" */
 };
 
 struct eval_suite {
@@ -111,11 +120,14 @@ struct eval_tool_call {
 	const char *name;
 	const json_t *input; /* borrowed */
 	bool is_error;
+	size_t turn; /* 0-based */
 };
 
 /* What a run of a case produced. */
 struct eval_observed {
-	const char *answer; /* the reply of the last turn ("" when none) */
+	const char *answer;         /* the reply of the last turn ("" when none) */
+	const char *const *replies; /* each turn's reply (steps:); may be NULL */
+	size_t n_replies;
 	const struct eval_tool_call *calls;
 	size_t n_calls;
 	int workspace_fd; /* the run's workspace (a directory fd) */

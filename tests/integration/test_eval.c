@@ -419,7 +419,7 @@ static void test_bad_case_files(void **state)
 	assert_int_equal(eval(&out, "--model", model, NULL), 78);
 	assert_has(&out,
 	           "evals/bad.yaml:2:1: mesage: unknown key (hint: did you mean \"message\"?)");
-	assert_has(&out, "evals/bad.yaml:1:1: a case needs a message or turns");
+	assert_has(&out, "evals/bad.yaml:1:1: a case needs a message, turns or steps");
 	assert_has(&out, "evals/bad.yaml:4:20: expect.answer_matches[0]: not a valid pattern");
 	assert_has(&out, "evals/bad.yaml:5:32: expect.tools[0].count: expected an integer from 0");
 	assert_has(&out, "evals/bad.yaml:6:18: expect.files[0].path: may not contain \"..\"");
@@ -444,7 +444,7 @@ static void test_bad_case_files(void **state)
 
 	ws_put("evals/bad.yaml", "message: hi\nturns: [a, b]\nexpect: {answer_contains: x}\n");
 	assert_int_equal(eval(&out, "--model", model, NULL), 78);
-	assert_has(&out, "a case has message or turns, not both");
+	assert_has(&out, "a case has one of message, turns and steps");
 	assert_has(
 	    &out,
 	    "evals/bad.yaml:3:27: expect.answer_contains: expected a list of strings, found \"x\"");
@@ -533,6 +533,54 @@ static void test_timeout_and_dirty(void **state)
 	buf_free(&out);
 }
 
+/* A conversation whose turns each have expectations: each turn's tools and
+ * reply are its own, the files are those after the last turn. */
+static void test_steps(void **state)
+{
+	char model[800];
+	struct buf out;
+	const char *steps = "name: steps\n"
+	                    "steps:\n"
+	                    "  - message: \"note this: buy milk\"\n"
+	                    "    expect:\n"
+	                    "      tools: [{name: write, count: 1}, {name: ls, count: 0}]\n"
+	                    "      answer_contains: [Noted]\n"
+	                    "  - message: \"list files\"\n"
+	                    "    expect:\n"
+	                    "      tools: [{name: ls, count: 1}, {name: write, count: 0}]\n"
+	                    "      answer_contains: [notes.md]\n"
+	                    "expect:\n"
+	                    "  tools: [{name: write, count: 1}, {name: ls, count: 1}]\n"
+	                    "  answer_contains: [notes.md]\n"
+	                    "  files: [{path: notes.md, contains: [milk]}]\n";
+
+	(void)state;
+	snprintf(model, sizeof model, "scripted:%s", fx.script);
+	ws_put("evals/steps.yaml", steps);
+	buf_init(&out, 1 << 20);
+	assert_int_equal(eval(&out, "--model", model, "--case", "steps", NULL), 0);
+	assert_has(&out, "1 case: 1 passed");
+	/* The first turn's reply does not hold what the second's does. */
+	ws_put("evals/steps.yaml",
+	       "name: steps\n"
+	       "steps:\n"
+	       "  - message: \"note this: buy milk\"\n"
+	       "    expect: {answer_contains: [notes.md], tools: [{name: ls}]}\n"
+	       "  - message: \"list files\"\n");
+	assert_int_equal(eval(&out, "--model", model, "--case", "steps", NULL), 1);
+	assert_has(&out, "expected turn 1: tool ls called; seen 0 matching calls; calls: write "
+	                 "{\"content\":\"buy milk\\n\",\"path\":\"notes.md\"}");
+	assert_has(&out, "expected turn 1: answer contains \"notes.md\"; seen answer: \"Noted.\"");
+	/* Files belong to the case: a turn's expect has none. */
+	ws_put("evals/steps.yaml", "steps:\n"
+	                           "  - message: hi\n"
+	                           "    expect: {files: [{path: x}]}\n");
+	assert_int_equal(eval(&out, "--model", model, "--case", "steps", NULL), 78);
+	assert_has(&out, "evals/steps.yaml:3:14: steps[0].expect.files: unknown key");
+	ws_rm("evals/steps.yaml");
+	buf_free(&out);
+}
+
 /* The agent's own sandbox runs its commands: the copy is writable, the
  * operator's configuration is out of sight. */
 static void test_sandboxed_command(void **state)
@@ -615,13 +663,10 @@ static void test_without_configuration(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_all_pass),
-	    cmocka_unit_test(test_failure_reported),
-	    cmocka_unit_test(test_bad_case_files),
-	    cmocka_unit_test(test_symlink_outside),
-	    cmocka_unit_test(test_timeout_and_dirty),
-	    cmocka_unit_test(test_sandboxed_command),
-	    cmocka_unit_test(test_without_configuration),
+	    cmocka_unit_test(test_all_pass),          cmocka_unit_test(test_failure_reported),
+	    cmocka_unit_test(test_bad_case_files),    cmocka_unit_test(test_symlink_outside),
+	    cmocka_unit_test(test_timeout_and_dirty), cmocka_unit_test(test_steps),
+	    cmocka_unit_test(test_sandboxed_command), cmocka_unit_test(test_without_configuration),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

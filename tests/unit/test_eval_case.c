@@ -262,7 +262,7 @@ static void test_tools(void **state)
 	json_t *in_w = json_pack("{ss ss}", "path", "notes/today.md", "content", "a \"quoted\" x");
 	json_t *in_b = json_pack("{ss}", "command", "rm -rf /");
 	struct eval_tool_call calls[] = {
-	    {"write", in_w, false}, {"bash", in_b, true}, {"write", in_w, false}};
+	    {"write", in_w, false, 0}, {"bash", in_b, true, 0}, {"write", in_w, false, 1}};
 	json_t *f;
 
 	(void)state;
