@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agents/models.h"
@@ -101,6 +102,7 @@ struct cli_eval {
 	char commit[41];
 	bool dirty;
 	bool git;
+	char started[32]; /* UTC, "2026-12-03T13:57:00" */
 	volatile sig_atomic_t interrupted;
 	struct eval_suite *suite;
 	struct eval_result *results;
@@ -797,6 +799,12 @@ static void eval_print_json(const struct cli_eval *e, int64_t total_ms)
 	              "failed", (json_int_t)counts[EVAL_FAIL], "errors",
 	              (json_int_t)counts[EVAL_ERROR], "skipped", (json_int_t)counts[EVAL_SKIPPED],
 	              "duration_ms", (json_int_t)total_ms);
+	if (o) {
+		char started[40];
+
+		snprintf(started, sizeof started, "%sZ", e->started);
+		json_object_set_new(o, "started", json_string(started));
+	}
 	s = o ? json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
 	if (s)
 		printf("%s\n", s);
@@ -880,7 +888,7 @@ static void eval_xml(struct buf *b, const char *s)
 static int eval_write_junit(const struct cli_eval *e, int64_t total_ms)
 {
 	struct buf b;
-	char tmp[PATH_MAX + 16], ver[128];
+	char tmp[PATH_MAX + 16], ver[128], host[256];
 	size_t counts[4] = {0};
 	int fd = -1, rc = SB_ERR_IO;
 
@@ -894,13 +902,18 @@ static int eval_write_junit(const struct cli_eval *e, int64_t total_ms)
 	           "errors=\"%zu\" skipped=\"%zu\" time=\"%.3f\">\n",
 	           e->n_results, counts[EVAL_FAIL], counts[EVAL_ERROR], counts[EVAL_SKIPPED],
 	           (double)total_ms / 1000.0);
+	if (gethostname(host, sizeof host) != 0)
+		snprintf(host, sizeof host, "localhost");
+	host[sizeof host - 1] = '\0';
 	buf_puts(&b, "  <testsuite name=\"");
 	eval_xml(&b, e->agent);
 	buf_printf(&b,
 	           "\" tests=\"%zu\" failures=\"%zu\" errors=\"%zu\" skipped=\"%zu\" "
-	           "time=\"%.3f\">\n    <properties>\n",
+	           "time=\"%.3f\" timestamp=\"%s\" hostname=\"",
 	           e->n_results, counts[EVAL_FAIL], counts[EVAL_ERROR], counts[EVAL_SKIPPED],
-	           (double)total_ms / 1000.0);
+	           (double)total_ms / 1000.0, e->started);
+	eval_xml(&b, host);
+	buf_puts(&b, "\">\n    <properties>\n");
 	buf_puts(&b, "      <property name=\"agent\" value=\"");
 	eval_xml(&b, e->agent);
 	buf_puts(&b, "\"/>\n      <property name=\"workspace\" value=\"");
@@ -1196,6 +1209,14 @@ static int eval_main(struct cli_eval *e)
 	if (!e->results)
 		return CLI_EVAL_FAILED;
 	start = clock_mono_ms();
+	{
+		time_t now = time(NULL);
+		struct tm tm;
+
+		if (!gmtime_r(&now, &tm) ||
+		    !strftime(e->started, sizeof e->started, "%Y-%m-%dT%H:%M:%S", &tm))
+			snprintf(e->started, sizeof e->started, "1970-01-01T00:00:00");
+	}
 	eval_signals(SIG_BLOCK);
 	for (size_t i = 0; i < e->suite->n_cases; i++) {
 		struct eval_result *r;

@@ -335,6 +335,8 @@ static void test_all_pass(void **state)
 	buf_init(&xml, 1 << 20);
 	assert_int_equal(harness_read_file(junit, &xml), 0);
 	assert_has(&xml, "tests=\"4\" failures=\"0\" errors=\"0\"");
+	assert_has(&xml, " timestamp=\"20");
+	assert_has(&xml, " hostname=\"");
 	assert_has(&xml, "<testcase name=\"takes-notes\"");
 	assert_has(&xml, fx.commit);
 	assert_has(&xml, "name=\"workspace.dirty\" value=\"false\"");
