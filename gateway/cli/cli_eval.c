@@ -126,6 +126,7 @@ struct eval_run {
 	bool loop_ready, timers_ready;
 	size_t turn;
 	bool timed_out;
+	bool winding; /* the wind-down is under way */
 	char session_key[256];
 	struct turn_events ev;
 };
@@ -323,6 +324,9 @@ static void eval_wind_down_cb(uv_timer_t *t)
 
 static void eval_wind_down(struct eval_run *x)
 {
+	if (x->winding)
+		return;
+	x->winding = true;
 	uv_timer_stop(&x->deadline);
 	uv_timer_init(&x->loop, &x->wind_down);
 	x->wind_down.data = x;
@@ -354,7 +358,7 @@ static void eval_turn_done(void *ud, const struct run_outcome *o)
 	struct eval_run *x = ud;
 	struct eval_result *r = x->r;
 	const struct eval_case *c = r->c;
-	const char *text = "";
+	const char *text;
 
 	x->job = NULL;
 	if (o->rc != SB_OK) {
@@ -371,9 +375,7 @@ static void eval_turn_done(void *ud, const struct run_outcome *o)
 		return;
 	}
 	text = o->result->text ? o->result->text : "";
-	{
-		json_array_append_new(r->replies, eval_utf8_string(text, strlen(text)));
-	}
+	json_array_append_new(r->replies, eval_utf8_string(text, strlen(text)));
 	if (o->result->end != TURN_END_TURN) {
 		if (x->timed_out)
 			eval_set_error(
@@ -1124,6 +1126,22 @@ static int eval_prepare(struct cli_eval *e)
 	if (stat(e->workspace, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "switchboard eval: workspace %s is not a directory\n", e->shown);
 		goto out;
+	}
+	{
+		/* A copy made inside what it copies would copy itself. */
+		const char *tmpdir = getenv("TMPDIR");
+		char real[PATH_MAX];
+		size_t n = strlen(e->workspace);
+
+		if (realpath(tmpdir && *tmpdir ? tmpdir : "/tmp", real) &&
+		    strncmp(real, e->workspace, n) == 0 && (real[n] == '/' || real[n] == '\0')) {
+			fprintf(
+			    stderr,
+			    "switchboard eval: the temporary directory %s is inside the workspace "
+			    "%s (hint: set TMPDIR to a directory outside it)\n",
+			    real, e->shown);
+			goto out;
+		}
 	}
 	if (e->model_arg && strncmp(e->model_arg, "scripted:", 9) == 0) {
 		if (!e->model_arg[9] || !realpath(e->model_arg + 9, e->script) ||

@@ -465,6 +465,17 @@ static void test_bad_case_files(void **state)
 		assert_int_equal(unlink(link), 0);
 	}
 
+	/* A temporary directory inside the workspace would copy the copy. */
+	{
+		char inside[1024];
+
+		snprintf(inside, sizeof inside, "%s/evals", fx.ws);
+		assert_int_equal(setenv("TMPDIR", inside, 1), 0);
+		assert_int_equal(eval(&out, "--model", model, NULL), 78);
+		assert_has(&out, "is inside the workspace");
+		assert_int_equal(setenv("TMPDIR", fx.tmp, 1), 0);
+	}
+
 	/* Options and names the configuration does not know. */
 	assert_int_equal(eval(&out, "--model", "scripted:/nonexistent/model.yaml", NULL), 78);
 	assert_has(&out, "no such script file");
