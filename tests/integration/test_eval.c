@@ -265,6 +265,7 @@ static int setup(void **state)
 	         "  - {id: main, default: true, workspace: ws, sandbox: full, profile: full}\n"
 	         "  - {id: other, workspace: ws, model: nowhere/x}\n"
 	         "  - {id: boxed, workspace: ws, sandbox: workspace-write}\n"
+	         "  - {id: coder, workspace: ws, sandbox: full}\n"
 	         "providers:\n"
 	         "  - {id: nowhere, api: openai-chat, base_url: \"http://127.0.0.1:9/v1\", "
 	         "api_key: k, max_retries: 0, timeout: 2s}\n");
@@ -594,6 +595,48 @@ static void test_steps(void **state)
 	buf_free(&out);
 }
 
+/* The permission rules see the case's sender: someone other than the
+ * operator cannot change files under the default profile, and nobody can
+ * approve it here; the operator can. */
+static void test_permissions(void **state)
+{
+	char model[800];
+	struct buf out;
+
+	(void)state;
+	snprintf(model, sizeof model, "scripted:%s", fx.script);
+	ws_put("evals/perm.yaml", "cases:\n"
+	                          "  - name: stranger\n"
+	                          "    channel: telegram\n"
+	                          "    sender: \"555\"\n"
+	                          "    message: \"note this: buy milk\"\n"
+	                          "    expect:\n"
+	                          "      tools: [{name: write, failed: true, count: 1},\n"
+	                          "              {name: write, failed: false, count: 0}]\n"
+	                          "      files: [{path: notes.md, exists: false}]\n"
+	                          "  - name: operator\n"
+	                          "    message: \"note this: buy milk\"\n"
+	                          "    expect:\n"
+	                          "      tools: [{name: write, failed: false, count: 1}]\n"
+	                          "      files: [{path: notes.md, contains: [milk]}]\n");
+	buf_init(&out, 1 << 20);
+	assert_int_equal(
+	    eval(&out, "coder", "--model", model, "--case", "stranger", "--case", "operator", NULL),
+	    0);
+	assert_has(&out, "2 cases: 2 passed");
+	/* The same expectation the other way round fails, and says why. */
+	ws_put("evals/perm.yaml", "name: stranger\n"
+	                          "channel: telegram\n"
+	                          "sender: \"555\"\n"
+	                          "message: \"note this: buy milk\"\n"
+	                          "expect: {files: [{path: notes.md}]}\n");
+	assert_int_equal(eval(&out, "coder", "--model", model, "--case", "stranger", NULL), 1);
+	assert_has(&out, "expected file notes.md exists; seen no such file");
+	ws_rm("evals/perm.yaml");
+	assert_false(exists(fx.ws, "notes.md"));
+	buf_free(&out);
+}
+
 /* The agent's own sandbox runs its commands: the copy is writable, the
  * operator's configuration is out of sight. */
 static void test_sandboxed_command(void **state)
@@ -676,11 +719,17 @@ static void test_without_configuration(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_all_pass),          cmocka_unit_test(test_failure_reported),
-	    cmocka_unit_test(test_bad_case_files),    cmocka_unit_test(test_symlink_outside),
-	    cmocka_unit_test(test_timeout_and_dirty), cmocka_unit_test(test_steps),
-	    cmocka_unit_test(test_sandboxed_command), cmocka_unit_test(test_without_configuration),
+	    cmocka_unit_test(test_all_pass),
+	    cmocka_unit_test(test_failure_reported),
+	    cmocka_unit_test(test_bad_case_files),
+	    cmocka_unit_test(test_symlink_outside),
+	    cmocka_unit_test(test_timeout_and_dirty),
+	    cmocka_unit_test(test_steps),
+	    cmocka_unit_test(test_permissions),
+	    cmocka_unit_test(test_sandboxed_command),
+	    cmocka_unit_test(test_without_configuration),
 	};
+
 
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
