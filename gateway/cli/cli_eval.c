@@ -763,9 +763,10 @@ static json_t *eval_result_json(const struct cli_eval *e, const struct eval_resu
 	json_t *calls = json_array(), *o;
 
 	for (size_t i = 0; calls && i < r->n_calls; i++)
-		json_array_append_new(calls, json_pack("{ss sO sb}", "name", r->calls[i].name,
+		json_array_append_new(calls, json_pack("{ss sO sb sI}", "name", r->calls[i].name,
 		                                       "input", r->calls[i].input, "error",
-		                                       (int)r->calls[i].is_error));
+		                                       (int)r->calls[i].is_error, "turn",
+		                                       (json_int_t)r->calls[i].turn + 1));
 	o = json_pack("{ss ss si ss sI so so so s{ss sb}}", "name", r->c->name, "file", r->c->file,
 	              "line", r->c->line, "result",
 	              r->outcome == EVAL_PASS    ? "pass"
