@@ -133,29 +133,27 @@ struct eval_run {
 
 static void cli_eval_usage(FILE *f)
 {
-	fprintf(
-	    f,
-	    "usage: switchboard eval [AGENT] [--workspace DIR] [--model "
-	    "scripted:FILE|PROVIDER/MODEL]\n"
-	    "                        [--case NAME]... [--timeout DURATION] [--junit FILE] "
-	    "[--json]\n"
-	    "                        [--keep] [--config FILE]\n\n"
-	    "Runs the golden cases in the workspace's evals/NAME.yaml through the agent runtime,\n"
-	    "without a gateway, each in a fresh copy of the workspace with a fresh session,\n"
-	    "and prints a table of the results (docs/eval.md).\n"
-	    "  AGENT               the agent (default: the default agent)\n"
-	    "  -w, --workspace DIR the workspace to evaluate (default: the agent's); without\n"
-	    "                      a configuration file, an agent of default settings\n"
-	    "  -m, --model M       scripted:FILE (a script of the scripted provider) or a\n"
-	    "                      PROVIDER/MODEL of the configuration, instead of the agent's\n"
-	    "  -k, --case NAME     only the cases whose name matches (a glob; repeatable)\n"
-	    "  -t, --timeout D     each case's time limit unless it sets one (default 5m)\n"
-	    "  -j, --junit FILE    also write the results as JUnit XML\n"
-	    "      --json          print the results as JSON instead of the table\n"
-	    "      --keep          keep each case's workspace copy and print where it is\n"
-	    "  -c, --config FILE   configuration file\n"
-	    "exit codes: 0 every case passed, 1 a case failed or could not run, 2 usage,\n"
-	    "            78 a configuration or case file error (file:line:col: what is wrong)\n");
+	fprintf(f,
+	        "usage: switchboard eval [AGENT] [--workspace DIR]\n"
+	        "                        [--model scripted:FILE|PROVIDER/MODEL] [--case NAME]...\n"
+	        "                        [--timeout DURATION] [--junit FILE] [--json] [--keep]\n"
+	        "                        [--config FILE]\n\n"
+	        "Runs the golden cases of the workspace (evals/NAME.yaml) through the agent\n"
+	        "runtime, without a gateway, each in a fresh copy of the workspace with a fresh\n"
+	        "session, and prints a table of the results (docs/eval.md).\n"
+	        "  AGENT               the agent (default: the default agent)\n"
+	        "  -w, --workspace DIR the workspace to evaluate (default: the agent's); without\n"
+	        "                      a configuration file, an agent of default settings\n"
+	        "  -m, --model M       scripted:FILE (a script of the scripted provider) or a\n"
+	        "                      PROVIDER/MODEL of the configuration, not the agent's\n"
+	        "  -k, --case NAME     only the cases whose name matches (a glob; repeatable)\n"
+	        "  -t, --timeout D     each case's time limit unless it sets one (default 5m)\n"
+	        "  -j, --junit FILE    also write the results as JUnit XML\n"
+	        "      --json          print the results as JSON instead of the table\n"
+	        "      --keep          keep each case's workspace copy and print where it is\n"
+	        "  -c, --config FILE   configuration file\n"
+	        "exit codes: 0 every case passed, 1 a case failed or could not run, 2 usage,\n"
+	        "            78 a configuration or case file error (shown as file:line:col)\n");
 }
 
 /* ---- signals ----
