@@ -167,6 +167,12 @@ static int eval_copy_dir(struct eval_tree *t, int sfd, int dfd, int depth)
 			if (d2 >= 0)
 				close(d2);
 		} else if (S_ISREG(st.st_mode)) {
+			/* A ".git" file names the repository's real directory
+			 * elsewhere (a linked worktree, a submodule): a copy of
+			 * it would let the copy write to the operator's
+			 * repository. */
+			if (depth == 0 && strcmp(name, ".git") == 0)
+				continue;
 			rc = eval_copy_file(t, sfd, dfd, name, &st);
 		} else if (S_ISLNK(st.st_mode)) {
 			char target[4097];

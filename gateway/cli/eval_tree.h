@@ -18,8 +18,9 @@
  * directories, regular files (their permission bits, without set-id bits)
  * and symbolic links as links (their targets are not read, so a link that
  * points outside src copies nothing from there). Other kinds (sockets,
- * FIFOs, devices) are left out, and so is the entry of src's top level named
- * skip (may be NULL). Past a limit above, or on any error, the partial copy
+ * FIFOs, devices) are left out, and so are the entry of src's top level named
+ * skip (may be NULL) and a top-level ".git" that is a file (a link to a
+ * repository elsewhere, which the copy must not write to). Past a limit above, or on any error, the partial copy
  * stays for the caller to remove and why says what failed. Returns SB_OK,
  * SB_ERR_TOOBIG, SB_ERR_EXISTS (dst exists), SB_ERR_IO, SB_ERR_NOMEM. */
 int eval_tree_copy(const char *src, const char *dst, const char *skip, char *why,

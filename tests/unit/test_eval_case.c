@@ -458,6 +458,8 @@ static void test_tree(void **state)
 	assert_int_equal(chmod(path, 0555), 0);
 	snprintf(path, sizeof path, "%s/skipped", src);
 	assert_int_equal(mkdir(path, 0755), 0);
+	snprintf(path, sizeof path, "%s/.git", src);
+	assert_int_equal(harness_write_file(path, "gitdir: /somewhere/else/.git/worktrees/x\n"), 0);
 	snprintf(path, sizeof path, "%s/sub/skipped", src);
 	assert_int_equal(harness_write_file(path, "only the top level is skipped"), 0);
 
@@ -478,6 +480,8 @@ static void test_tree(void **state)
 	fclose(fp);
 	assert_string_equal(buf, "kept");
 	snprintf(path, sizeof path, "%s/skipped", dst);
+	assert_int_not_equal(lstat(path, &st), 0);
+	snprintf(path, sizeof path, "%s/.git", dst);
 	assert_int_not_equal(lstat(path, &st), 0);
 	snprintf(path, sizeof path, "%s/sub/skipped", dst);
 	assert_int_equal(lstat(path, &st), 0);
