@@ -1,14 +1,16 @@
 /*
  * test_eval.c - `switchboard eval` end to end: the real binary, a home with
- * an agent whose workspace is a git repository holding evals/NAME.yaml files, and the
- * scripted model (--model scripted:FILE). Checks what the operator sees: the
- * table and the exit codes (all pass, a failure, bad case files, bad
- * options), the JUnit XML (parsed by xmllint, escaping included), the JSON,
- * that a case that writes files leaves the operator's workspace, home and
- * git status untouched and that no case sees another's files, that a copy's
- * symbolic link to a file outside the workspace is never read, the time
- * limit, the workspace version (commit, dirty), and a run without any
- * configuration file (a CI checkout).
+ * agents whose workspace is a git repository holding evals/NAME.yaml files,
+ * the scripted model (--model scripted:FILE) and the fake model server
+ * (tests/fakes/fake_llm.js) for an agent's configured model. Checks what the
+ * operator sees: the table and the exit codes (all pass, a failure, bad case
+ * files, bad options), the JUnit XML (parsed by xmllint, escaping included),
+ * the JSON, that a case that writes files leaves the operator's workspace,
+ * home and git status untouched and that no case sees another's files, that
+ * a copy's symbolic link to a file outside the workspace is never read, the
+ * time limits, the workspace version (commit, dirty), expectations per turn,
+ * the permission rules for a case's sender, a command in the agent's
+ * sandbox, and a run without any configuration file (a CI checkout).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -33,6 +35,7 @@
 #include "harness.h"
 
 struct fixture {
+	struct harness_peer llm; /* the fake model server (tests/fakes/fake_llm.js) */
 	char home[512];
 	char ws[700];
 	char tmp[700];    /* TMPDIR of the runs: their copies must be gone after */
@@ -260,15 +263,21 @@ static int setup(void **state)
 	snprintf(fx.script, sizeof fx.script, "%s/model.yaml", fx.home);
 	if (mkdir(fx.tmp, 0700) != 0 || setenv("TMPDIR", fx.tmp, 1) != 0)
 		return -1;
+	if (harness_peer_start(&fx.llm, "fake_llm.js", NULL) != 0)
+		return -1;
 	snprintf(cfg, sizeof cfg,
 	         "agents:\n"
 	         "  - {id: main, default: true, workspace: ws, sandbox: full, profile: full}\n"
 	         "  - {id: other, workspace: ws, model: nowhere/x}\n"
 	         "  - {id: boxed, workspace: ws, sandbox: workspace-write}\n"
 	         "  - {id: coder, workspace: ws, sandbox: full}\n"
+	         "  - {id: remote, workspace: ws, sandbox: full, model: oa/gpt-test}\n"
 	         "providers:\n"
 	         "  - {id: nowhere, api: openai-chat, base_url: \"http://127.0.0.1:9/v1\", "
-	         "api_key: k, max_retries: 0, timeout: 2s}\n");
+	         "api_key: k, max_retries: 0, timeout: 2s}\n"
+	         "  - {id: oa, api: openai-chat, base_url: \"http://127.0.0.1:%d/v1\", "
+	         "api_key: test-key, max_retries: 0, timeout: 10s}\n",
+	         fx.llm.port);
 	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
 	if (harness_write_file(path, cfg) != 0 || harness_write_file(fx.script, SCRIPT) != 0)
 		return -1;
@@ -286,6 +295,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
+	harness_peer_stop(&fx.llm);
 	harness_rmrf(fx.home);
 	git_libgit2_shutdown();
 	return 0;
@@ -684,6 +694,51 @@ static void test_sandboxed_command(void **state)
 	buf_free(&out);
 }
 
+/* Without --model, the agent's configured model answers (over HTTP, the
+ * provider the gateway would use); a provider that cannot be reached makes
+ * the case one that could not run. */
+static void test_configured_model(void **state)
+{
+	struct buf out;
+
+	(void)state;
+	assert_int_equal(harness_http(fx.llm.port, "POST", "/__reset", NULL, "{}", NULL), 200);
+	assert_int_equal(harness_http(fx.llm.port, "POST", "/__script", NULL,
+	                              "[{\"match\":\"hello\",\"text\":\"Hi from afar.\"}]", NULL),
+	                 200);
+	buf_init(&out, 1 << 20);
+	assert_int_equal(eval(&out, "remote", "--case", "greets", "--json", NULL), 1);
+	{
+		const char *brace = strchr(out.data, '{');
+		json_t *j = json_loads(brace ? brace : "", 0, NULL), *c;
+
+		assert_non_null(j);
+		assert_string_equal(json_string_value(json_object_get(j, "model")), "oa/gpt-test");
+		c = json_array_get(json_object_get(j, "cases"), 0);
+		assert_string_equal(
+		    json_string_value(json_array_get(json_object_get(c, "replies"), 0)),
+		    "Hi from afar.");
+		/* It answered, but not what greets expects. */
+		assert_string_equal(json_string_value(json_object_get(c, "result")), "fail");
+		json_decref(j);
+	}
+	/* The same through --model, naming the configuration's provider (the
+	 * fake's steps are used up: a new script). */
+	assert_int_equal(harness_http(fx.llm.port, "POST", "/__script", NULL,
+	                              "[{\"match\":\"hello\",\"text\":\"Hi from afar.\"}]", NULL),
+	                 200);
+	assert_int_equal(eval(&out, "coder", "--model", "oa/gpt-test", "--case", "greets", NULL),
+	                 1);
+	assert_has(&out, "model oa/gpt-test");
+	assert_has(&out,
+	           "expected answer contains \"I am your agent\"; seen answer: \"Hi from afar.\"");
+	/* Nobody listens on the provider's port: an error, not a failure. */
+	assert_int_equal(eval(&out, "other", "--case", "greets", NULL), 1);
+	assert_has(&out, "ERROR");
+	assert_has(&out, "1 case: 0 passed, 0 failed, 1 could not run");
+	buf_free(&out);
+}
+
 /* A CI checkout: no home, no configuration, only the workspace. */
 static void test_without_configuration(void **state)
 {
@@ -719,17 +774,12 @@ static void test_without_configuration(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_all_pass),
-	    cmocka_unit_test(test_failure_reported),
-	    cmocka_unit_test(test_bad_case_files),
-	    cmocka_unit_test(test_symlink_outside),
-	    cmocka_unit_test(test_timeout_and_dirty),
-	    cmocka_unit_test(test_steps),
-	    cmocka_unit_test(test_permissions),
-	    cmocka_unit_test(test_sandboxed_command),
-	    cmocka_unit_test(test_without_configuration),
+	    cmocka_unit_test(test_all_pass),          cmocka_unit_test(test_failure_reported),
+	    cmocka_unit_test(test_bad_case_files),    cmocka_unit_test(test_symlink_outside),
+	    cmocka_unit_test(test_timeout_and_dirty), cmocka_unit_test(test_steps),
+	    cmocka_unit_test(test_permissions),       cmocka_unit_test(test_sandboxed_command),
+	    cmocka_unit_test(test_configured_model),  cmocka_unit_test(test_without_configuration),
 	};
-
 
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
