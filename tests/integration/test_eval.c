@@ -561,7 +561,7 @@ static void test_timeout_and_dirty(void **state)
  * reply are its own, the files are those after the last turn. */
 static void test_steps(void **state)
 {
-	char model[800];
+	char model[800], junit[800];
 	struct buf out;
 	const char *steps = "name: steps\n"
 	                    "steps:\n"
@@ -580,6 +580,7 @@ static void test_steps(void **state)
 
 	(void)state;
 	snprintf(model, sizeof model, "scripted:%s", fx.script);
+	snprintf(junit, sizeof junit, "%s/steps.xml", fx.home);
 	ws_put("evals/steps.yaml", steps);
 	buf_init(&out, 1 << 20);
 	assert_int_equal(eval(&out, "--model", model, "--case", "steps", NULL), 0);
@@ -591,10 +592,24 @@ static void test_steps(void **state)
 	       "  - message: \"note this: buy milk\"\n"
 	       "    expect: {answer_contains: [notes.md], tools: [{name: ls}]}\n"
 	       "  - message: \"list files\"\n");
-	assert_int_equal(eval(&out, "--model", model, "--case", "steps", NULL), 1);
+	assert_int_equal(eval(&out, "--model", model, "--case", "steps", "--junit", junit, NULL),
+	                 1);
 	assert_has(&out, "expected turn 1: tool ls called; seen 0 matching calls; calls: write "
 	                 "{\"content\":\"buy milk\\n\",\"path\":\"notes.md\"}");
 	assert_has(&out, "expected turn 1: answer contains \"notes.md\"; seen answer: \"Noted.\"");
+	/* Quotes of the expectation in the failure's attribute, escaped. */
+	assert_int_equal(xml_check(junit), 0);
+	{
+		struct buf xml;
+
+		buf_init(&xml, 1 << 20);
+		assert_int_equal(harness_read_file(junit, &xml), 0);
+		assert_has(&xml, "<failure message=\"expected turn 1: tool ls called\"");
+		assert_has(&xml,
+		           "expected turn 1: answer contains &quot;notes.md&quot;\nseen answer: "
+		           "&quot;Noted.&quot;");
+		buf_free(&xml);
+	}
 	/* Files belong to the case: a turn's expect has none. */
 	ws_put("evals/steps.yaml", "steps:\n"
 	                           "  - message: hi\n"
