@@ -775,10 +775,29 @@ static void test_without_configuration(void **state)
 	snprintf(keep_note, sizeof keep_note, "kept: %s/switchboard-eval.", fx.tmp);
 	assert_has(&out, keep_note);
 	assert_int_equal(entries(empty), 0);
+	/* A configuration with an error: nothing runs, the error has its place. */
+	{
+		char bad_home[800], cfgfile[1024];
+		const char *bare[] = {"eval", "--model", NULL, NULL};
+
+		snprintf(bad_home, sizeof bad_home, "%s/bad-home", fx.home);
+		assert_int_equal(mkdir(bad_home, 0700), 0);
+		snprintf(cfgfile, sizeof cfgfile, "%s/switchboard.yaml", bad_home);
+		assert_int_equal(
+		    harness_write_file(cfgfile, "agents:\n  - {id: main, modle: x/y}\n"), 0);
+		bare[2] = model;
+		buf_reset(&out);
+		assert_int_equal(harness_cli(bad_home, &out, bare), 78);
+		assert_has(&out,
+		           "switchboard.yaml:2:16: agents[0].modle: unknown key (hint: did you "
+		           "mean \"model\"?)");
+		assert_lacks(&out, "CASE ");
+	}
 	/* Without a workspace either, it says what to pass. */
 	{
 		const char *bare[] = {"eval", NULL};
 
+		buf_reset(&out);
 		assert_int_equal(harness_cli(empty, &out, bare), 78);
 		assert_has(&out, "no configuration at ");
 		assert_has(&out, "--workspace DIR");
