@@ -43,6 +43,7 @@ static const struct main_command main_commands[] = {
     {"prompt", cli_prompt, "print what the next turn would send to the model"},
     {"sessions", cli_sessions, "list sessions, or show one with its history"},
     {"devices", cli_devices, "list, approve or revoke control-plane devices"},
+    {"eval", cli_eval, "run an agent's golden cases (evals/*.yaml) and report which held"},
     {"workspace", cli_workspace, "show, log or create an agent's workspace versions"},
     {"skills", cli_skills, "list an agent's skills, where each comes from, and its gates"},
     {"cron", cli_cron, "list, add, remove or run scheduled jobs, and show their runs"},

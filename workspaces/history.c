@@ -517,3 +517,40 @@ out:
 	git_repository_free(repo);
 	return rc;
 }
+
+/* ---- the state of the working tree ---- */
+
+int workspace_git_state(const char *dir, char commit[41], bool *dirty)
+{
+	git_repository *repo = NULL;
+	git_status_list *st = NULL;
+	git_status_options so;
+	git_oid head;
+	int rc;
+
+	snprintf(commit, 41, "%s", "none");
+	*dirty = false;
+	rc = history_open(dir, &repo);
+	if (rc)
+		return rc;
+	if (git_repository_is_bare(repo)) {
+		rc = SB_ERR_NOTFOUND;
+		goto out;
+	}
+	/* An unborn branch has no HEAD commit: every file is uncommitted. */
+	if (git_reference_name_to_id(&head, repo, "HEAD") == 0)
+		history_oid(&head, commit);
+	rc = SB_ERR_IO;
+	if (git_status_options_init(&so, GIT_STATUS_OPTIONS_VERSION) != 0)
+		goto out;
+	so.show = GIT_STATUS_SHOW_INDEX_AND_WORKDIR;
+	so.flags = GIT_STATUS_OPT_INCLUDE_UNTRACKED | GIT_STATUS_OPT_EXCLUDE_SUBMODULES;
+	if (git_status_list_new(&st, repo, &so) != 0)
+		goto out;
+	*dirty = git_status_list_entrycount(st) > 0;
+	rc = SB_OK;
+out:
+	git_status_list_free(st);
+	git_repository_free(repo);
+	return rc;
+}

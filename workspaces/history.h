@@ -20,6 +20,7 @@
 #define SB_WORKSPACES_HISTORY_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #define WORKSPACE_WORKTREE "WORKTREE"
@@ -53,5 +54,13 @@ int workspace_git_show(const char *dir, const char *rev, const char *path, size_
  * in place of the bad bytes (every function here). */
 int workspace_git_diff(const char *dir, const char *from, const char *to, const char *path,
                        size_t max, json_t **out);
+
+/* The version of the working tree at dir, for a report: commit receives
+ * HEAD's id (40 hex digits, or "none" before the first commit) and *dirty
+ * whether anything differs from it: a change staged or not, an untracked
+ * file that .gitignore does not exclude, a deleted file (submodules are not
+ * looked into). SB_ERR_NOTFOUND when dir is not the top of a work tree
+ * (commit "none", dirty false); SB_ERR_IO when the status cannot be read. */
+int workspace_git_state(const char *dir, char commit[41], bool *dirty);
 
 #endif

@@ -18,6 +18,9 @@ int cli_skills(int argc, char **argv);
 /* `switchboard doctor` (gateway/cli/cli_doctor.c). */
 int cli_doctor(int argc, char **argv);
 
+/* `switchboard eval` (gateway/cli/cli_eval.c). */
+int cli_eval(int argc, char **argv);
+
 /* `switchboard logs` (gateway/cli/cli_logs.c). */
 int cli_logs(int argc, char **argv);
 

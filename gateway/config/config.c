@@ -1472,3 +1472,132 @@ void config_print_reference(FILE *out)
 {
 	cfg_print_reference(&config_root_section, out);
 }
+
+/* ---- a private copy for one evaluation run ---- */
+
+static int config_set_str(char **field, const char *value)
+{
+	char *p = strdup(value);
+
+	if (!p)
+		return SB_ERR_NOMEM;
+	free(*field);
+	*field = p;
+	return SB_OK;
+}
+
+/* Appends a scripted provider that replays script; its id (not one the
+ * file uses) goes to id. */
+static int config_add_scripted(struct config *c, const char *script, char *id, size_t id_size)
+{
+	static const char text[] = "id: placeholder\napi: scripted\nscript: placeholder\n"
+	                           "max_retries: 0\n";
+	struct cfg_doc *doc = NULL;
+	struct cfg_errors errs;
+	struct provider_config pc, *v;
+	int rc;
+
+	memset(&pc, 0, sizeof pc);
+	cfg_errors_init(&errs);
+	for (int n = 1;; n++) {
+		if ((n == 1 ? snprintf(id, id_size, "eval")
+		            : snprintf(id, id_size, "eval-%d", n)) >= (int)id_size)
+			return SB_ERR_INVAL;
+		if (!config_provider(c, id))
+			break;
+	}
+	rc = cfg_doc_parse(text, sizeof text - 1, "<eval>", c->home, &doc, &errs);
+	if (rc == SB_OK)
+		rc = cfg_apply(doc, &provider_config_section, &pc, &errs);
+	if (rc == SB_OK)
+		rc = config_set_str(&pc.id, id);
+	if (rc == SB_OK)
+		rc = config_set_str(&pc.script, script);
+	if (rc)
+		goto out;
+	rc = SB_ERR_NOMEM;
+	v = realloc(c->providers, (c->n_providers + 1) * sizeof *v);
+	if (!v)
+		goto out;
+	c->providers = v;
+	c->providers[c->n_providers++] = pc;
+	memset(&pc, 0, sizeof pc);
+	rc = SB_OK;
+out:
+	/* The fixed text always applies: an error here is a broken table. */
+	if (rc == SB_ERR_CONFIG)
+		rc = SB_ERR_INVAL;
+	cfg_release(&provider_config_section, &pc);
+	cfg_errors_free(&errs);
+	cfg_doc_free(doc);
+	return rc;
+}
+
+int config_isolate_agent(struct config *c, const struct config_isolation *iso, char *why,
+                         size_t why_size)
+{
+	static const char *const home_parts[] = {"", "/gateway.token", "/secrets", "/agents",
+	                                         NULL};
+	static const char *const store_parts[] = {"", "-wal", "-shm", "-journal", NULL};
+	struct agent_config *a = NULL;
+	char model[512], id[64];
+	const char *slash;
+	int rc = SB_OK;
+
+	why[0] = '\0';
+	for (size_t i = 0; i < c->n_agents; i++)
+		if (strcmp(c->agents[i].id, iso->agent_id) == 0)
+			a = &c->agents[i];
+	if (!a) {
+		snprintf(why, why_size, "no agent \"%s\"", iso->agent_id);
+		return SB_ERR_NOTFOUND;
+	}
+	if (iso->script) {
+		rc = config_add_scripted(c, iso->script, id, sizeof id);
+		if (rc == SB_OK && (size_t)snprintf(model, sizeof model, "%s/scripted", id) >=
+		                       sizeof model)
+			rc = SB_ERR_INVAL;
+	} else if (iso->model) {
+		slash = strchr(iso->model, '/');
+		if (!slash || slash == iso->model || !slash[1]) {
+			snprintf(why, why_size, "model \"%s\" is not PROVIDER/MODEL", iso->model);
+			return SB_ERR_INVAL;
+		}
+		snprintf(id, sizeof id, "%.*s", (int)(slash - iso->model), iso->model);
+		if (!config_provider(c, id)) {
+			snprintf(why, why_size, "no provider \"%s\" in %s", id, c->path);
+			return SB_ERR_NOTFOUND;
+		}
+		if ((size_t)snprintf(model, sizeof model, "%s", iso->model) >= sizeof model)
+			return SB_ERR_INVAL;
+	}
+	if (rc == SB_OK && (iso->script || iso->model)) {
+		rc = config_set_str(&a->model, model);
+		/* The run tests this model, not whichever answers. */
+		for (size_t i = 0; i < a->n_fallbacks; i++)
+			free(a->fallbacks[i]);
+		free(a->fallbacks);
+		a->fallbacks = NULL;
+		a->n_fallbacks = 0;
+	}
+	if (rc == SB_OK && iso->workspace)
+		rc = config_set_str(&a->workspace, iso->workspace);
+	if (rc == SB_OK && iso->home) {
+		/* The operator's home and store stay private; the new ones are
+		 * added. */
+		rc = config_set_str(&c->home, iso->home);
+		if (rc == SB_OK) {
+			free(c->store.path);
+			c->store.path = config_join(iso->home, "state.db");
+			if (!c->store.path)
+				rc = SB_ERR_NOMEM;
+		}
+		for (size_t i = 0; home_parts[i] && rc == SB_OK; i++)
+			rc = config_private(c, iso->home, home_parts[i]);
+		for (size_t i = 0; store_parts[i] && rc == SB_OK; i++)
+			rc = config_private(c, c->store.path, store_parts[i]);
+	}
+	if (rc && !why[0])
+		snprintf(why, why_size, "%s", sb_strerror(rc));
+	return rc;
+}

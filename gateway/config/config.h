@@ -207,6 +207,28 @@ int config_write_default(const char *path, int port);
  * (stat). */
 void config_lint(const struct config *cfg, struct cfg_errors *errors, struct cfg_errors *warnings);
 
+/* What `switchboard eval` changes in its private snapshot of one agent. */
+struct config_isolation {
+	const char *agent_id;  /* the agent evaluated */
+	const char *home;      /* absolute: the store, transcripts and tool results go here */
+	const char *workspace; /* absolute: the agent's workspace (a copy); NULL keeps it */
+	const char *script;    /* absolute: a script the agent's model becomes (a scripted
+	                        * provider added under an id the file does not use); or NULL */
+	const char *model;     /* PROVIDER/MODEL of the file instead of the agent's; or NULL */
+};
+
+/* Rewrites the snapshot c (which nobody else may hold yet: one reference,
+ * not shared) for an isolated run of one agent: c->home and the store move
+ * to iso->home (the operator's home, configuration and store stay in the
+ * private paths the sandbox hides, the new home is added to them), the
+ * agent's workspace to iso->workspace, and its model to the script or
+ * model given, without fallbacks. why (may be "" on success) says what is
+ * wrong otherwise. Returns SB_OK; SB_ERR_NOTFOUND (no such agent or
+ * provider); SB_ERR_INVAL (model is not PROVIDER/MODEL); SB_ERR_NOMEM.
+ * CLI only. */
+int config_isolate_agent(struct config *c, const struct config_isolation *iso, char *why,
+                         size_t why_size);
+
 /* Writes the markdown reference of every key (the generated part of
  * docs/configuration.md; `switchboard config schema`). */
 void config_print_reference(FILE *out);

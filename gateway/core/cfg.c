@@ -255,6 +255,7 @@ struct cfg_parser {
 	const char *base_dir;
 	struct cfg_doc *doc;
 	bool syntax_error;
+	bool literal; /* values as written: no interpolation */
 };
 
 static bool cfg_is_null_text(const char *s)
@@ -313,8 +314,7 @@ static int cfg_read_secret(struct cfg_parser *p, const struct cfg_node *n, const
 	}
 	if (p->doc) {
 		/* remembered, so that the sandbox can hide it (sandbox.h) */
-		char **v = realloc(p->doc->secret_files,
-		                   (p->doc->n_secret_files + 1) * sizeof *v);
+		char **v = realloc(p->doc->secret_files, (p->doc->n_secret_files + 1) * sizeof *v);
 
 		if (!v) {
 			rc = SB_ERR_NOMEM;
@@ -544,7 +544,7 @@ static int cfg_parse_node(struct cfg_parser *p, yaml_event_t *ev, const char *pa
 			cfg_rep_add(&p->rep, n->line, n->col, path, NULL,
 			            "value contains a NUL byte");
 			n->bad = true;
-		} else if (!as_key && cfg_interpolate(p, n, path)) {
+		} else if (!as_key && !p->literal && cfg_interpolate(p, n, path)) {
 			goto out;
 		}
 		break;
@@ -661,10 +661,26 @@ out:
 	return rc;
 }
 
+static int cfg_doc_parse_with(const char *text, size_t len, const char *file, const char *base_dir,
+                              bool literal, struct cfg_doc **out, struct cfg_errors *errs);
+
 int cfg_doc_parse(const char *text, size_t len, const char *file, const char *base_dir,
                   struct cfg_doc **out, struct cfg_errors *errs)
 {
-	struct cfg_parser p = {.rep = {.errs = errs, .file = file}, .base_dir = base_dir};
+	return cfg_doc_parse_with(text, len, file, base_dir, false, out, errs);
+}
+
+int cfg_doc_parse_literal(const char *text, size_t len, const char *file, struct cfg_doc **out,
+                          struct cfg_errors *errs)
+{
+	return cfg_doc_parse_with(text, len, file, NULL, true, out, errs);
+}
+
+static int cfg_doc_parse_with(const char *text, size_t len, const char *file, const char *base_dir,
+                              bool literal, struct cfg_doc **out, struct cfg_errors *errs)
+{
+	struct cfg_parser p = {
+	    .rep = {.errs = errs, .file = file}, .base_dir = base_dir, .literal = literal};
 	struct cfg_doc *doc = NULL;
 	yaml_event_t ev;
 	bool parser_ok = false, in_doc = false;

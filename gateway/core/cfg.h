@@ -144,6 +144,12 @@ struct cfg_doc;
  * skipped there. Free *out with cfg_doc_free in every case. Any thread. */
 int cfg_doc_parse(const char *text, size_t len, const char *file, const char *base_dir,
                   struct cfg_doc **out, struct cfg_errors *errs);
+/* The same for a file that is data, not configuration (the golden cases of
+ * `switchboard eval`, which may come from anyone who opens a pull request):
+ * every value is taken as written, "${" included; nothing is read from the
+ * environment or from files. */
+int cfg_doc_parse_literal(const char *text, size_t len, const char *file, struct cfg_doc **out,
+                          struct cfg_errors *errs);
 void cfg_doc_free(struct cfg_doc *doc); /* NULL is a no-op */
 
 /* The files the document's ${file:...} references opened (absolute when
