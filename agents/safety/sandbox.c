@@ -668,6 +668,14 @@ int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
 	else if (policy->mode == SANDBOX_WORKSPACE_WRITE && lstat(path, &st) == 0 &&
 	         !S_ISLNK(st.st_mode))
 		sa_add3(&a, "--ro-bind", path, path);
+	for (size_t i = 0; i < policy->n_read_only; i++) {
+		const char *ro = policy->read_only[i];
+
+		if (!ro || ro[0] != '/' || stat(ro, &st) != 0)
+			continue; /* (a missing one is simply not there) */
+		sa_add3(&a, "--ro-bind", ro, ro);
+		view_add(&view, ro, ro);
+	}
 	sandbox_cover(&a, &view, policy, ws_real);
 	sa_add(&a, "--clearenv");
 	for (size_t i = 0; env && env[i]; i++) {

@@ -64,6 +64,11 @@ struct sandbox_policy {
 	const char *const *hide_more;
 	size_t n_hide_more;
 	const char *bwrap; /* the bwrap program; NULL = looked up in PATH */
+	/* Host paths shown read-only at their own place besides the system
+	 * directories (an MCP server's program, agents/mcp/mcp.h): absolute;
+	 * borrowed. Hidden paths inside them stay hidden. */
+	const char *const *read_only;
+	size_t n_read_only;
 };
 
 const char *sandbox_mode_name(enum sandbox_mode m);
