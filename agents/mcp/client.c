@@ -642,6 +642,7 @@ static struct mcp_catalog *mcp_catalog_build(struct mcp_agent *a)
 	}
 	qsort(c->tools, c->n, sizeof *c->tools, mcp_tool_cmp);
 	for (k = 0; k < c->n; k++) {
+		c->tools[k].def.name = c->tools[k].name; /* (the sort moved it) */
 		c->defs[k] = &c->tools[k].def;
 		h = mcp_fnv(h, c->tools[k].name);
 		h = mcp_fnv(h, c->tools[k].description);
