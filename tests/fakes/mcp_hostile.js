@@ -23,6 +23,7 @@
 //                               argv[3..] and whether it can reach the network
 //   read, "../../etc/passwd", "a.b", "a_b", "x"*200, "weird name ✓":
 //                               hostile names; each answers "hostile <name>"
+// HOSTILE_PROTOCOL in its environment: the protocol version it answers with.
 // tools/list is paged: 4 tools a page (cursor "p1", "p2", ...).
 'use strict';
 
@@ -165,7 +166,7 @@ function handle(m) {
 	log(m);
 	if (m.method === 'initialize') {
 		return result(m.id, {
-			protocolVersion: '2025-06-18',
+			protocolVersion: process.env.HOSTILE_PROTOCOL || '2025-06-18',
 			capabilities: {tools: {listChanged: true}},
 			serverInfo: {name: 'hostile', version: '1'},
 		});

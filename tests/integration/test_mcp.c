@@ -45,8 +45,8 @@ struct fixture {
 	char mark[64]; /* in the hostile server's command line: finds it in /proc */
 	struct harness_daemon d;
 	struct harness_peer llm;
-	pid_t web_pid;
-	int web_port;
+	pid_t web_pid, sse_pid;
+	int web_port, sse_port;
 	bool started;
 };
 
@@ -76,28 +76,35 @@ static int wait_port(int port, int timeout_ms)
 	return -1;
 }
 
-/* The reference server's streamable HTTP mode (it listens on $PORT). */
-static int start_web(void)
+/* The reference server in one of its HTTP modes (it listens on $PORT). */
+static int start_everything(const char *mode, pid_t *pid, int *port_out)
 {
 	char port[16];
 
-	fx.web_port = harness_free_port();
-	snprintf(port, sizeof port, "%d", fx.web_port);
-	fx.web_pid = fork();
-	if (fx.web_pid < 0)
+	*port_out = harness_free_port();
+	snprintf(port, sizeof port, "%d", *port_out);
+	*pid = fork();
+	if (*pid < 0)
 		return -1;
-	if (fx.web_pid == 0) {
+	if (*pid == 0) {
 		int null = open("/dev/null", O_RDWR);
 
 		setenv("PORT", port, 1);
 		if (null >= 0) {
 			dup2(null, 0);
 			dup2(null, 1);
+			dup2(null, 2);
 		}
-		execlp("node", "node", EVERYTHING, "streamableHttp", (char *)NULL);
+		execlp("node", "node", EVERYTHING, mode, (char *)NULL);
 		_exit(127);
 	}
-	return wait_port(fx.web_port, 20000);
+	return wait_port(*port_out, 20000);
+}
+
+static int start_web(void)
+{
+	return start_everything("streamableHttp", &fx.web_pid, &fx.web_port) ||
+	       start_everything("sse", &fx.sse_pid, &fx.sse_port);
 }
 
 static bool node_ok(void)
@@ -146,6 +153,7 @@ static int setup(void **state)
 	         "          call_timeout: 3s\n"
 	         "          max_message: 1MiB\n"
 	         "        - {name: web, url: \"http://127.0.0.1:%d/mcp\"}\n"
+	         "        - {name: old, url: \"http://127.0.0.1:%d/sse\"}\n"
 	         "  - id: small\n"
 	         "    model: oa/gpt-test\n"
 	         "    profile: minimal\n"
@@ -161,9 +169,22 @@ static int setup(void **state)
 	         "      servers:\n"
 	         "        - {name: h, command: node, args: [\"%s/mcp_hostile.js\", \"%s\"], "
 	         "read_only_paths: [\"%s\"]}\n"
+	         "  - id: idler\n"
+	         "    model: oa/gpt-test\n"
+	         "    mcp:\n"
+	         "      servers:\n"
+	         "        - {name: h, command: node, args: [\"%s/mcp_hostile.js\", \"%s\"], "
+	         "read_only_paths: [\"%s\"], idle_timeout: 1s}\n"
+	         "  - id: future\n"
+	         "    model: oa/gpt-test\n"
+	         "    mcp:\n"
+	         "      servers:\n"
+	         "        - {name: h, command: node, args: [\"%s/mcp_hostile.js\", \"%s\"], "
+	         "read_only_paths: [\"%s\"], env: [\"HOSTILE_PROTOCOL=2099-01-01\"]}\n"
 	         "openai_api: {enabled: true, sync_timeout: 60s}\n",
 	         fx.llm.port, EVERYTHING, FAKES, FAKES, fx.mark, fx.home, fx.home, fx.home, FAKES,
-	         fx.web_port, FAKES, fx.mark, FAKES, FAKES, fx.mark, FAKES);
+	         fx.web_port, fx.sse_port, FAKES, fx.mark, FAKES, FAKES, fx.mark, FAKES, FAKES,
+	         fx.mark, FAKES, FAKES, fx.mark, FAKES);
 	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
 	if (harness_write_file(path, cfg) != 0 || harness_cli(fx.home, NULL, init) != 0)
 		return -1;
@@ -229,6 +250,10 @@ static int teardown(void **state)
 	if (fx.web_pid > 0) {
 		kill(fx.web_pid, SIGTERM);
 		waitpid(fx.web_pid, NULL, 0);
+	}
+	if (fx.sse_pid > 0) {
+		kill(fx.sse_pid, SIGTERM);
+		waitpid(fx.sse_pid, NULL, 0);
 	}
 	if (fx.llm.pid > 0)
 		harness_peer_stop(&fx.llm);
@@ -519,6 +544,38 @@ static void test_http_round_trip(void **state)
 	free(r);
 }
 
+static void test_sse_round_trip(void **state)
+{
+	char *r;
+
+	(void)state;
+	NEED_NODE();
+	r = call_tool("main", "u-sse", "mcp__old__echo", "{\"message\":\"hi over sse\"}");
+	HAS(r, "[Untrusted tool output (mcp__old__echo)");
+	HAS(r, "Echo: hi over sse");
+	free(r);
+}
+
+static void test_protocol_mismatch(void **state)
+{
+	json_t *reqs;
+	char *r, *log;
+
+	(void)state;
+	NEED_NODE();
+	script("[{\"text\":\"no tools from it\"}]");
+	r = ask("future", "u-proto", "hi");
+	HAS(r, "no tools from it");
+	free(r);
+	reqs = llm_requests();
+	assert_null(find_tool(req_tools(reqs, 0), "mcp__h__echo"));
+	assert_non_null(find_tool(req_tools(reqs, 0), "read"));
+	json_decref(reqs);
+	log = daemon_log();
+	HAS(log, "protocol version 2099-01-01, which this gateway does not");
+	free(log);
+}
+
 static void test_non_text_content(void **state)
 {
 	char *r;
@@ -721,22 +778,44 @@ static void test_sandbox_seen_from_inside(void **state)
 
 /* ---- lifecycle ---- */
 
+/* How many lines of the log say s about the server named server. */
+static int log_count(const char *s, const char *server)
+{
+	char *log = daemon_log(), *line = log, *nl;
+	int n = 0;
+
+	for (; line && *line; line = nl ? nl + 1 : NULL) {
+		nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		if (strstr(line, s) && strstr(line, server))
+			n++;
+	}
+	free(log);
+	return n;
+}
+
 static void test_idle_stop_and_restart(void **state)
 {
-	char *r, *log;
+	char *r;
+	int starts;
 
 	(void)state;
 	NEED_NODE();
-	/* "small" may not call its tools (minimal profile), but its server
-	 * starts for the list, and stops when idle */
-	script("[{\"text\":\"listed\"}]");
-	r = ask("small", "u-idle", "hi");
-	HAS(r, "listed");
+	/* not started at gateway start: only when a run needs its list */
+	assert_int_equal(log_count("MCP server", "idler/h"), 0);
+	r = call_tool("idler", "u-idle", "mcp__h__echo", "{\"text\":\"one\"}");
+	HAS(r, "echo: one");
 	free(r);
+	starts = log_count("starting the MCP server", "idler/h");
+	assert_int_equal(starts, 1);
 	sleep(3);
-	log = daemon_log();
-	HAS(log, "stopping the idle MCP server");
-	free(log);
+	assert_int_equal(log_count("stopping the idle MCP server", "idler/h"), 1);
+	/* the next run's list is the kept one; the call starts it again */
+	r = call_tool("idler", "u-idle", "mcp__h__echo", "{\"text\":\"two\"}");
+	HAS(r, "echo: two");
+	free(r);
+	assert_int_equal(log_count("starting the MCP server", "idler/h"), starts + 1);
 }
 
 static void test_run_stopped_cancels_the_call(void **state)
@@ -772,6 +851,8 @@ int main(void)
 	    cmocka_unit_test(test_tool_list),
 	    cmocka_unit_test(test_stdio_round_trip),
 	    cmocka_unit_test(test_http_round_trip),
+	    cmocka_unit_test(test_sse_round_trip),
+	    cmocka_unit_test(test_protocol_mismatch),
 	    cmocka_unit_test(test_non_text_content),
 	    cmocka_unit_test(test_denied_call_fed_back),
 	    cmocka_unit_test(test_schema_checked_before_the_call),
