@@ -934,6 +934,8 @@ static void mcp_on_initialize(struct mcp_server *s, struct mcp_req *r, const jso
 		mcp_start_failed(s, "cannot send notifications/initialized");
 		return;
 	}
+	if (s->tops->ready)
+		s->tops->ready(s->tr);
 	json_decref(s->paging);
 	s->paging = json_array();
 	s->pages = 0;

@@ -62,7 +62,7 @@ struct mcp_http {
 	int64_t timeout_ms;
 	size_t max_message;
 	uv_timer_t timer; /* reports the end on the next turn of the loop */
-	bool timer_init;
+	int handles;
 	/* the older transport */
 	struct httpc_call *stream;
 	struct mcp_sse ev;
@@ -70,6 +70,11 @@ struct mcp_http {
 	struct buf waiting; /* messages (one a line) sent before the endpoint came */
 	char why[300];
 	struct httpc_call *del;
+	/* streamable HTTP: the GET stream of the server's own messages */
+	struct httpc_call *listen;
+	struct mcp_sse lev;
+	uv_timer_t relisten;
+	int listens;
 };
 
 static void http_post_send(struct mcp_http *t, const char *msg, size_t len, int64_t id);
@@ -136,13 +141,17 @@ static int http_sse_feed(struct mcp_http *t, struct mcp_sse *e, const char *p, s
 static void http_free(struct mcp_http *t)
 {
 	http_sse_free(&t->ev);
+	http_sse_free(&t->lev);
 	buf_free(&t->waiting);
 	free(t);
 }
 
 static void http_timer_closed(uv_handle_t *h)
 {
-	http_free(h->data);
+	struct mcp_http *t = h->data;
+
+	if (--t->handles == 0)
+		http_free(t);
 }
 
 static void http_report_cb(uv_timer_t *timer)
@@ -152,6 +161,7 @@ static void http_report_cb(uv_timer_t *timer)
 
 	t->s = NULL;
 	uv_close((uv_handle_t *)&t->timer, http_timer_closed);
+	uv_close((uv_handle_t *)&t->relisten, http_timer_closed);
 	mcp_server_closed(s, t->why[0] ? t->why : "closed");
 }
 
@@ -168,12 +178,19 @@ static void http_end(struct mcp_http *t, const char *why)
 		httpc_cancel(t->posts->call); /* its done unlinks and frees it */
 	if (t->stream)
 		httpc_cancel(t->stream);
+	if (t->listen)
+		httpc_cancel(t->listen);
+	uv_timer_stop(&t->relisten);
 	if (!t->del)
 		uv_timer_start(&t->timer, http_report_cb, 0, 0);
 }
 
+#define MCP_ACCEPT_BOTH "Accept: application/json, text/event-stream"
+#define MCP_ACCEPT_STREAM "Accept: text/event-stream"
+
 static void http_headers(struct mcp_http *t, const char **h, size_t *n, bool post,
-                         char *sess, size_t sess_size, char *proto, size_t proto_size)
+                         const char *accept, char *sess, size_t sess_size, char *proto,
+                         size_t proto_size)
 {
 	const struct mcp_server_config *c = mcp_server_cfg(t->s);
 
@@ -182,8 +199,7 @@ static void http_headers(struct mcp_http *t, const char **h, size_t *n, bool pos
 		h[(*n)++] = c->headers[i];
 	if (post)
 		h[(*n)++] = "Content-Type: application/json";
-	h[(*n)++] = t->sse && !post ? "Accept: text/event-stream"
-	                            : "Accept: application/json, text/event-stream";
+	h[(*n)++] = accept;
 	if (t->session[0]) {
 		snprintf(sess, sess_size, "Mcp-Session-Id: %s", t->session);
 		h[(*n)++] = sess;
@@ -290,7 +306,7 @@ static void http_post_send(struct mcp_http *t, const char *msg, size_t len, int6
 			mcp_server_request_failed(t->s, id, "out of memory");
 		return;
 	}
-	http_headers(t, h, &n, true, sess, sizeof sess, proto, sizeof proto);
+	http_headers(t, h, &n, true, MCP_ACCEPT_BOTH, sess, sizeof sess, proto, sizeof proto);
 	memset(&req, 0, sizeof req);
 	req.method = "POST";
 	req.url = t->sse ? t->endpoint : mcp_server_cfg(t->s)->url;
@@ -409,6 +425,86 @@ static void http_stream_done(void *ud, int rc, const struct httpc_response *resp
 	http_end(t, why);
 }
 
+/* ---- streamable HTTP: the server's own messages ---- */
+
+#define MCP_HTTP_RELISTEN_MS 2000
+#define MCP_HTTP_LISTENS_MAX 1000 /* reopened streams per session */
+
+static void http_listen(struct mcp_http *t);
+
+static void http_relisten_cb(uv_timer_t *timer)
+{
+	http_listen(timer->data);
+}
+
+static int http_listen_data(void *ud, const char *data, size_t len)
+{
+	struct mcp_http *t = ud;
+
+	if (t->closing)
+		return 1;
+	if (http_sse_feed(t, &t->lev, data, len, http_on_event) != SB_OK) {
+		log_warn("mcp", "the MCP server's event stream sent an event over the limit; it is closed",
+		         LOG_S("server", mcp_server_label(t->s)));
+		return 1;
+	}
+	return 0;
+}
+
+static void http_listen_done(void *ud, int rc, const struct httpc_response *resp)
+{
+	struct mcp_http *t = ud;
+
+	t->listen = NULL;
+	if (t->closing || !t->s)
+		return;
+	/* 405: the server offers no such stream; anything but a stream that
+	 * ran and ended: not again */
+	if (rc == SB_OK && resp->status == 200 && t->listens < MCP_HTTP_LISTENS_MAX) {
+		uv_timer_start(&t->relisten, http_relisten_cb, MCP_HTTP_RELISTEN_MS, 0);
+		return;
+	}
+	if (rc != SB_OK || resp->status != 405)
+		log_info("mcp", "the MCP server's event stream for its own messages is not open",
+		         LOG_S("server", mcp_server_label(t->s)),
+		         LOG_I("status", rc == SB_OK ? resp->status : 0),
+		         LOG_S("why", rc == SB_OK ? "" : sb_strerror(rc)));
+}
+
+/* Opens the GET stream on which a streamable HTTP server sends what is no
+ * answer to a request (a list_changed, say). */
+static void http_listen(struct mcp_http *t)
+{
+	const char *h[MCP_HTTP_HEADERS_MAX];
+	char sess[MCP_HTTP_SESSION_MAX + 40], proto[80];
+	struct httpc_request req;
+	size_t n;
+
+	if (t->closing || t->listen || !t->s)
+		return;
+	http_sse_free(&t->lev);
+	http_sse_init(&t->lev, t->max_message);
+	http_headers(t, h, &n, false, MCP_ACCEPT_STREAM, sess, sizeof sess, proto, sizeof proto);
+	memset(&req, 0, sizeof req);
+	req.method = "GET";
+	req.url = mcp_server_cfg(t->s)->url;
+	req.headers = h;
+	req.timeout_ms = MCP_HTTP_STREAM_MS;
+	req.max_response_bytes = MCP_HTTP_STREAM_BYTES;
+	req.on_data = http_listen_data;
+	t->listens++;
+	if (httpc_request(t->http, &req, http_listen_done, t, &t->listen) != SB_OK)
+		t->listen = NULL;
+}
+
+static void http_ready(void *tr)
+{
+	struct mcp_http *t = tr;
+
+	if (!t->sse)
+		http_listen(t);
+}
+
 /* ---- open and close ---- */
 
 static void http_delete_done(void *ud, int rc, const struct httpc_response *resp)
@@ -434,7 +530,7 @@ static void http_close(void *tr)
 		struct httpc_request req;
 		size_t n;
 
-		http_headers(t, h, &n, false, sess, sizeof sess, proto, sizeof proto);
+		http_headers(t, h, &n, false, MCP_ACCEPT_BOTH, sess, sizeof sess, proto, sizeof proto);
 		memset(&req, 0, sizeof req);
 		req.method = "DELETE";
 		req.url = mcp_server_cfg(t->s)->url;
@@ -480,16 +576,20 @@ static int http_open(struct mcp_server *s, const struct mcp_env *env, void **out
 		t->timeout_ms = c->startup_timeout_ms;
 	t->timeout_ms = (t->timeout_ms > 0 ? t->timeout_ms : 120000) + MCP_HTTP_SLACK_MS;
 	http_sse_init(&t->ev, t->max_message);
+	http_sse_init(&t->lev, t->max_message);
 	buf_init(&t->waiting, t->max_message);
 	uv_timer_init(mcp_server_loop(s), &t->timer);
-	t->timer.data = t;
+	uv_timer_init(mcp_server_loop(s), &t->relisten);
+	t->timer.data = t->relisten.data = t;
+	t->handles = 2;
 	if (t->sse) {
 		const char *h[MCP_HTTP_HEADERS_MAX];
 		char sess[MCP_HTTP_SESSION_MAX + 40], proto[80];
 		struct httpc_request req;
 		size_t n;
 
-		http_headers(t, h, &n, false, sess, sizeof sess, proto, sizeof proto);
+		http_headers(t, h, &n, false, MCP_ACCEPT_STREAM, sess, sizeof sess, proto,
+		             sizeof proto);
 		memset(&req, 0, sizeof req);
 		req.method = "GET";
 		req.url = c->url;
@@ -500,6 +600,7 @@ static int http_open(struct mcp_server *s, const struct mcp_env *env, void **out
 		if (httpc_request(t->http, &req, http_stream_done, t, &t->stream) != SB_OK) {
 			snprintf(why, why_size, "the HTTP request could not start");
 			uv_close((uv_handle_t *)&t->timer, http_timer_closed);
+			uv_close((uv_handle_t *)&t->relisten, http_timer_closed);
 			return SB_ERR_IO;
 		}
 	}
@@ -512,4 +613,5 @@ const struct mcp_transport_ops mcp_http_ops = {
     .open = http_open,
     .send = http_send,
     .close = http_close,
+    .ready = http_ready,
 };

@@ -28,6 +28,9 @@ struct mcp_transport_ops {
 	int (*send)(void *tr, const char *msg, size_t len, int64_t id);
 	/* Ends it: mcp_server_closed runs later. */
 	void (*close)(void *tr);
+	/* The session is initialised (optional): a transport that has a
+	 * channel for the server's own messages opens it now. */
+	void (*ready)(void *tr);
 };
 
 extern const struct mcp_transport_ops mcp_stdio_ops, mcp_http_ops;

@@ -45,6 +45,7 @@ struct fixture {
 	char mark[64]; /* in the hostile server's command line: finds it in /proc */
 	struct harness_daemon d;
 	struct harness_peer llm;
+	struct harness_peer sdk; /* tests/fakes/mcp_sdk_http.js */
 	pid_t web_pid, sse_pid;
 	int web_port, sse_port;
 	bool started;
@@ -123,7 +124,8 @@ static int setup(void **state)
 	if (!node_ok())
 		return 0; /* each test skips, saying why */
 	snprintf(fx.mark, sizeof fx.mark, "sbmcp-%d-%ld", (int)getpid(), (long)time(NULL));
-	if (harness_peer_start(&fx.llm, "fake_llm.js", NULL) != 0 || start_web() != 0)
+	if (harness_peer_start(&fx.llm, "fake_llm.js", NULL) != 0 || start_web() != 0 ||
+	    harness_peer_start(&fx.sdk, "mcp_sdk_http.js", NULL) != 0)
 		return -1;
 	if (harness_tmpdir(fx.home, sizeof fx.home) != 0)
 		return -1;
@@ -154,6 +156,8 @@ static int setup(void **state)
 	         "          max_message: 1MiB\n"
 	         "        - {name: web, url: \"http://127.0.0.1:%d/mcp\"}\n"
 	         "        - {name: old, url: \"http://127.0.0.1:%d/sse\"}\n"
+	         "        - {name: sdk, url: \"http://127.0.0.1:%d/mcp\", "
+	         "headers: [\"X-Test: yes\"]}\n"
 	         "  - id: small\n"
 	         "    model: oa/gpt-test\n"
 	         "    profile: minimal\n"
@@ -183,7 +187,7 @@ static int setup(void **state)
 	         "read_only_paths: [\"%s\"], env: [\"HOSTILE_PROTOCOL=2099-01-01\"]}\n"
 	         "openai_api: {enabled: true, sync_timeout: 60s}\n",
 	         fx.llm.port, EVERYTHING, FAKES, FAKES, fx.mark, fx.home, fx.home, fx.home, FAKES,
-	         fx.web_port, fx.sse_port, FAKES, fx.mark, FAKES, FAKES, fx.mark, FAKES, FAKES,
+	         fx.web_port, fx.sse_port, fx.sdk.port, FAKES, fx.mark, FAKES, FAKES, fx.mark, FAKES, FAKES,
 	         fx.mark, FAKES, FAKES, fx.mark, FAKES);
 	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
 	if (harness_write_file(path, cfg) != 0 || harness_cli(fx.home, NULL, init) != 0)
@@ -240,6 +244,24 @@ static int teardown(void **state)
 			fprintf(stderr, "daemon exit %d\n", code);
 			print_log();
 		}
+		/* the HTTP sessions were ended politely */
+		{
+			struct buf b;
+			json_t *j;
+
+			buf_init(&b, 4096);
+			if (harness_http(fx.sdk.port, "GET", "/__sessions", NULL, NULL, &b) == 200 &&
+			    (j = json_loads(b.data, 0, NULL))) {
+				if (json_integer_value(json_object_get(j, "opened")) < 1 ||
+				    json_integer_value(json_object_get(j, "deleted")) !=
+				        json_integer_value(json_object_get(j, "opened"))) {
+					fprintf(stderr, "SDK peer sessions: %s\n", b.data);
+					code = code ? code : 1;
+				}
+				json_decref(j);
+			}
+			buf_free(&b);
+		}
 		/* a clean stop leaves no server behind, not even a zombie */
 		left = count_marked(fx.mark);
 		if (left) {
@@ -257,6 +279,8 @@ static int teardown(void **state)
 	}
 	if (fx.llm.pid > 0)
 		harness_peer_stop(&fx.llm);
+	if (fx.sdk.pid > 0)
+		harness_peer_stop(&fx.sdk);
 	if (fx.home[0])
 		harness_rmrf(fx.home);
 	return code == 0 ? 0 : -1;
@@ -420,6 +444,23 @@ static char *daemon_log(void)
 	return b.data ? b.data : strdup("");
 }
 
+/* How many lines of the log say s about the server named server. */
+static int log_count(const char *s, const char *server)
+{
+	char *log = daemon_log(), *line = log, *nl;
+	int n = 0;
+
+	for (; line && *line; line = nl ? nl + 1 : NULL) {
+		nl = strchr(line, '\n');
+		if (nl)
+			*nl = '\0';
+		if (strstr(line, s) && strstr(line, server))
+			n++;
+	}
+	free(log);
+	return n;
+}
+
 /* ---- the tool list ---- */
 
 static void test_tool_list(void **state)
@@ -554,6 +595,43 @@ static void test_sse_round_trip(void **state)
 	HAS(r, "[Untrusted tool output (mcp__old__echo)");
 	HAS(r, "Echo: hi over sse");
 	free(r);
+}
+
+/* The SDK's own server: a round trip, and a list_changed it sends outside
+ * any call, on the GET stream of its session. */
+static void test_sdk_peer_over_http(void **state)
+{
+	json_t *reqs;
+	char *r;
+	int waited;
+
+	(void)state;
+	NEED_NODE();
+	r = call_tool("main", "u-sdk", "mcp__sdk__hello", "{\"name\":\"gateway\"}");
+	HAS(r, "hello gateway");
+	free(r);
+	r = call_tool("main", "u-sdk", "mcp__sdk__hello", "{}");
+	HAS(r, "missing required field \"name\"");
+	free(r);
+	r = call_tool("main", "u-sdk", "mcp__sdk__grow", "{}");
+	HAS(r, "growing");
+	free(r);
+	for (waited = 0; waited < 5000; waited += 100) {
+		if (log_count("the MCP server's tool list changed", "main/sdk") == 1)
+			break;
+		usleep(100 * 1000);
+	}
+	assert_int_equal(log_count("the MCP server's tool list changed", "main/sdk"), 1);
+	r = call_tool("main", "u-sdk2", "mcp__sdk__grown_later", "{}");
+	HAS(r, "grown");
+	free(r);
+	reqs = llm_requests();
+	if (!find_tool(req_tools(reqs, 0), "mcp__sdk__grown_later")) {
+		json_decref(reqs);
+		print_log();
+		fail_msg("the SDK server's new tool is not in the list");
+	}
+	json_decref(reqs);
 }
 
 static void test_protocol_mismatch(void **state)
@@ -778,23 +856,6 @@ static void test_sandbox_seen_from_inside(void **state)
 
 /* ---- lifecycle ---- */
 
-/* How many lines of the log say s about the server named server. */
-static int log_count(const char *s, const char *server)
-{
-	char *log = daemon_log(), *line = log, *nl;
-	int n = 0;
-
-	for (; line && *line; line = nl ? nl + 1 : NULL) {
-		nl = strchr(line, '\n');
-		if (nl)
-			*nl = '\0';
-		if (strstr(line, s) && strstr(line, server))
-			n++;
-	}
-	free(log);
-	return n;
-}
-
 static void test_idle_stop_and_restart(void **state)
 {
 	char *r;
@@ -852,6 +913,7 @@ int main(void)
 	    cmocka_unit_test(test_stdio_round_trip),
 	    cmocka_unit_test(test_http_round_trip),
 	    cmocka_unit_test(test_sse_round_trip),
+	    cmocka_unit_test(test_sdk_peer_over_http),
 	    cmocka_unit_test(test_protocol_mismatch),
 	    cmocka_unit_test(test_non_text_content),
 	    cmocka_unit_test(test_denied_call_fed_back),
