@@ -62,8 +62,8 @@ struct mcp_server {
 	enum mcp_state state;
 	const struct mcp_transport_ops *tops;
 	void *tr;
-	bool tr_open;    /* open returned SB_OK and closed has not come */
-	bool stopping;   /* we asked the transport to close */
+	bool tr_open;  /* open returned SB_OK and closed has not come */
+	bool stopping; /* we asked the transport to close */
 	bool retired;
 	char protocol[32];
 	int64_t next_id;
@@ -74,7 +74,7 @@ struct mcp_server {
 	json_t *tools;           /* the last full list (the servers' tool objects) */
 	json_t *paging;          /* the list being read */
 	int pages;
-	bool relist;             /* list_changed came while listing */
+	bool relist; /* list_changed came while listing */
 	int crashes;
 	int64_t retry_at; /* BACKOFF: the monotonic time a start may happen */
 	char last_error[MCP_WHY_MAX];
@@ -255,16 +255,14 @@ static json_t *mcp_strv_json(char *const *v, size_t n)
 /* Everything of the entry that makes another server when it changes. */
 static char *mcp_cfg_fingerprint(const struct mcp_server_config *c)
 {
-	json_t *o = json_pack("{s:s?,s:s?,s:o,s:o,s:o,s:s?,s:o,s:i,s:I,s:I,s:I,s:I,s:b}",
-	                      "name", c->name, "command", c->command, "args",
-	                      mcp_strv_json(c->args, c->n_args), "env",
-	                      mcp_strv_json(c->env, c->n_env), "ro",
-	                      mcp_strv_json(c->read_only_paths, c->n_read_only_paths), "url",
-	                      c->url, "headers", mcp_strv_json(c->headers, c->n_headers),
-	                      "transport", c->transport, "startup",
-	                      (json_int_t)c->startup_timeout_ms, "call",
-	                      (json_int_t)c->call_timeout_ms, "idle", (json_int_t)c->idle_timeout_ms,
-	                      "max", (json_int_t)c->max_message, "net", c->network);
+	json_t *o = json_pack(
+	    "{s:s?,s:s?,s:o,s:o,s:o,s:s?,s:o,s:i,s:I,s:I,s:I,s:I,s:b}", "name", c->name, "command",
+	    c->command, "args", mcp_strv_json(c->args, c->n_args), "env",
+	    mcp_strv_json(c->env, c->n_env), "ro",
+	    mcp_strv_json(c->read_only_paths, c->n_read_only_paths), "url", c->url, "headers",
+	    mcp_strv_json(c->headers, c->n_headers), "transport", c->transport, "startup",
+	    (json_int_t)c->startup_timeout_ms, "call", (json_int_t)c->call_timeout_ms, "idle",
+	    (json_int_t)c->idle_timeout_ms, "max", (json_int_t)c->max_message, "net", c->network);
 	char *s = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 
 	json_decref(o);
@@ -421,8 +419,8 @@ static int mcp_notify(struct mcp_server *s, const char *method, json_t *params)
 
 /* Sends a request; cb runs with the result or an error (never from inside).
  * timeout_ms 0: no limit of its own. */
-static int mcp_request(struct mcp_server *s, const char *method, json_t *params,
-                       int64_t timeout_ms, mcp_req_cb cb, void *ud, struct mcp_req **out)
+static int mcp_request(struct mcp_server *s, const char *method, json_t *params, int64_t timeout_ms,
+                       mcp_req_cb cb, void *ud, struct mcp_req **out)
 {
 	struct mcp_req *r;
 	json_t *m;
@@ -538,7 +536,8 @@ static bool mcp_tool_make(struct mcp_server *s, const json_t *obj, struct mcp_to
 
 	memset(t, 0, sizeof *t);
 	if (!remote || !*remote || strlen(remote) > 1024) {
-		log_warn("mcp", "a tool without a usable name is left out", LOG_S("server", s->label));
+		log_warn("mcp", "a tool without a usable name is left out",
+		         LOG_S("server", s->label));
 		return false;
 	}
 	mcp_tool_name(s->cfg.name, remote, t->name);
@@ -564,8 +563,8 @@ static bool mcp_tool_make(struct mcp_server *s, const json_t *obj, struct mcp_to
 		while (dlen && ((unsigned char)desc[dlen] & 0xC0) == 0x80)
 			dlen--;
 	}
-	t->description = mcp_strf("[MCP server %s; its description:] %.*s", s->cfg.name,
-	                          (int)dlen, desc);
+	t->description =
+	    mcp_strf("[MCP server %s; its description:] %.*s", s->cfg.name, (int)dlen, desc);
 	t->remote = strdup(remote);
 	if (!t->schema || !t->description || !t->remote) {
 		free(t->schema);
@@ -616,7 +615,9 @@ static struct mcp_catalog *mcp_catalog_build(struct mcp_agent *a)
 			bool dup = false;
 
 			if (c->n == cap) {
-				log_warn("mcp", "the agent's MCP servers offer more tools than allowed; the rest are left out",
+				log_warn("mcp",
+				         "the agent's MCP servers offer more tools than allowed; "
+				         "the rest are left out",
 				         LOG_S("agent", a->id), LOG_S("server", s->cfg.name),
 				         LOG_I("limit", MCP_AGENT_TOOLS_MAX));
 				break;
@@ -630,7 +631,8 @@ static struct mcp_catalog *mcp_catalog_build(struct mcp_agent *a)
 				 * first stays, so no call reaches a tool the model
 				 * did not mean. */
 				log_warn("mcp", "a tool whose name is taken is left out",
-				         LOG_S("server", s->label), LOG_S("tool", c->tools[c->n].remote),
+				         LOG_S("server", s->label),
+				         LOG_S("tool", c->tools[c->n].remote),
 				         LOG_S("name", c->tools[c->n].name));
 				free(c->tools[c->n].remote);
 				free(c->tools[c->n].description);
@@ -824,8 +826,11 @@ static void mcp_list_done(struct mcp_server *s)
 
 		a->gen++;
 		if (was_known) {
-			log_info("mcp", "the MCP server's tool list changed; the agent's tool list is built again",
-			         LOG_S("server", s->label), LOG_I("tools", json_array_size(s->tools)));
+			log_info("mcp",
+			         "the MCP server's tool list changed; the agent's tool list is "
+			         "built again",
+			         LOG_S("server", s->label),
+			         LOG_I("tools", json_array_size(s->tools)));
 			if (s->hub && s->hub->opt.changed)
 				s->hub->opt.changed(s->hub->opt.ud, a->id, old_key,
 				                    "an MCP server's tool list changed");
@@ -870,8 +875,10 @@ static void mcp_on_list(struct mcp_server *s, struct mcp_req *r, const json_t *r
 		if (s->state == MCP_STARTING)
 			mcp_start_failed(s, error ? error : "tools/list gave no list of tools");
 		else
-			log_warn("mcp", "cannot read the MCP server's tool list again; the old one stays",
-			         LOG_S("server", s->label), LOG_S("why", error ? error : "no list"));
+			log_warn("mcp",
+			         "cannot read the MCP server's tool list again; the old one stays",
+			         LOG_S("server", s->label),
+			         LOG_S("why", error ? error : "no list"));
 		return;
 	}
 	json_array_foreach(tools, i, t)
@@ -886,7 +893,8 @@ static void mcp_on_list(struct mcp_server *s, struct mcp_req *r, const json_t *r
 		return;
 	}
 	if (cursor && *cursor)
-		log_warn("mcp", "the MCP server's tool list goes on past the limits; the rest is left out",
+		log_warn("mcp",
+		         "the MCP server's tool list goes on past the limits; the rest is left out",
 		         LOG_S("server", s->label), LOG_I("pages", s->pages),
 		         LOG_I("tools", json_array_size(s->paging)));
 	mcp_list_done(s);
@@ -924,7 +932,8 @@ static void mcp_on_initialize(struct mcp_server *s, struct mcp_req *r, const jso
 		char why[200];
 
 		snprintf(why, sizeof why,
-		         "the server speaks protocol version %.40s, which this gateway does not (it speaks %s to %s)",
+		         "the server speaks protocol version %.40s, which this gateway does not "
+		         "(it speaks %s to %s)",
 		         version ? version : "(none)", mcp_protocols[2], mcp_protocols[0]);
 		mcp_start_failed(s, why);
 		return;
@@ -1027,9 +1036,9 @@ static void mcp_server_start_env(struct mcp_server *s, const struct mcp_env *env
 	s->tr_open = true;
 	log_info("mcp", "starting the MCP server", LOG_S("server", s->label),
 	         LOG_S("transport", s->tops->name));
-	params = json_pack("{s:s,s:{},s:{s:s,s:s}}", "protocolVersion", MCP_PROTOCOL_LATEST,
-	                   "capabilities", "clientInfo", "name", "switchboard", "version",
-	                   SB_VERSION);
+	params =
+	    json_pack("{s:s,s:{},s:{s:s,s:s}}", "protocolVersion", MCP_PROTOCOL_LATEST,
+	              "capabilities", "clientInfo", "name", "switchboard", "version", SB_VERSION);
 	rc = mcp_request(s, "initialize", params, s->cfg.startup_timeout_ms, mcp_on_initialize,
 	                 NULL, NULL);
 	if (rc != SB_OK)
@@ -1047,7 +1056,9 @@ void mcp_server_closed(struct mcp_server *s, const char *why)
 	s->stopping = false;
 	s->tr = NULL;
 	snprintf(msg, sizeof msg, "the MCP server %s %s", s->cfg.name,
-	         asked ? "was stopped" : why ? why : "ended");
+	         asked ? "was stopped"
+	         : why ? why
+	               : "ended");
 	mcp_fail_requests(s, msg);
 	if (!asked || s->state == MCP_STARTING) {
 		if (!asked || !s->last_error[0])
@@ -1097,7 +1108,8 @@ static void mcp_answer(struct mcp_server *s, const json_t *id, json_t *result, i
 	if (result)
 		json_object_set_new(m, "result", result);
 	else
-		json_object_set_new(m, "error", json_pack("{s:i,s:s}", "code", code, "message", message));
+		json_object_set_new(m, "error",
+		                    json_pack("{s:i,s:s}", "code", code, "message", message));
 	(void)mcp_send_json(s, m, -1);
 }
 
@@ -1128,7 +1140,8 @@ static void mcp_on_notification(struct mcp_server *s, const char *method, const 
 			mcp_list_page(s, NULL);
 	} else if (strcmp(method, "notifications/message") == 0) {
 		const char *level = json_string_value(json_object_get(params, "level"));
-		char *data = json_dumps(json_object_get(params, "data"), JSON_COMPACT | JSON_ENCODE_ANY);
+		char *data =
+		    json_dumps(json_object_get(params, "data"), JSON_COMPACT | JSON_ENCODE_ANY);
 
 		log_debug("mcp", "server log", LOG_S("server", s->label),
 		          LOG_S("level", level ? level : ""), LOG_S("data", data ? data : ""));
@@ -1269,8 +1282,8 @@ static void mcp_on_call(struct mcp_server *s, struct mcp_req *r, const json_t *r
 	if (s->in_calls)
 		s->in_calls--;
 	if (!result) {
-		char *msg = mcp_strf("the MCP server %s could not run %s: %s", s->cfg.name, c->remote,
-		                     error ? error : "no answer");
+		char *msg = mcp_strf("the MCP server %s could not run %s: %s", s->cfg.name,
+		                     c->remote, error ? error : "no answer");
 
 		mcp_call_finish(c, SB_OK, msg ? msg : "the MCP call failed", true);
 		free(msg);
@@ -1292,9 +1305,10 @@ static void mcp_call_send(struct mcp_call *c)
 		 * the tool's call) */
 		c->req = NULL;
 		free(c->answer);
-		c->answer = strdup(rc == SB_ERR_AGAIN
-		                       ? "too many calls to this MCP server are in flight; try again later"
-		                       : "the call could not be sent to the MCP server");
+		c->answer =
+		    strdup(rc == SB_ERR_AGAIN
+		               ? "too many calls to this MCP server are in flight; try again later"
+		               : "the call could not be sent to the MCP server");
 		c->answer_error = true;
 		uv_timer_start(&c->timer, mcp_call_timer, 0, 0);
 		return;
@@ -1372,12 +1386,12 @@ static int mcp_tool_call(const struct tool_def *def, const struct tool_ctx *ctx,
 	if (run)
 		*run = &c->run;
 	if (s->retired) {
-		c->answer = mcp_strf("the MCP server %s was removed from the configuration",
-		                     s->cfg.name);
+		c->answer =
+		    mcp_strf("the MCP server %s was removed from the configuration", s->cfg.name);
 	} else if (s->state == MCP_BACKOFF && now < s->retry_at) {
-		c->answer = mcp_strf("the MCP server %s is not running (%s); it is started again in %lld ms",
-		                     s->cfg.name, s->last_error,
-		                     (long long)(s->retry_at - now));
+		c->answer = mcp_strf(
+		    "the MCP server %s is not running (%s); it is started again in %lld ms",
+		    s->cfg.name, s->last_error, (long long)(s->retry_at - now));
 	}
 	if (c->answer) {
 		c->answer_error = true;

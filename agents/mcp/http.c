@@ -117,8 +117,8 @@ static int http_sse_feed(struct mcp_http *t, struct mcp_sse *e, const char *p, s
 			l[--len] = '\0';
 		if (len == 0) {
 			if (e->data.len || e->event[0])
-				cb(t, e->event[0] ? e->event : "message", e->data.data ? e->data.data : "",
-				   e->data.len);
+				cb(t, e->event[0] ? e->event : "message",
+				   e->data.data ? e->data.data : "", e->data.len);
 			buf_reset(&e->data);
 			e->event[0] = '\0';
 		} else if (strncmp(l, "data:", 5) == 0) {
@@ -251,7 +251,8 @@ static void http_post_done(void *ud, int rc, const struct httpc_response *resp)
 		snprintf(why, sizeof why, "HTTP request failed: %s%s%s", sb_strerror(rc),
 		         resp && resp->error ? ": " : "", resp && resp->error ? resp->error : "");
 		if (rc == SB_ERR_TOOBIG)
-			snprintf(why, sizeof why, "sent an answer over the limit of %zu bytes (max_message)",
+			snprintf(why, sizeof why,
+			         "sent an answer over the limit of %zu bytes (max_message)",
 			         t->max_message);
 		if (id >= 0)
 			mcp_server_request_failed(t->s, id, why);
@@ -336,7 +337,8 @@ static int http_send(void *tr, const char *msg, size_t len, int64_t id)
 		return SB_ERR_CLOSED;
 	if (t->sse && !t->endpoint[0]) {
 		/* until the stream says where to post */
-		if (buf_append(&t->waiting, msg, len) != SB_OK || buf_puts(&t->waiting, "\n") != SB_OK)
+		if (buf_append(&t->waiting, msg, len) != SB_OK ||
+		    buf_puts(&t->waiting, "\n") != SB_OK)
 			return SB_ERR_TOOBIG;
 		return SB_OK;
 	}
@@ -384,7 +386,8 @@ static void http_stream_event(struct mcp_http *t, const char *event, const char 
 		return;
 	}
 	if (to.https != base.https || to.port != base.port || strcmp(to.host, base.host) != 0) {
-		snprintf(why, sizeof why, "its endpoint event names another origin (%.200s)", to.href);
+		snprintf(why, sizeof why, "its endpoint event names another origin (%.200s)",
+		         to.href);
 		http_end(t, why);
 		return;
 	}
@@ -399,8 +402,8 @@ static int http_stream_data(void *ud, const char *data, size_t len)
 	if (t->closing)
 		return 1;
 	if (http_sse_feed(t, &t->ev, data, len, http_stream_event) != SB_OK) {
-		snprintf(t->why, sizeof t->why, "sent an event over the limit of %zu bytes (max_message)",
-		         t->max_message);
+		snprintf(t->why, sizeof t->why,
+		         "sent an event over the limit of %zu bytes (max_message)", t->max_message);
 		return 1;
 	}
 	return 0;
@@ -444,7 +447,8 @@ static int http_listen_data(void *ud, const char *data, size_t len)
 	if (t->closing)
 		return 1;
 	if (http_sse_feed(t, &t->lev, data, len, http_on_event) != SB_OK) {
-		log_warn("mcp", "the MCP server's event stream sent an event over the limit; it is closed",
+		log_warn("mcp",
+		         "the MCP server's event stream sent an event over the limit; it is closed",
 		         LOG_S("server", mcp_server_label(t->s)));
 		return 1;
 	}
@@ -530,7 +534,8 @@ static void http_close(void *tr)
 		struct httpc_request req;
 		size_t n;
 
-		http_headers(t, h, &n, false, MCP_ACCEPT_BOTH, sess, sizeof sess, proto, sizeof proto);
+		http_headers(t, h, &n, false, MCP_ACCEPT_BOTH, sess, sizeof sess, proto,
+		             sizeof proto);
 		memset(&req, 0, sizeof req);
 		req.method = "DELETE";
 		req.url = mcp_server_cfg(t->s)->url;

@@ -43,8 +43,12 @@
 #define MCP_LIST_PAGES_MAX 32    /* tools/list pages read */
 #define MCP_PENDING_MAX 64       /* requests in flight to one server */
 
-enum mcp_transport { MCP_TRANSPORT_AUTO = 0, MCP_TRANSPORT_STDIO, MCP_TRANSPORT_HTTP,
-	             MCP_TRANSPORT_SSE };
+enum mcp_transport {
+	MCP_TRANSPORT_AUTO = 0,
+	MCP_TRANSPORT_STDIO,
+	MCP_TRANSPORT_HTTP,
+	MCP_TRANSPORT_SSE
+};
 
 /* One entry of an agent's `mcp.servers` (config). */
 struct mcp_server_config {
@@ -94,10 +98,10 @@ struct mcp_hub_options {
 /* What starting a server needs, from the run that first needs it. Borrowed
  * for the call only (the hub copies what it keeps). */
 struct mcp_env {
-	const char *workspace;                 /* the stdio server's directory */
-	const struct sandbox_policy *sandbox;  /* the agent's policy; NULL: none */
-	const struct host *host;               /* its http_client, for HTTP servers */
-	int64_t tool_timeout_ms;               /* calls without their own limit */
+	const char *workspace;                /* the stdio server's directory */
+	const struct sandbox_policy *sandbox; /* the agent's policy; NULL: none */
+	const struct host *host;              /* its http_client, for HTTP servers */
+	int64_t tool_timeout_ms;              /* calls without their own limit */
 };
 
 /* *out: a hub with no servers. SB_OK, SB_ERR_NOMEM. */

@@ -24,10 +24,12 @@ static const char *mcp_check_name(const void *field)
 	if (!((n[0] >= 'a' && n[0] <= 'z') || (n[0] >= '0' && n[0] <= '9')))
 		return "must start with a lower-case letter or a digit";
 	for (const char *p = n; *p; p++) {
-		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '-'))
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+		      *p == '-'))
 			return "may hold only a-z, 0-9, '_' and '-'";
 		if (p[0] == '_' && p[1] == '_')
-			return "must not hold \"__\" (it separates the server from the tool in tool names)";
+			return "must not hold \"__\" (it separates the server from the tool in "
+			       "tool names)";
 	}
 	if (n[strlen(n) - 1] == '_')
 		return "must not end with '_'";
@@ -69,18 +71,23 @@ static int mcp_server_check(void *obj, struct cfg_error_ctx *ctx)
 	int errs = 0;
 
 	if (c->command && c->url) {
-		cfg_error_add(ctx, "url", "keep `command` for a server the gateway starts, or `url` for one it reaches",
-		              "a server has either a command or a url, not both");
+		cfg_error_add(
+		    ctx, "url",
+		    "keep `command` for a server the gateway starts, or `url` for one it reaches",
+		    "a server has either a command or a url, not both");
 		return 1;
 	}
 	if (!c->command && !c->url) {
-		cfg_error_add(ctx, NULL, "give `command` (and `args`) for a stdio server, or `url` for an HTTP one",
-		              "the server has neither a command nor a url");
+		cfg_error_add(
+		    ctx, NULL,
+		    "give `command` (and `args`) for a stdio server, or `url` for an HTTP one",
+		    "the server has neither a command nor a url");
 		return 1;
 	}
 	tr = mcp_server_transport(c);
 	if (tr == MCP_TRANSPORT_STDIO && !c->command) {
-		cfg_error_add(ctx, "transport", "give `command`, or choose `http` or `sse` for a url",
+		cfg_error_add(ctx, "transport",
+		              "give `command`, or choose `http` or `sse` for a url",
 		              "transport stdio needs a command");
 		errs++;
 	}
@@ -91,12 +98,17 @@ static int mcp_server_check(void *obj, struct cfg_error_ctx *ctx)
 	}
 	if (c->url) {
 		if (url_parse(c->url, &u, why, sizeof why) != SB_OK) {
-			cfg_error_add(ctx, "url", "write an http:// or https:// URL, such as http://127.0.0.1:3001/mcp",
-			              "%s", why);
+			cfg_error_add(
+			    ctx, "url",
+			    "write an http:// or https:// URL, such as http://127.0.0.1:3001/mcp",
+			    "%s", why);
 			errs++;
 		}
 		if (c->n_args || c->n_env || c->n_read_only_paths) {
-			cfg_error_add(ctx, c->n_args ? "args" : c->n_env ? "env" : "read_only_paths",
+			cfg_error_add(ctx,
+			              c->n_args  ? "args"
+			              : c->n_env ? "env"
+			                         : "read_only_paths",
 			              "these belong to a stdio server (one with `command`)",
 			              "a url server has no args, env or read_only_paths");
 			errs++;
@@ -128,8 +140,9 @@ static int mcp_server_check(void *obj, struct cfg_error_ctx *ctx)
 		if (c->read_only_paths[i][0] != '/' || strstr(c->read_only_paths[i], "/../") ||
 		    strcmp(c->read_only_paths[i], "/") == 0) {
 			snprintf(key, sizeof key, "read_only_paths[%zu]", i);
-			cfg_error_add(ctx, key, "write an absolute path other than / (such as /opt/mcp)",
-			              "\"%s\" is not an absolute path below /", c->read_only_paths[i]);
+			cfg_error_add(
+			    ctx, key, "write an absolute path other than / (such as /opt/mcp)",
+			    "\"%s\" is not an absolute path below /", c->read_only_paths[i]);
 			errs++;
 		}
 	return errs;
@@ -286,7 +299,8 @@ static int mcp_config_check(void *obj, struct cfg_error_ctx *ctx)
 			    strcmp(m->servers[i].name, m->servers[k].name) == 0) {
 				snprintf(key, sizeof key, "servers[%zu].name", i);
 				cfg_error_add(ctx, key, "give each server of an agent its own name",
-				              "\"%s\" names servers[%zu] already", m->servers[i].name, k);
+				              "\"%s\" names servers[%zu] already",
+				              m->servers[i].name, k);
 				errs++;
 			}
 	return errs;

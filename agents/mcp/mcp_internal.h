@@ -38,7 +38,7 @@ extern const struct mcp_transport_ops mcp_stdio_ops, mcp_http_ops;
 /* For the transports. */
 uv_loop_t *mcp_server_loop(const struct mcp_server *s);
 const struct mcp_server_config *mcp_server_cfg(const struct mcp_server *s);
-const char *mcp_server_label(const struct mcp_server *s); /* "agent/server", for logs */
+const char *mcp_server_label(const struct mcp_server *s);    /* "agent/server", for logs */
 const char *mcp_server_protocol(const struct mcp_server *s); /* "" until initialised */
 void mcp_server_message(struct mcp_server *s, const char *text, size_t len);
 /* A request got no answer but an error of the transport (an HTTP status). */

@@ -81,7 +81,8 @@ static void stdio_rm_retry(uv_timer_t *timer)
 {
 	struct mcp_stdio *t = timer->data;
 
-	if (sandbox_cgroup_remove(t->cgroup) == SB_ERR_AGAIN && ++t->rm_tries < MCP_STDIO_CGROUP_TRIES)
+	if (sandbox_cgroup_remove(t->cgroup) == SB_ERR_AGAIN &&
+	    ++t->rm_tries < MCP_STDIO_CGROUP_TRIES)
 		return;
 	uv_close((uv_handle_t *)timer, stdio_rm_closed);
 }
@@ -216,10 +217,12 @@ static void stdio_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b)
 		if (buf_append(&t->line, p, (size_t)((nl ? nl : end) - p)) != SB_OK) {
 			char why[200];
 
-			snprintf(why, sizeof why, "sent a message over the limit of %zu bytes (max_message)",
+			snprintf(why, sizeof why,
+			         "sent a message over the limit of %zu bytes (max_message)",
 			         t->line.max);
 			log_warn("mcp", "the MCP server sent a message over the limit; stopping it",
-			         LOG_S("server", mcp_server_label(t->s)), LOG_I("limit", t->line.max));
+			         LOG_S("server", mcp_server_label(t->s)),
+			         LOG_I("limit", t->line.max));
 			stdio_fail(t, why);
 			return;
 		}
@@ -343,7 +346,8 @@ static int stdio_open(struct mcp_server *s, const struct mcp_env *env, void **ou
 
 	sandbox_fds_init(&boxfds);
 	if (!c->command || !cwd) {
-		snprintf(why, why_size, "%s", c->command ? "the agent has no workspace" : "no command");
+		snprintf(why, why_size, "%s",
+		         c->command ? "the agent has no workspace" : "no command");
 		return SB_ERR_INVAL;
 	}
 	t = calloc(1, sizeof *t);

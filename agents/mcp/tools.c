@@ -92,8 +92,9 @@ static void mcp_put_part(struct buf *b, const json_t *part)
 			mcp_put(b, line);
 			mcp_put(b, text);
 		} else {
-			snprintf(line, sizeof line, "[resource %.900s: %.100s, %zu bytes, not shown]",
-			         uri ? uri : "", rmime ? rmime : "binary", blob ? strlen(blob) / 4 * 3 : 0);
+			snprintf(line, sizeof line,
+			         "[resource %.900s: %.100s, %zu bytes, not shown]", uri ? uri : "",
+			         rmime ? rmime : "binary", blob ? strlen(blob) / 4 * 3 : 0);
 			mcp_put(b, line);
 		}
 	} else if (strcmp(type, "resource_link") == 0) {
@@ -128,7 +129,8 @@ char *mcp_result_text(const json_t *result, bool *is_error)
 		free(s);
 	}
 	if (!b.len)
-		(void)buf_puts(&b, *is_error ? "(the tool failed and said nothing)" : "(no output)");
+		(void)buf_puts(&b,
+		               *is_error ? "(the tool failed and said nothing)" : "(no output)");
 	out = b.data ? strndup(b.data, b.len) : NULL;
 	buf_free(&b);
 	return out;

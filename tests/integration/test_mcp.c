@@ -187,8 +187,8 @@ static int setup(void **state)
 	         "read_only_paths: [\"%s\"], env: [\"HOSTILE_PROTOCOL=2099-01-01\"]}\n"
 	         "openai_api: {enabled: true, sync_timeout: 60s}\n",
 	         fx.llm.port, EVERYTHING, FAKES, FAKES, fx.mark, fx.home, fx.home, fx.home, FAKES,
-	         fx.web_port, fx.sse_port, fx.sdk.port, FAKES, fx.mark, FAKES, FAKES, fx.mark, FAKES, FAKES,
-	         fx.mark, FAKES, FAKES, fx.mark, FAKES);
+	         fx.web_port, fx.sse_port, fx.sdk.port, FAKES, fx.mark, FAKES, FAKES, fx.mark,
+	         FAKES, FAKES, fx.mark, FAKES, FAKES, fx.mark, FAKES);
 	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
 	if (harness_write_file(path, cfg) != 0 || harness_cli(fx.home, NULL, init) != 0)
 		return -1;
@@ -250,7 +250,8 @@ static int teardown(void **state)
 			json_t *j;
 
 			buf_init(&b, 4096);
-			if (harness_http(fx.sdk.port, "GET", "/__sessions", NULL, NULL, &b) == 200 &&
+			if (harness_http(fx.sdk.port, "GET", "/__sessions", NULL, NULL, &b) ==
+			        200 &&
 			    (j = json_loads(b.data, 0, NULL))) {
 				if (json_integer_value(json_object_get(j, "opened")) < 1 ||
 				    json_integer_value(json_object_get(j, "deleted")) !=
@@ -289,7 +290,8 @@ static int teardown(void **state)
 #define NEED_NODE()                                                                                \
 	do {                                                                                       \
 		if (!fx.started)                                                                   \
-			HARNESS_SKIP("node, bwrap or tests/fakes/node_modules (npm ci) are missing"); \
+			HARNESS_SKIP(                                                              \
+			    "node, bwrap or tests/fakes/node_modules (npm ci) are missing");       \
 	} while (0)
 
 static void script(const char *json)
@@ -407,8 +409,8 @@ static char *call_tool(const char *agent, const char *user, const char *tool, co
 	char s[4096], *reply;
 
 	snprintf(s, sizeof s,
-	         "[{\"tool_calls\":[{\"name\":\"%s\",\"input\":%s}]},{\"text\":\"all done\"}]", tool,
-	         input);
+	         "[{\"tool_calls\":[{\"name\":\"%s\",\"input\":%s}]},{\"text\":\"all done\"}]",
+	         tool, input);
 	script(s);
 	reply = ask(agent, user, "use the tool");
 	HAS(reply, "all done");
@@ -504,7 +506,8 @@ static void test_tool_list(void **state)
 		}
 		if (strcmp(prev, name) >= 0) {
 			regfree(&re);
-			fail_msg("tool list not sorted or not unique: \"%s\" then \"%s\"", prev, name);
+			fail_msg("tool list not sorted or not unique: \"%s\" then \"%s\"", prev,
+			         name);
 		}
 		prev = name;
 	}

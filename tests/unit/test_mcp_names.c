@@ -32,8 +32,14 @@ static void check_charset(const char *name)
 static void test_names(void **state)
 {
 	char a[MCP_NAME_MAX + 1], b[MCP_NAME_MAX + 1], longname[300];
-	const char *hostile[] = {"../../etc/passwd", "a b", "\xe2\x9c\x93", "x;rm -rf /",
-	                         "tab\there", "nul-free but \"quoted\"", "", NULL};
+	const char *hostile[] = {"../../etc/passwd",
+	                         "a b",
+	                         "\xe2\x9c\x93",
+	                         "x;rm -rf /",
+	                         "tab\there",
+	                         "nul-free but \"quoted\"",
+	                         "",
+	                         NULL};
 
 	(void)state;
 	/* a plain name stays as it is */
@@ -88,23 +94,28 @@ static void test_results(void **state)
 	char *t;
 
 	(void)state;
-	t = render("{\"content\":[{\"type\":\"text\",\"text\":\"one\"},{\"type\":\"text\",\"text\":\"two\"}]}",
+	t = render("{\"content\":[{\"type\":\"text\",\"text\":\"one\"},{\"type\":\"text\",\"text\":"
+	           "\"two\"}]}",
 	           &err);
 	assert_string_equal(t, "one\ntwo");
 	assert_false(err);
 	free(t);
-	t = render("{\"content\":[{\"type\":\"image\",\"data\":\"AAAA\",\"mimeType\":\"image/png\"},"
-	           "{\"type\":\"audio\",\"data\":\"AAAAAAAA\",\"mimeType\":\"audio/wav\"}]}",
-	           &err);
-	assert_string_equal(t, "[image: image/png, 3 bytes, not shown]\n[audio: audio/wav, 6 bytes, not shown]");
+	t = render(
+	    "{\"content\":[{\"type\":\"image\",\"data\":\"AAAA\",\"mimeType\":\"image/png\"},"
+	    "{\"type\":\"audio\",\"data\":\"AAAAAAAA\",\"mimeType\":\"audio/wav\"}]}",
+	    &err);
+	assert_string_equal(
+	    t, "[image: image/png, 3 bytes, not shown]\n[audio: audio/wav, 6 bytes, not shown]");
 	free(t);
-	t = render("{\"content\":[{\"type\":\"resource\",\"resource\":{\"uri\":\"file:///a\",\"text\":\"hi\"}},"
+	t = render("{\"content\":[{\"type\":\"resource\",\"resource\":{\"uri\":\"file:///"
+	           "a\",\"text\":\"hi\"}},"
 	           "{\"type\":\"resource\",\"resource\":{\"uri\":\"file:///b\",\"blob\":\"AAAA\"}},"
 	           "{\"type\":\"resource_link\",\"uri\":\"file:///c\",\"name\":\"c\"},"
 	           "{\"type\":\"hologram\"}]}",
 	           &err);
-	assert_string_equal(t, "[resource file:///a]\nhi\n[resource file:///b: binary, 3 bytes, not "
-	                       "shown]\n[resource link file:///c: c]\n[hologram content, not shown]");
+	assert_string_equal(t,
+	                    "[resource file:///a]\nhi\n[resource file:///b: binary, 3 bytes, not "
+	                    "shown]\n[resource link file:///c: c]\n[hologram content, not shown]");
 	free(t);
 	/* structured content when there is nothing else */
 	t = render("{\"content\":[],\"structuredContent\":{\"n\":1}}", &err);
@@ -120,7 +131,8 @@ static void test_results(void **state)
 	assert_string_equal(t, "(no output)");
 	free(t);
 	/* parts of the wrong shape are skipped, not trusted */
-	t = render("{\"content\":[{\"type\":5},{\"text\":\"no type\"},\"str\",{\"type\":\"text\",\"text\":7}]}",
+	t = render("{\"content\":[{\"type\":5},{\"text\":\"no "
+	           "type\"},\"str\",{\"type\":\"text\",\"text\":7}]}",
 	           &err);
 	assert_string_equal(t, "(no output)");
 	free(t);
