@@ -1210,9 +1210,9 @@ static json_t *turn_tools_json_new(const char *const *names, size_t n,
 /* turn_tools_cache_get, and the list's compact JSON length into *chars. */
 static const json_t *turn_tools_cache_get_chars(struct turn_tools_cache *c,
                                                 const char *const *names, size_t n,
-                                                const struct tool_def *const *extra,
-                                                size_t n_extra, uint64_t extra_key,
-                                                uint64_t *hash, int64_t *tokens, size_t *chars)
+                                                const struct tool_def *const *extra, size_t n_extra,
+                                                uint64_t extra_key, uint64_t *hash, int64_t *tokens,
+                                                size_t *chars)
 {
 	struct turn_tools_entry *e = NULL;
 	uint64_t set;
@@ -1968,10 +1968,9 @@ int turn_start(struct turn **out, const struct turn_options *opt, turn_done_cb d
 	t->refused = json_object();
 	t->id_map = json_object();
 	/* The list is never changed once built, so runs share the cache's. */
-	t->tools_json =
-	    (json_t *)turn_tools_cache_get_chars(opt->tools_cache, opt->tools, opt->n_tools,
-	                                         opt->extra_tools, opt->n_extra_tools, opt->extra_key,
-	                                         &t->tools_hash, &t->tools_tokens, &t->tools_chars);
+	t->tools_json = (json_t *)turn_tools_cache_get_chars(
+	    opt->tools_cache, opt->tools, opt->n_tools, opt->extra_tools, opt->n_extra_tools,
+	    opt->extra_key, &t->tools_hash, &t->tools_tokens, &t->tools_chars);
 	t->tools_cached = t->tools_json != NULL;
 	t->tools_json = t->tools_cached ? json_incref(t->tools_json)
 	                                : turn_tools_json_new(opt->tools, opt->n_tools,

@@ -1571,7 +1571,8 @@ static int perm_check_mcp(const struct permissions *p, const char *tool, struct 
 	for (size_t i = 0; i < p->agent.n_rules; i++) {
 		const struct perm_rule *r = &p->agent.rules[i];
 
-		if (perm_rule_applies(p, r) && perm_tool_in_list(r->allow_tools, r->n_allow_tools, tool))
+		if (perm_rule_applies(p, r) &&
+		    perm_tool_in_list(r->allow_tools, r->n_allow_tools, tool))
 			allowed = true;
 	}
 	if (allowed)

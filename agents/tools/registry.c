@@ -55,7 +55,8 @@ static int tool_list_append(json_t *list, const struct tool_def *def)
 	/* set_new takes the value even when it fails. */
 	if (!schema || !item || json_object_set_new(item, "input_schema", schema) ||
 	    json_object_set_new(item, "name", json_string(def->name)) ||
-	    json_object_set_new(item, "description", json_string(def->description ? def->description : ""))) {
+	    json_object_set_new(item, "description",
+	                        json_string(def->description ? def->description : ""))) {
 		if (!item)
 			json_decref(schema);
 		json_decref(item);

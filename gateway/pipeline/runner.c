@@ -790,8 +790,10 @@ static void run_mcp_ready(void *ud, struct mcp_catalog *cat)
 	j->mwait = NULL;
 	j->mcp = cat;
 	if (!cat)
-		log_warn("runner", "out of memory listing the agent's MCP tools; the run goes on without them",
-		         LOG_S("agent", j->agent_id));
+		log_warn(
+		    "runner",
+		    "out of memory listing the agent's MCP tools; the run goes on without them",
+		    LOG_S("agent", j->agent_id));
 	run_start_turn(j);
 }
 
@@ -815,7 +817,8 @@ static bool run_ask_mcp(struct run_job *j)
 	if (mcp_hub_catalog(j->r->mcp, j->agent_id, &a->mcp, &env, run_mcp_ready, j, &j->mwait) !=
 	    SB_OK) {
 		j->mwait = NULL;
-		log_warn("runner", "cannot list the agent's MCP tools; the run goes on without them",
+		log_warn("runner",
+		         "cannot list the agent's MCP tools; the run goes on without them",
 		         LOG_S("agent", j->agent_id));
 		return false;
 	}

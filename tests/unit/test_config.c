@@ -337,10 +337,12 @@ static void test_mcp_errors(void **state)
 	struct config *c;
 
 	(void)state;
-	c = load_ok(AGENTS "    mcp:\n      servers:\n"
-	                   "        - {name: files, command: node, args: [s.js], env: [\"A=1\"]}\n"
-	                   "        - {name: web, url: \"http://127.0.0.1:3001/mcp\", headers: [\"X-K: v\"]}\n"
-	                   "        - {name: old, url: \"http://127.0.0.1:3001/sse\"}\n");
+	c = load_ok(
+	    AGENTS
+	    "    mcp:\n      servers:\n"
+	    "        - {name: files, command: node, args: [s.js], env: [\"A=1\"]}\n"
+	    "        - {name: web, url: \"http://127.0.0.1:3001/mcp\", headers: [\"X-K: v\"]}\n"
+	    "        - {name: old, url: \"http://127.0.0.1:3001/sse\"}\n");
 	assert_int_equal(c->agents[0].mcp.n_servers, 3);
 	assert_int_equal(mcp_server_transport(&c->agents[0].mcp.servers[0]), MCP_TRANSPORT_STDIO);
 	assert_int_equal(mcp_server_transport(&c->agents[0].mcp.servers[1]), MCP_TRANSPORT_HTTP);
@@ -354,10 +356,11 @@ static void test_mcp_errors(void **state)
 	expect_errors(AGENTS "    mcp:\n      servers:\n        - {name: Files, command: x}\n",
 	              "t.yaml:5:18: agents[0].mcp.servers[0].name: must start with a lower-case "
 	              "letter or a digit, found \"Files\"\n");
-	expect_errors(AGENTS "    mcp:\n      servers:\n        - {name: a}\n",
-	              "t.yaml:5:11: agents[0].mcp.servers[0]: the server has neither a command nor "
-	              "a url (hint: give `command` (and `args`) for a stdio server, or `url` for an "
-	              "HTTP one)\n");
+	expect_errors(
+	    AGENTS "    mcp:\n      servers:\n        - {name: a}\n",
+	    "t.yaml:5:11: agents[0].mcp.servers[0]: the server has neither a command nor "
+	    "a url (hint: give `command` (and `args`) for a stdio server, or `url` for an "
+	    "HTTP one)\n");
 	expect_errors(AGENTS "    mcp:\n      servers:\n"
 	                     "        - {name: a, command: x, url: \"http://h/mcp\"}\n",
 	              "t.yaml:5:38: agents[0].mcp.servers[0].url: a server has either a command or "
@@ -385,8 +388,9 @@ static void test_mcp_errors(void **state)
 	                     "        - {name: a, url: \"http://h/mcp\", transport: stdio}\n",
 	              "t.yaml:5:53: agents[0].mcp.servers[0].transport: transport stdio needs a "
 	              "command (hint: give `command`, or choose `http` or `sse` for a url)\n");
-	expect_errors(AGENTS "    mcp:\n      servers:\n"
-	                     "        - {name: a, url: \"http://h/mcp\", headers: [\"no colon\"]}\n",
+	expect_errors(AGENTS
+	              "    mcp:\n      servers:\n"
+	              "        - {name: a, url: \"http://h/mcp\", headers: [\"no colon\"]}\n",
 	              "t.yaml:5:52: agents[0].mcp.servers[0].headers[0]: not an HTTP header (hint: "
 	              "write \"Name: value\" on one line)\n");
 }

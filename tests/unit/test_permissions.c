@@ -415,13 +415,14 @@ static void test_mcp_tools(void **state)
 	perms_for(&p, true, false, "telegram", "7");
 	assert_int_equal(decide(&p, "mcp__files__read_file", "{}", NULL, 0, NULL, 0), PERM_ALLOW);
 	/* an owner's ask rule by name */
-	assert_int_equal(decide(&p, "mcp__files__delete", "{}", msg, sizeof msg, scope, sizeof scope),
-	                 PERM_ASK);
+	assert_int_equal(
+	    decide(&p, "mcp__files__delete", "{}", msg, sizeof msg, scope, sizeof scope), PERM_ASK);
 	assert_string_equal(scope, "mcp__files__delete:tool");
 	/* others: an approval per tool */
 	perms_for(&p, false, false, "telegram", "8");
-	assert_int_equal(decide(&p, "mcp__files__read_file", "{}", msg, sizeof msg, scope, sizeof scope),
-	                 PERM_ASK);
+	assert_int_equal(
+	    decide(&p, "mcp__files__read_file", "{}", msg, sizeof msg, scope, sizeof scope),
+	    PERM_ASK);
 	assert_string_equal(scope, "mcp__files__read_file:tool");
 	assert_non_null(strstr(msg, "a tool of an MCP server"));
 	/* a rule's glob allows one server's tools, not another's */
