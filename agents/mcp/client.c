@@ -77,6 +77,7 @@ struct mcp_server {
 	bool relist; /* list_changed came while listing */
 	int crashes;
 	int64_t retry_at; /* BACKOFF: the monotonic time a start may happen */
+	int64_t start_by; /* STARTING: initialize and every page by then */
 	char last_error[MCP_WHY_MAX];
 	uv_timer_t idle;
 	bool idle_init;
@@ -902,9 +903,23 @@ static void mcp_on_list(struct mcp_server *s, struct mcp_req *r, const json_t *r
 
 static void mcp_list_page(struct mcp_server *s, const char *cursor)
 {
-	json_t *params = cursor ? json_pack("{s:s}", "cursor", cursor) : NULL;
-	int rc = mcp_request(s, "tools/list", params, s->cfg.startup_timeout_ms, mcp_on_list, NULL,
-	                     NULL);
+	json_t *params;
+	int64_t limit = s->cfg.startup_timeout_ms;
+	int rc;
+
+	if (s->state == MCP_STARTING) {
+		/* the whole start has one deadline: a server that drips its
+		 * pages cannot hold a run past it */
+		limit = s->start_by - clock_mono_ms();
+		if (limit <= 0) {
+			json_decref(s->paging);
+			s->paging = NULL;
+			mcp_start_failed(s, "its tool list took longer than startup_timeout");
+			return;
+		}
+	}
+	params = cursor ? json_pack("{s:s}", "cursor", cursor) : NULL;
+	rc = mcp_request(s, "tools/list", params, limit, mcp_on_list, NULL, NULL);
 
 	if (rc != SB_OK) {
 		json_decref(s->paging);
@@ -1034,6 +1049,7 @@ static void mcp_server_start_env(struct mcp_server *s, const struct mcp_env *env
 		return;
 	}
 	s->tr_open = true;
+	s->start_by = clock_mono_ms() + s->cfg.startup_timeout_ms;
 	log_info("mcp", "starting the MCP server", LOG_S("server", s->label),
 	         LOG_S("transport", s->tops->name));
 	params =
@@ -1471,17 +1487,25 @@ static void mcp_agent_free(struct mcp_agent *a)
 	free(a);
 }
 
-void mcp_hub_close(struct mcp_hub *h)
+size_t mcp_hub_stop(struct mcp_hub *h)
 {
-	if (!h || h->closed)
-		return;
-	h->closed = true;
+	if (!h)
+		return 0;
 	while (h->agents) {
 		struct mcp_agent *a = h->agents;
 
 		h->agents = a->next;
 		mcp_agent_free(a);
 	}
+	return h->closing;
+}
+
+void mcp_hub_close(struct mcp_hub *h)
+{
+	if (!h || h->closed)
+		return;
+	h->closed = true;
+	(void)mcp_hub_stop(h);
 	mcp_hub_maybe_free(h);
 }
 

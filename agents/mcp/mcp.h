@@ -107,6 +107,12 @@ struct mcp_env {
 /* *out: a hub with no servers. SB_OK, SB_ERR_NOMEM. */
 int mcp_hub_new(struct mcp_hub **out, uv_loop_t *loop, const struct mcp_hub_options *opt);
 
+/* Stops every server (as mcp_hub_close does) and keeps the hub; returns how
+ * many are still closing (stdio: not yet reaped; HTTP: their DELETE in
+ * flight). The gateway's shutdown calls it once no run is left and waits,
+ * briefly, for 0. */
+size_t mcp_hub_stop(struct mcp_hub *h);
+
 /* Stops every server (processes killed, their process groups with them,
  * requests in flight failed) and frees the hub once its handles closed: the
  * loop must run for that. NULL is a no-op. */

@@ -243,7 +243,8 @@ static const struct cfg_key mcp_server_keys[] = {
         .min = 100,
         .max = 600000,
         .def = "30s",
-        .doc = "How long `initialize` and each page of `tools/list` may take.",
+        .doc = "How long a start may take: `initialize` and every page of `tools/list` "
+               "together (a list read again later: each page).",
     },
     {
         .name = "call_timeout",

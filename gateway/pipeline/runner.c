@@ -183,6 +183,11 @@ void runner_free(struct runner *r)
 	free(r);
 }
 
+size_t runner_stop_servers(struct runner *r)
+{
+	return r ? mcp_hub_stop(r->mcp) : 0;
+}
+
 size_t runner_active(const struct runner *r)
 {
 	return r ? r->active : 0;

@@ -111,4 +111,9 @@ int runner_steer_from(struct run_job *j, const char *text, int64_t inbox_id);
 /* Jobs in flight. */
 size_t runner_active(const struct runner *r);
 
+/* Stops the agents' MCP servers (agents/mcp/mcp.h) and returns how many are
+ * still closing; the shutdown calls it once no run is left, until 0 or its
+ * grace ends. Loop thread only. */
+size_t runner_stop_servers(struct runner *r);
+
 #endif

@@ -23,6 +23,7 @@
 //                               argv[3..] and whether it can reach the network
 //   read, "../../etc/passwd", "a.b", "a_b", "x"*200, "weird name ✓":
 //                               hostile names; each answers "hostile <name>"
+// HOSTILE_PAGE_DELAY_MS in its environment: each page of tools/list waits that long.
 // HOSTILE_PROTOCOL in its environment: the protocol version it answers with.
 // tools/list is paged: 4 tools a page (cursor "p1", "p2", ...).
 'use strict';
@@ -163,13 +164,17 @@ function call(id, name, args) {
 }
 
 function handle(m) {
-	log(m);
+	if (!m.delayed) log(m);
 	if (m.method === 'initialize') {
 		return result(m.id, {
 			protocolVersion: process.env.HOSTILE_PROTOCOL || '2025-06-18',
 			capabilities: {tools: {listChanged: true}},
 			serverInfo: {name: 'hostile', version: '1'},
 		});
+	}
+	if (m.method === 'tools/list' && process.env.HOSTILE_PAGE_DELAY_MS && !m.delayed) {
+		m.delayed = true;
+		return setTimeout(() => handle(m), Number(process.env.HOSTILE_PAGE_DELAY_MS));
 	}
 	if (m.method === 'tools/list') {
 		const start = m.params && m.params.cursor ? Number(m.params.cursor.slice(1)) * 4 : 0;

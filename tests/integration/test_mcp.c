@@ -185,10 +185,17 @@ static int setup(void **state)
 	         "      servers:\n"
 	         "        - {name: h, command: node, args: [\"%s/mcp_hostile.js\", \"%s\"], "
 	         "read_only_paths: [\"%s\"], env: [\"HOSTILE_PROTOCOL=2099-01-01\"]}\n"
+	         "  - id: drip\n"
+	         "    model: oa/gpt-test\n"
+	         "    mcp:\n"
+	         "      servers:\n"
+	         "        - {name: h, command: node, args: [\"%s/mcp_hostile.js\", \"%s\"], "
+	         "read_only_paths: [\"%s\"], env: [\"HOSTILE_PAGE_DELAY_MS=700\"], "
+	         "startup_timeout: 2s}\n"
 	         "openai_api: {enabled: true, sync_timeout: 60s}\n",
 	         fx.llm.port, EVERYTHING, FAKES, FAKES, fx.mark, fx.home, fx.home, fx.home, FAKES,
 	         fx.web_port, fx.sse_port, fx.sdk.port, FAKES, fx.mark, FAKES, FAKES, fx.mark,
-	         FAKES, FAKES, fx.mark, FAKES, FAKES, fx.mark, FAKES);
+	         FAKES, FAKES, fx.mark, FAKES, FAKES, fx.mark, FAKES, FAKES, fx.mark, FAKES);
 	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
 	if (harness_write_file(path, cfg) != 0 || harness_cli(fx.home, NULL, init) != 0)
 		return -1;
@@ -657,6 +664,32 @@ static void test_protocol_mismatch(void **state)
 	free(log);
 }
 
+/* A server that drips its pages cannot hold a run past startup_timeout:
+ * four pages of 0.7 s against 2 s for the whole start. */
+static void test_slow_list_bounded(void **state)
+{
+	json_t *reqs;
+	char *r;
+	struct timespec t0, t1;
+	double secs;
+
+	(void)state;
+	NEED_NODE();
+	script("[{\"text\":\"went on\"}]");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	r = ask("drip", "u-drip", "hi");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	HAS(r, "went on");
+	free(r);
+	secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	if (secs > 6)
+		fail_msg("the run waited %.1f s for a slow server", secs);
+	reqs = llm_requests();
+	assert_null(find_tool(req_tools(reqs, 0), "mcp__h__echo"));
+	json_decref(reqs);
+	assert_int_equal(log_count("the MCP server did not start", "drip/h"), 1);
+}
+
 static void test_non_text_content(void **state)
 {
 	char *r;
@@ -918,6 +951,7 @@ int main(void)
 	    cmocka_unit_test(test_sse_round_trip),
 	    cmocka_unit_test(test_sdk_peer_over_http),
 	    cmocka_unit_test(test_protocol_mismatch),
+	    cmocka_unit_test(test_slow_list_bounded),
 	    cmocka_unit_test(test_non_text_content),
 	    cmocka_unit_test(test_denied_call_fed_back),
 	    cmocka_unit_test(test_schema_checked_before_the_call),
