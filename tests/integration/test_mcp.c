@@ -192,10 +192,19 @@ static int setup(void **state)
 	         "        - {name: h, command: node, args: [\"%s/mcp_hostile.js\", \"%s\"], "
 	         "read_only_paths: [\"%s\"], env: [\"HOSTILE_PAGE_DELAY_MS=700\"], "
 	         "startup_timeout: 2s}\n"
+	         "  - id: asker\n"
+	         "    model: oa/gpt-test\n"
+	         "    permissions:\n"
+	         "      - {who: owner, ask_tools: [\"mcp__h__*\"]}\n"
+	         "    mcp:\n"
+	         "      servers:\n"
+	         "        - {name: h, command: node, args: [\"%s/mcp_hostile.js\", \"%s\"], "
+	         "read_only_paths: [\"%s\"]}\n"
 	         "openai_api: {enabled: true, sync_timeout: 60s}\n",
 	         fx.llm.port, EVERYTHING, FAKES, FAKES, fx.mark, fx.home, fx.home, fx.home, FAKES,
 	         fx.web_port, fx.sse_port, fx.sdk.port, FAKES, fx.mark, FAKES, FAKES, fx.mark,
-	         FAKES, FAKES, fx.mark, FAKES, FAKES, fx.mark, FAKES, FAKES, fx.mark, FAKES);
+	         FAKES, FAKES, fx.mark, FAKES, FAKES, fx.mark, FAKES, FAKES, fx.mark, FAKES, FAKES,
+	         fx.mark, FAKES);
 	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
 	if (harness_write_file(path, cfg) != 0 || harness_cli(fx.home, NULL, init) != 0)
 		return -1;
@@ -690,6 +699,93 @@ static void test_slow_list_bounded(void **state)
 	assert_int_equal(log_count("the MCP server did not start", "drip/h"), 1);
 }
 
+/* Asks the agent in a child process (the request waits for the operator);
+ * returns its pid. */
+static pid_t ask_in_background(const char *agent, const char *user)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		char *r = ask(agent, user, "use the tool");
+
+		_exit(r && strstr(r, "all done") ? 0 : 1);
+	}
+	return pid;
+}
+
+/* The one approval waiting, answered with verb ("approve" or "deny"). */
+static void answer_approval(const char *verb, const char *scope)
+{
+	char url[64], id[64] = "";
+	const char *ls[] = {"approvals", "list", "--json", "--url", url, NULL};
+	struct buf out;
+
+	snprintf(url, sizeof url, "ws://127.0.0.1:%d/", fx.d.port);
+	for (int i = 0; i < 200 && !*id; i++) {
+		json_t *list;
+
+		buf_init(&out, 1 << 20);
+		if (harness_cli(fx.home, &out, ls) == 0 && out.data &&
+		    (list = json_loads(out.data, 0, NULL))) {
+			const json_t *a = json_array_get(json_object_get(list, "approvals"), 0);
+
+			if (a) {
+				snprintf(id, sizeof id, "%s",
+				         json_string_value(json_object_get(a, "id")));
+				assert_string_equal(json_string_value(json_object_get(a, "scope")),
+				                    scope);
+			}
+			json_decref(list);
+		}
+		buf_free(&out);
+		if (!*id)
+			usleep(100000);
+	}
+	if (!*id)
+		fail_msg("no approval request came");
+	{
+		const char *cmd[] = {"approvals", verb, id, "--url", url, NULL};
+
+		buf_init(&out, 1 << 20);
+		assert_int_equal(harness_cli(fx.home, &out, cmd), 0);
+		buf_free(&out);
+	}
+}
+
+/* An ask rule on MCP tools: the call waits for the operator; approved, it
+ * runs; denied, the model gets the denial and the server never sees it. */
+static void test_approval_for_an_mcp_call(void **state)
+{
+	pid_t pid;
+	int st;
+	char *r, *events;
+
+	(void)state;
+	NEED_NODE();
+	script("[{\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":{\"text\":\"approved\"}}]},"
+	       "{\"text\":\"all done\"}]");
+	pid = ask_in_background("asker", "u-ask");
+	answer_approval("approve", "mcp__h__echo:tool");
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	r = last_tool_result();
+	HAS(r, "echo: approved");
+	free(r);
+	script("[{\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":{\"text\":\"refused\"}}]},"
+	       "{\"text\":\"all done\"}]");
+	pid = ask_in_background("asker", "u-ask2");
+	answer_approval("deny", "mcp__h__echo:tool");
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	r = last_tool_result();
+	HAS(r, "permission denied: denied by the operator");
+	free(r);
+	events = read_events_of("asker");
+	HAS(events, "approved");
+	LACKS(events, "refused");
+	free(events);
+}
+
 static void test_non_text_content(void **state)
 {
 	char *r;
@@ -952,6 +1048,7 @@ int main(void)
 	    cmocka_unit_test(test_sdk_peer_over_http),
 	    cmocka_unit_test(test_protocol_mismatch),
 	    cmocka_unit_test(test_slow_list_bounded),
+	    cmocka_unit_test(test_approval_for_an_mcp_call),
 	    cmocka_unit_test(test_non_text_content),
 	    cmocka_unit_test(test_denied_call_fed_back),
 	    cmocka_unit_test(test_schema_checked_before_the_call),
