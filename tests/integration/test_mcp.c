@@ -1038,6 +1038,24 @@ static void test_run_stopped_cancels_the_call(void **state)
 	free(events);
 }
 
+/* `switchboard doctor` says where each server's program is found. */
+static void test_doctor(void **state)
+{
+	const char *args[] = {"doctor", "--json", NULL};
+	struct buf out;
+
+	(void)state;
+	NEED_NODE();
+	buf_init(&out, 1 << 20);
+	(void)harness_cli(fx.home, &out, args);
+	assert_non_null(out.data);
+	HAS(out.data, "\"area\":\"agent main mcp ev\",\"text\":\"stdio: /usr/bin/node, in the "
+	              "sandbox, no network\"");
+	HAS(out.data, "\"area\":\"agent main mcp web\",\"text\":\"streamable HTTP");
+	HAS(out.data, "\"area\":\"agent main mcp old\",\"text\":\"HTTP+SSE");
+	buf_free(&out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1059,6 +1077,7 @@ int main(void)
 	    cmocka_unit_test(test_sandbox_seen_from_inside),
 	    cmocka_unit_test(test_idle_stop_and_restart),
 	    cmocka_unit_test(test_run_stopped_cancels_the_call),
+	    cmocka_unit_test(test_doctor),
 	};
 
 	return cmocka_run_group_tests_name("mcp", tests, setup, teardown);
