@@ -41,8 +41,9 @@ static void doctor_usage(FILE *f)
 {
 	fprintf(f, "usage: switchboard doctor [--config FILE] [--json]\n\n"
 	           "Checks the sandbox (bubblewrap, user namespaces), the permission settings\n"
-	           "of every agent, the workspaces and bindings, the listen port and the\n"
-	           "open-file limit, one finding a line (--json: one JSON object a line).\n"
+	           "of every agent, its MCP servers' programs, the workspaces and bindings,\n"
+	           "the listen port and the open-file limit, one finding a line (--json: one\n"
+	           "JSON object a line).\n"
 	           "Exit code 1 when something would fail here.\n");
 }
 
