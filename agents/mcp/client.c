@@ -1487,6 +1487,23 @@ static void mcp_agent_free(struct mcp_agent *a)
 	free(a);
 }
 
+void mcp_hub_forget(struct mcp_hub *h, const char *agent_id)
+{
+	for (struct mcp_agent **p = h ? &h->agents : NULL; p && *p; p = &(*p)->next) {
+		struct mcp_agent *a = *p;
+
+		if (strcmp(a->id, agent_id) != 0)
+			continue;
+		if (a->waits)
+			return; /* a run still waits for its list: the next sync decides */
+		*p = a->next;
+		log_info("mcp", "the agent has no MCP server any more; stopping its servers",
+		         LOG_S("agent", agent_id));
+		mcp_agent_free(a);
+		return;
+	}
+}
+
 size_t mcp_hub_stop(struct mcp_hub *h)
 {
 	if (!h)

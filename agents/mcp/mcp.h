@@ -128,6 +128,10 @@ typedef void (*mcp_catalog_cb)(void *ud, struct mcp_catalog *cat);
 int mcp_hub_catalog(struct mcp_hub *h, const char *agent_id, const struct mcp_config *cfg,
                     const struct mcp_env *env, mcp_catalog_cb cb, void *ud, struct mcp_wait **out);
 
+/* The agent has no MCP server any more (its configuration dropped them):
+ * its servers stop. Nothing when the hub has none of it. */
+void mcp_hub_forget(struct mcp_hub *h, const char *agent_id);
+
 /* cb never runs. Only before it ran. */
 void mcp_wait_cancel(struct mcp_wait *w);
 

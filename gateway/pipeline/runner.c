@@ -809,8 +809,12 @@ static bool run_ask_mcp(struct run_job *j)
 	const struct agent_config *a = j->agent;
 	struct mcp_env env;
 
-	if (j->mcp_asked || !a->mcp.n_servers)
+	if (j->mcp_asked)
 		return false;
+	if (!a->mcp.n_servers) {
+		mcp_hub_forget(j->r->mcp, j->agent_id); /* (dropped by a reload) */
+		return false;
+	}
 	j->mcp_asked = true;
 	run_gates(j);
 	memset(&env, 0, sizeof env);

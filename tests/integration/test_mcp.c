@@ -40,6 +40,7 @@
 #define EVERYTHING FAKES "/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
 
 struct fixture {
+	char cfg[16384]; /* the configuration written at setup */
 	char home[512];
 	char token[256];
 	char mark[64]; /* in the hostile server's command line: finds it in /proc */
@@ -117,7 +118,7 @@ static bool node_ok(void)
 static int setup(void **state)
 {
 	const char *init[] = {"init", NULL};
-	char cfg[8192], path[1024];
+	char *cfg = fx.cfg, path[1024];
 
 	(void)state;
 	memset(&fx, 0, sizeof fx);
@@ -129,7 +130,7 @@ static int setup(void **state)
 		return -1;
 	if (harness_tmpdir(fx.home, sizeof fx.home) != 0)
 		return -1;
-	snprintf(cfg, sizeof cfg,
+	snprintf(cfg, sizeof fx.cfg,
 	         "providers:\n"
 	         "  - {id: oa, api: openai-chat, base_url: \"http://127.0.0.1:%d/v1\", "
 	         "api_key: k1, max_retries: 0, timeout: 20s}\n"
@@ -1056,6 +1057,44 @@ static void test_doctor(void **state)
 	buf_free(&out);
 }
 
+/* A reload that changes a server's entry replaces the server; one that
+ * drops an agent's servers stops them. */
+static void test_reload(void **state)
+{
+	char text[sizeof fx.cfg], path[700], *p, *drip, *end;
+	int starts, waited;
+
+	(void)state;
+	NEED_NODE();
+	snprintf(text, sizeof text, "%s", fx.cfg);
+	/* idler's server: another idle_timeout */
+	p = strstr(text, "idle_timeout: 1s}\n  - id: future");
+	assert_non_null(p);
+	memcpy(p, "idle_timeout: 9s", 16);
+	/* drip: no mcp section any more */
+	drip = strstr(text, "  - id: drip\n");
+	assert_non_null(drip);
+	end = strstr(drip + 1, "  - id: ");
+	assert_non_null(end);
+	memmove(drip + strlen("  - id: drip\n    model: oa/gpt-test\n"), end, strlen(end) + 1);
+	memcpy(drip, "  - id: drip\n    model: oa/gpt-test\n",
+	       strlen("  - id: drip\n    model: oa/gpt-test\n"));
+	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
+	starts = log_count("starting the MCP server", "idler/h");
+	assert_int_equal(harness_write_file(path, text), 0);
+	kill(fx.d.pid, SIGHUP);
+	for (waited = 0; waited < 5000 && log_count("msg=reloaded", "") == 0; waited += 100)
+		usleep(100 * 1000);
+	assert_true(log_count("msg=reloaded", "") >= 1);
+	free(call_tool("idler", "u-reload", "mcp__h__echo", "{\"text\":\"after reload\"}"));
+	assert_int_equal(
+	    log_count("the MCP server's entry changed or went; stopping it", "idler/h"), 1);
+	assert_int_equal(log_count("starting the MCP server", "idler/h"), starts + 1);
+	script("[{\"text\":\"plain\"}]");
+	free(ask("drip", "u-reload", "hi"));
+	assert_int_equal(log_count("the agent has no MCP server any more", "agent=drip"), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1078,6 +1117,7 @@ int main(void)
 	    cmocka_unit_test(test_idle_stop_and_restart),
 	    cmocka_unit_test(test_run_stopped_cancels_the_call),
 	    cmocka_unit_test(test_doctor),
+	    cmocka_unit_test(test_reload),
 	};
 
 	return cmocka_run_group_tests_name("mcp", tests, setup, teardown);
