@@ -935,7 +935,12 @@ static void test_list_changed(void **state)
 	reqs = llm_requests();
 	assert_null(find_tool(req_tools(reqs, 0), "mcp__h__added_later"));
 	json_decref(reqs);
-	usleep(500 * 1000); /* the list is read again */
+	/* the list is read again */
+	for (int waited = 0; waited < 5000; waited += 100) {
+		if (log_count("the MCP server's tool list changed", "main/h") >= 1)
+			break;
+		usleep(100 * 1000);
+	}
 	r = call_tool("main", "u-grow2", "mcp__h__added_later", "{}");
 	HAS(r, "late tool");
 	free(r);
