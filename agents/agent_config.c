@@ -787,6 +787,13 @@ static const struct cfg_key agent_config_keys[] = {
         .doc = "What `memory_search` covers, and the silent memory turn before "
                "compaction (docs/memory.md).",
     },
+    {
+        .name = "mcp",
+        .type = CFG_SECTION,
+        .offset = offsetof(struct agent_config, mcp),
+        .section = &mcp_config_section,
+        .doc = "The MCP servers whose tools the agent may use (docs/mcp.md).",
+    },
 };
 
 const struct cfg_section agent_config_section = {

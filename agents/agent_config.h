@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "agents/mcp/mcp.h"
 #include "agents/safety/permissions.h"
 #include "gateway/core/cfg.h"
 #include "gateway/core/netaddr.h"
@@ -104,6 +105,7 @@ struct agent_config {
 	size_t n_permissions;
 	struct agent_web_config web;
 	struct agent_memory_config memory;
+	struct mcp_config mcp; /* its MCP servers (agents/mcp/mcp.h) */
 };
 
 enum agent_queue_mode {

@@ -352,7 +352,9 @@ static void exec_invoke(struct executor *ex, struct exec_call *c)
 	c->owes_done = true;
 	ex->in_flight++;
 	ex->outstanding++;
-	rc = c->def->call(ex->ctx, c->input, exec_tool_done, c, &c->run);
+	rc = c->def->call_def
+	         ? c->def->call_def(c->def, ex->ctx, c->input, exec_tool_done, c, &c->run)
+	         : c->def->call(ex->ctx, c->input, exec_tool_done, c, &c->run);
 	if (rc != SB_OK && c->owes_done) {
 		c->owes_done = false;
 		c->run = NULL;

@@ -184,6 +184,11 @@ struct tool_def {
 	 * Any other return: done never runs. */
 	int (*call)(const struct tool_ctx *ctx, const json_t *input, tool_done_cb done, void *ud,
 	            struct tool_run **run);
+	/* Instead of call, for tools made at run time (an MCP server's,
+	 * agents/mcp/mcp.h): the same contract, with the definition the call
+	 * was looked up as, so that one function serves many tools. */
+	int (*call_def)(const struct tool_def *def, const struct tool_ctx *ctx, const json_t *input,
+	                tool_done_cb done, void *ud, struct tool_run **run);
 };
 
 /* The built-in tools, sorted by name. */
@@ -206,5 +211,10 @@ const struct tool_def *const *tool_all(size_t *n);
  * serialises to the same bytes (so provider prompt caches hit). New
  * reference. Unknown names are skipped. */
 json_t *tool_list_json_new(const char *const *names, size_t n);
+
+/* tool_list_json_new, with more tools (extra, n_extra: sorted by name, none
+ * named like a built-in one) merged into the sorted list. New reference. */
+json_t *tool_list_json_merge(const char *const *names, size_t n,
+                             const struct tool_def *const *extra, size_t n_extra);
 
 #endif

@@ -36,7 +36,7 @@
 #define TURN_DATE_PREFIX "[Today is "
 #define TURN_RANDOM_ID_HEX 8
 #define TURN_TEXT_MAX (16u << 20)
-#define TURN_TOOLS_MAX 64
+#define TURN_TOOLS_MAX 256 /* the built-in tools and MCP_AGENT_TOOLS_MAX */
 #define TURN_REASON_MAX 1024
 #define TURN_MODEL_MAX 512
 
@@ -126,6 +126,8 @@ struct turn {
 	/* output budgets */
 	const struct tool_def *tools_tab[TURN_TOOLS_MAX];
 	size_t n_tools_tab;
+	const char **allowed_tab; /* opt.tools and the extra tools' names */
+	size_t n_allowed_tab;
 	struct tool_def read_def; /* read, able to read the result store */
 	struct budget_plan bplan;
 	json_t *pending_results; /* tool results waiting for their files */
@@ -282,6 +284,7 @@ static void turn_free_cb(uv_handle_t *h)
 	json_decref(t->history);
 	json_decref(t->added);
 	json_decref(t->tools_json);
+	free(t->allowed_tab);
 	json_decref(t->steer);
 	json_decref(t->refused);
 	json_decref(t->id_map);
@@ -758,10 +761,14 @@ static void turn_exec_options(struct turn *t, struct executor_options *eo)
 {
 	memset(eo, 0, sizeof *eo);
 	eo->ctx = &t->opt.tool_ctx;
-	eo->allowed = t->opt.tools;
-	eo->n_allowed = t->opt.n_tools;
+	eo->allowed = t->allowed_tab ? t->allowed_tab : t->opt.tools;
+	eo->n_allowed = t->allowed_tab ? t->n_allowed_tab : t->opt.n_tools;
 	eo->ev = &t->exec_ev;
 	eo->refused = t->refused;
+	if (t->opt.n_extra_tools) {
+		eo->tools = t->tools_tab;
+		eo->n_tools = t->n_tools_tab;
+	}
 	if (t->opt.tool_ctx.results_dir) {
 		/* Whole results to the budget (budget.h); read reads the
 		 * result store too. */
@@ -1124,7 +1131,9 @@ static uint64_t turn_json_hash_len(uint64_t h, const json_t *v, size_t *len)
 /* ---- the tool-list cache ---- */
 
 struct turn_tools_entry {
-	uint64_t set; /* bit i: tool_all()[i] */
+	uint64_t set;       /* bit i: tool_all()[i] */
+	uint64_t extra_key; /* the extra tools' fingerprint; 0: none */
+	uint64_t used;      /* the lookup that used it last */
 	json_t *json;
 	uint64_t hash;
 	int64_t tokens;
@@ -1134,6 +1143,7 @@ struct turn_tools_entry {
 struct turn_tools_cache {
 	struct turn_tools_entry v[TURN_TOOLS_CACHE_MAX];
 	size_t n;
+	uint64_t clock;
 };
 
 int turn_tools_cache_new(struct turn_tools_cache **out)
@@ -1149,6 +1159,24 @@ void turn_tools_cache_free(struct turn_tools_cache *c)
 	for (size_t i = 0; i < c->n; i++)
 		json_decref(c->v[i].json);
 	free(c);
+}
+
+size_t turn_tools_cache_drop(struct turn_tools_cache *c, uint64_t extra_key)
+{
+	size_t i = 0, dropped = 0;
+
+	if (!c || !extra_key)
+		return 0;
+	while (i < c->n) {
+		if (c->v[i].extra_key != extra_key) {
+			i++;
+			continue;
+		}
+		json_decref(c->v[i].json); /* runs that hold it keep their reference */
+		c->v[i] = c->v[--c->n];
+		dropped++;
+	}
+	return dropped;
 }
 
 /* The set of built-in tools a run with names/n lists, the way turn_start
@@ -1173,36 +1201,61 @@ static bool turn_tools_set(const char *const *names, size_t n, uint64_t *set)
 	return true;
 }
 
-static json_t *turn_tools_json_new(const char *const *names, size_t n)
+static json_t *turn_tools_json_new(const char *const *names, size_t n,
+                                   const struct tool_def *const *extra, size_t n_extra)
 {
-	return n || !names ? tool_list_json_new(names, n) : json_array();
+	if (!n && names && !n_extra)
+		return json_array();
+	/* A list of none keeps none of the built-in tools: a name no tool has. */
+	if (!n && names) {
+		static const char *const none[] = {""};
+
+		return tool_list_json_merge(none, 1, extra, n_extra);
+	}
+	return tool_list_json_merge(names, n, extra, n_extra);
 }
 
 /* turn_tools_cache_get, and the list's compact JSON length into *chars. */
 static const json_t *turn_tools_cache_get_chars(struct turn_tools_cache *c,
-                                                const char *const *names, size_t n, uint64_t *hash,
-                                                int64_t *tokens, size_t *chars)
+                                                const char *const *names, size_t n,
+                                                const struct tool_def *const *extra, size_t n_extra,
+                                                uint64_t extra_key, uint64_t *hash, int64_t *tokens,
+                                                size_t *chars)
 {
 	struct turn_tools_entry *e = NULL;
 	uint64_t set;
 	size_t i;
 
-	if (!c || !turn_tools_set(names, n, &set))
+	if (!c || !turn_tools_set(names, n, &set) || (n_extra && !extra_key))
 		return NULL;
+	if (!n_extra)
+		extra_key = 0;
 	for (i = 0; i < c->n && !e; i++)
-		if (c->v[i].set == set)
+		if (c->v[i].set == set && c->v[i].extra_key == extra_key)
 			e = &c->v[i];
 	if (!e) {
-		if (c->n == TURN_TOOLS_CACHE_MAX)
+		json_t *json = turn_tools_json_new(names, n, extra, n_extra);
+
+		if (!json)
 			return NULL;
+		if (c->n == TURN_TOOLS_CACHE_MAX) {
+			size_t lru = 0;
+
+			for (i = 1; i < c->n; i++)
+				if (c->v[i].used < c->v[lru].used)
+					lru = i;
+			json_decref(c->v[lru].json);
+			c->v[lru] = c->v[--c->n];
+		}
 		e = &c->v[c->n];
-		if (!(e->json = turn_tools_json_new(names, n)))
-			return NULL;
+		e->json = json;
 		e->set = set;
+		e->extra_key = extra_key;
 		e->hash = turn_json_hash_len(TURN_FNV_OFFSET, e->json, &e->chars);
 		e->tokens = tokens_estimate_json(e->json);
 		c->n++;
 	}
+	e->used = ++c->clock;
 	if (hash)
 		*hash = e->hash;
 	if (tokens)
@@ -1215,18 +1268,20 @@ static const json_t *turn_tools_cache_get_chars(struct turn_tools_cache *c,
 const json_t *turn_tools_cache_get(struct turn_tools_cache *c, const char *const *names, size_t n,
                                    uint64_t *hash, int64_t *tokens)
 {
-	return turn_tools_cache_get_chars(c, names, n, hash, tokens, NULL);
+	return turn_tools_cache_get_chars(c, names, n, NULL, 0, 0, hash, tokens, NULL);
 }
 
 json_t *turn_tools_list(struct turn_tools_cache *c, const char *const *names, size_t n,
+                        const struct tool_def *const *extra, size_t n_extra, uint64_t extra_key,
                         int64_t *tokens)
 {
-	const json_t *cached = turn_tools_cache_get_chars(c, names, n, NULL, tokens, NULL);
+	const json_t *cached =
+	    turn_tools_cache_get_chars(c, names, n, extra, n_extra, extra_key, NULL, tokens, NULL);
 	json_t *own;
 
 	if (cached)
 		return json_incref((json_t *)cached);
-	own = turn_tools_json_new(names, n);
+	own = turn_tools_json_new(names, n, extra, n_extra);
 	if (own && tokens)
 		*tokens = tokens_estimate_json(own);
 	return own;
@@ -2023,7 +2078,26 @@ static void turn_setup_context(struct turn *t)
 	all = tool_all(&n);
 	for (i = 0; i < n && i < TURN_TOOLS_MAX; i++)
 		t->tools_tab[i] = strcmp(all[i]->name, "read") == 0 ? &t->read_def : all[i];
+	for (size_t k = 0; k < t->opt.n_extra_tools && i < TURN_TOOLS_MAX; k++)
+		t->tools_tab[i++] = t->opt.extra_tools[k];
 	t->n_tools_tab = i;
+}
+
+/* The names the executor allows: the agent's list and every extra tool. */
+static int turn_allowed_names(struct turn *t)
+{
+	size_t k;
+
+	if (!t->opt.tools || !t->opt.n_extra_tools)
+		return SB_OK;
+	t->allowed_tab = calloc(t->opt.n_tools + t->opt.n_extra_tools, sizeof *t->allowed_tab);
+	if (!t->allowed_tab)
+		return SB_ERR_NOMEM;
+	for (k = 0; k < t->opt.n_tools; k++)
+		t->allowed_tab[t->n_allowed_tab++] = t->opt.tools[k];
+	for (k = 0; k < t->opt.n_extra_tools; k++)
+		t->allowed_tab[t->n_allowed_tab++] = t->opt.extra_tools[k]->name;
+	return SB_OK;
 }
 
 /* The date note of the newest message, when the history's last one says
@@ -2095,13 +2169,16 @@ int turn_start(struct turn **out, const struct turn_options *opt, turn_done_cb d
 	t->refused = json_object();
 	t->id_map = json_object();
 	/* The list is never changed once built, so runs share the cache's. */
-	t->tools_json =
-	    (json_t *)turn_tools_cache_get_chars(opt->tools_cache, opt->tools, opt->n_tools,
-	                                         &t->tools_hash, &t->tools_tokens, &t->tools_chars);
+	t->tools_json = (json_t *)turn_tools_cache_get_chars(
+	    opt->tools_cache, opt->tools, opt->n_tools, opt->extra_tools, opt->n_extra_tools,
+	    opt->extra_key, &t->tools_hash, &t->tools_tokens, &t->tools_chars);
 	t->tools_cached = t->tools_json != NULL;
 	t->tools_json = t->tools_cached ? json_incref(t->tools_json)
-	                                : turn_tools_list(NULL, opt->tools, opt->n_tools, NULL);
-	if (!t->history || !t->added || !t->steer || !t->tools_json || !t->refused || !t->id_map)
+	                                : turn_tools_list(NULL, opt->tools, opt->n_tools,
+	                                                  opt->extra_tools, opt->n_extra_tools,
+	                                                  opt->extra_key, NULL);
+	if (!t->history || !t->added || !t->steer || !t->tools_json || !t->refused || !t->id_map ||
+	    turn_allowed_names(t) != SB_OK)
 		goto fail;
 	turn_setup_context(t);
 	uv_timer_init(opt->tool_ctx.loop, &t->timer);
@@ -2134,6 +2211,7 @@ fail:
 	json_decref(t->refused);
 	json_decref(t->id_map);
 	json_decref(t->tools_json);
+	free(t->allowed_tab);
 	buf_free(&t->text);
 	free(t);
 	return rc;

@@ -113,9 +113,10 @@ struct turn_context {
 /* What a run derives from its tool list and would otherwise rebuild at every
  * start: the list's JSON (tool_list_json_new), its fingerprint in the
  * "prompt" event and its token estimate. One entry per set of tools, at most
- * TURN_TOOLS_CACHE_MAX (past that a run builds its own). The built-in tools
- * never change while the process runs, so an entry is never stale: a
- * configuration that changes an agent's tools asks for another set.
+ * TURN_TOOLS_CACHE_MAX (past that the least recently used goes). The
+ * built-in tools never change while the process runs; a set with extra
+ * tools is keyed by their fingerprint too, and turn_tools_cache_drop
+ * forgets one whose server said its list changed.
  * Loop thread only. */
 struct turn_tools_cache;
 
@@ -131,12 +132,18 @@ void turn_tools_cache_free(struct turn_tools_cache *c);
  * its tokens_estimate_json; either may be NULL. */
 const json_t *turn_tools_cache_get(struct turn_tools_cache *c, const char *const *names, size_t n,
                                    uint64_t *hash, int64_t *tokens);
+/* Drops the entries built with extra tools of fingerprint extra_key (an MCP
+ * server's list changed): the next run builds its list again. Returns how
+ * many went. */
+size_t turn_tools_cache_drop(struct turn_tools_cache *c, uint64_t extra_key);
 
 /* The tool list a turn started with these options sends to the model (the
  * cache's, or one of its own when c is NULL or full), a new reference, NULL
  * when out of memory; *tokens (may be NULL) its tokens_estimate_json. The
- * same list turn_start uses: `switchboard prompt` shows it. */
+ * same list turn_start uses (extra: the agent's MCP tools, extra_key their
+ * fingerprint): `switchboard prompt` shows it. */
 json_t *turn_tools_list(struct turn_tools_cache *c, const char *const *names, size_t n,
+                        const struct tool_def *const *extra, size_t n_extra, uint64_t extra_key,
                         int64_t *tokens);
 
 struct turn_options {
@@ -152,6 +159,13 @@ struct turn_options {
 	const char *const *tools; /* tool names the agent may use; NULL = all */
 	size_t n_tools;
 	struct turn_tools_cache *tools_cache; /* borrowed; NULL = build the list per run */
+	/* Tools besides the built-in ones (the agent's MCP servers',
+	 * agents/mcp/mcp.h): sorted by name, none named like a built-in one,
+	 * borrowed until done. Always offered and allowed (the gates still
+	 * run). extra_key fingerprints the set for tools_cache. */
+	const struct tool_def *const *extra_tools;
+	size_t n_extra_tools;
+	uint64_t extra_key;
 	struct tool_ctx tool_ctx; /* copied; its strings borrowed until done */
 	int64_t max_turns;
 	int max_tokens;

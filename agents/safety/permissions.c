@@ -1315,6 +1315,15 @@ static bool perm_path_matches(char *const *list, size_t n, const char *rel)
 	return false;
 }
 
+/* A tool list of the rules: names, or glob patterns ("mcp__github__*"). */
+static bool perm_tool_in_list(char *const *list, size_t n, const char *tool)
+{
+	for (size_t i = 0; i < n; i++)
+		if (list[i] && (strcmp(list[i], tool) == 0 || fnmatch(list[i], tool, 0) == 0))
+			return true;
+	return false;
+}
+
 static int perm_check_tool(const struct permissions *p, const char *tool, struct perm_decision *d)
 {
 	bool allowed = permissions_profile_has(perm_profile_of(p), tool), ask = false;
@@ -1324,14 +1333,14 @@ static int perm_check_tool(const struct permissions *p, const char *tool, struct
 
 		if (!perm_rule_applies(p, r))
 			continue;
-		if (perm_in_list(r->deny_tools, r->n_deny_tools, tool)) {
+		if (perm_tool_in_list(r->deny_tools, r->n_deny_tools, tool)) {
 			perm_set(d, PERM_DENY, "tool %s is denied by this agent's permission rules",
 			         tool);
 			return PERM_DENY;
 		}
-		if (perm_in_list(r->allow_tools, r->n_allow_tools, tool))
+		if (perm_tool_in_list(r->allow_tools, r->n_allow_tools, tool))
 			allowed = true;
-		if (perm_in_list(r->ask_tools, r->n_ask_tools, tool))
+		if (perm_tool_in_list(r->ask_tools, r->n_ask_tools, tool))
 			ask = true;
 	}
 	if (!allowed) {
@@ -1550,6 +1559,30 @@ static int perm_check_web(const struct permissions *p, const json_t *input, stru
 	return SB_OK;
 }
 
+/* An MCP server's tool may do anything its server can, whatever its
+ * annotations claim (readOnlyHint is the server's word, not a grant): for
+ * others than the operator it runs only with an approval, cached per tool,
+ * unless a rule allows it by name (or pattern) or the profile is full. */
+static int perm_check_mcp(const struct permissions *p, const char *tool, struct perm_decision *d)
+{
+	bool allowed = false;
+
+	if (d->action != PERM_ALLOW || p->owner || perm_profile_of(p) == PERM_PROFILE_FULL)
+		return SB_OK;
+	for (size_t i = 0; i < p->agent.n_rules; i++) {
+		const struct perm_rule *r = &p->agent.rules[i];
+
+		if (perm_rule_applies(p, r) &&
+		    perm_tool_in_list(r->allow_tools, r->n_allow_tools, tool))
+			allowed = true;
+	}
+	if (allowed)
+		return SB_OK;
+	perm_set(d, PERM_ASK, "%s (a tool of an MCP server) needs the operator's approval", tool);
+	snprintf(d->scope, sizeof d->scope, "%.250s:tool", tool);
+	return SB_OK;
+}
+
 int permissions_check(const struct permissions *p, const char *tool, const json_t *input,
                       struct perm_decision *d)
 {
@@ -1576,6 +1609,8 @@ int permissions_check(const struct permissions *p, const char *tool, const json_
 	}
 	if (strcmp(tool, "web_fetch") == 0)
 		return perm_check_web(p, input, d);
+	if (strncmp(tool, "mcp__", 5) == 0)
+		return perm_check_mcp(p, tool, d);
 	if (strcmp(tool, "read") == 0 || strcmp(tool, "write") == 0 || strcmp(tool, "edit") == 0 ||
 	    strcmp(tool, "ls") == 0 || strcmp(tool, "glob") == 0 || strcmp(tool, "grep") == 0) {
 		if (!p->workspace) {

@@ -349,6 +349,50 @@ static void sandbox_cover_one(struct sandbox_args *a, const struct sandbox_view 
 	free(real);
 }
 
+/* A read-only path must not show what the cover cannot hide: a hidden
+ * directory that holds the workspace (the gateway's home, say) is left in
+ * the view for the workspace's sake, so a read-only path that holds it, or
+ * lies in it outside the workspace (its other agents' transcripts), would
+ * show the rest of it. SB_OK, or SB_ERR_PERM with why. */
+static int sandbox_read_only_one(const char *ro_real, const char *h, const char *ws_real,
+                                 const char *ro, char *why, size_t why_size)
+{
+	const char *rest;
+	char *real;
+	int rc = SB_OK;
+
+	if (!h || h[0] != '/' || !(real = realpath(h, NULL)))
+		return SB_OK;
+	if (path_under(ws_real, real, &rest) &&
+	    (path_under(real, ro_real, &rest) ||
+	     (path_under(ro_real, real, &rest) && !path_under(ro_real, ws_real, &rest)))) {
+		snprintf(why, why_size,
+		         "the read-only path %s would show %s, which the sandbox hides: choose a "
+		         "directory outside it",
+		         ro, real);
+		rc = SB_ERR_PERM;
+	}
+	free(real);
+	return rc;
+}
+
+static int sandbox_read_only_ok(const struct sandbox_policy *policy, const char *ro,
+                                const char *ws_real, char *why, size_t why_size)
+{
+	char *ro_real = realpath(ro, NULL);
+	int rc = SB_OK;
+
+	if (!ro_real)
+		return errno == ENOMEM ? SB_ERR_NOMEM : SB_OK;
+	for (size_t i = 0; rc == SB_OK && i < policy->n_hide && i < SANDBOX_HIDE_MAX; i++)
+		rc = sandbox_read_only_one(ro_real, policy->hide[i], ws_real, ro, why, why_size);
+	for (size_t i = 0; rc == SB_OK && policy->hide_more && i < policy->n_hide_more; i++)
+		rc = sandbox_read_only_one(ro_real, policy->hide_more[i], ws_real, ro, why,
+		                           why_size);
+	free(ro_real);
+	return rc;
+}
+
 static void sandbox_cover(struct sandbox_args *a, const struct sandbox_view *v,
                           const struct sandbox_policy *policy, const char *ws_real)
 {
@@ -668,6 +712,16 @@ int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
 	else if (policy->mode == SANDBOX_WORKSPACE_WRITE && lstat(path, &st) == 0 &&
 	         !S_ISLNK(st.st_mode))
 		sa_add3(&a, "--ro-bind", path, path);
+	for (size_t i = 0; i < policy->n_read_only; i++) {
+		const char *ro = policy->read_only[i];
+
+		if (!ro || ro[0] != '/' || stat(ro, &st) != 0)
+			continue; /* (a missing one is simply not there) */
+		if ((rc = sandbox_read_only_ok(policy, ro, ws_real, why, why_size)) != SB_OK)
+			goto fail;
+		sa_add3(&a, "--ro-bind", ro, ro);
+		view_add(&view, ro, ro);
+	}
 	sandbox_cover(&a, &view, policy, ws_real);
 	sa_add(&a, "--clearenv");
 	for (size_t i = 0; env && env[i]; i++) {

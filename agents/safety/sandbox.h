@@ -64,6 +64,13 @@ struct sandbox_policy {
 	const char *const *hide_more;
 	size_t n_hide_more;
 	const char *bwrap; /* the bwrap program; NULL = looked up in PATH */
+	/* Host paths shown read-only at their own place besides the system
+	 * directories (an MCP server's program, agents/mcp/mcp.h): absolute;
+	 * borrowed. Hidden paths inside them stay hidden; one that would show
+	 * a hidden directory holding the workspace (the gateway's home), or
+	 * lie in one outside the workspace, fails sandbox_argv (SB_ERR_PERM). */
+	const char *const *read_only;
+	size_t n_read_only;
 };
 
 const char *sandbox_mode_name(enum sandbox_mode m);
@@ -93,7 +100,8 @@ void sandbox_fds_close(struct sandbox_fds *f); /* closes the parent's copies; NU
  * a NULL-terminated array the caller frees with sandbox_argv_free; fds (the
  * caller's, closed with sandbox_fds_close once the child started) holds
  * what the child must inherit. mode must not be SANDBOX_FULL. SB_OK,
- * SB_ERR_NOTFOUND (no bwrap, or no workspace: why says so), SB_ERR_INVAL,
+ * SB_ERR_NOTFOUND (no bwrap, or no workspace: why says so), SB_ERR_PERM (a
+ * read_only path the view may not show: why says so), SB_ERR_INVAL,
  * SB_ERR_IO, SB_ERR_NOMEM; on error fds is empty. Any thread (stat only). */
 int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
                  const char *const *argv, const char *const *env, char ***out,

@@ -106,7 +106,7 @@ static void spawn_deliver(struct tool_spawn *sp)
  * one. What another thread opens without O_CLOEXEC between this and the
  * fork could still cross; every fd the gateway opens itself is O_CLOEXEC
  * (and libcurl's sockets SOCK_CLOEXEC, gateway/core/httpc.c). */
-static void spawn_cloexec_all(void)
+void tool_spawn_cloexec_all(void)
 {
 	DIR *d;
 	struct dirent *de;
@@ -367,7 +367,7 @@ int tool_spawn(uv_loop_t *loop, const struct tool_spawn_options *opt, tool_spawn
 	po.flags = UV_PROCESS_DETACHED;
 	po.stdio_count = 3 + (int)boxfds.n;
 	po.stdio = stdio;
-	spawn_cloexec_all();
+	tool_spawn_cloexec_all();
 	err = uv_spawn(loop, &sp->proc, &po);
 	sp->proc_init = true; /* even a failed uv_spawn leaves it to close */
 	sp->open_handles = 3;

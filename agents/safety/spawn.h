@@ -82,4 +82,9 @@ int tool_spawn(uv_loop_t *loop, const struct tool_spawn_options *opt, tool_spawn
  * ran. */
 void tool_spawn_cancel(struct tool_spawn *sp);
 
+/* Marks every descriptor above stderr close-on-exec in this process, just
+ * before a uv_spawn of a child that must inherit nothing else (tool_spawn
+ * does it; so does a long-lived MCP server's start). Loop thread only. */
+void tool_spawn_cloexec_all(void);
+
 #endif

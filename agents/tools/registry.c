@@ -47,36 +47,56 @@ static bool tool_named(const char *const *names, size_t n, const char *name)
 	return false;
 }
 
-json_t *tool_list_json_new(const char *const *names, size_t n)
+static int tool_list_append(json_t *list, const struct tool_def *def)
 {
-	json_t *list = json_array(), *schema, *item;
-	size_t i;
+	json_t *schema = json_loads(def->input_schema ? def->input_schema : "{}",
+	                            JSON_REJECT_DUPLICATES, NULL),
+	       *item = json_object();
+
+	/* set_new takes the value even when it fails. */
+	if (!schema || !item || json_object_set_new(item, "input_schema", schema) ||
+	    json_object_set_new(item, "name", json_string(def->name)) ||
+	    json_object_set_new(item, "description",
+	                        json_string(def->description ? def->description : ""))) {
+		if (!item)
+			json_decref(schema);
+		json_decref(item);
+		return SB_ERR_NOMEM;
+	}
+	return json_array_append_new(list, item) ? SB_ERR_NOMEM : SB_OK;
+}
+
+json_t *tool_list_json_merge(const char *const *names, size_t n,
+                             const struct tool_def *const *extra, size_t n_extra)
+{
+	json_t *list = json_array();
+	size_t i = 0, k = 0;
 
 	if (!list)
 		return NULL;
 	/* Walking the sorted table (not names) keeps the order, and so the
 	 * bytes, the same whatever order names come in; duplicates and
-	 * unknown names fall out. */
-	for (i = 0; i < TOOL_BUILTIN_COUNT; i++) {
-		if (names && n && !tool_named(names, n, tool_builtin[i]->name))
-			continue;
-		schema = json_loads(tool_builtin[i]->input_schema, JSON_REJECT_DUPLICATES, NULL);
-		item = json_object();
-		/* set_new takes the value even when it fails. */
-		if (!schema || !item || json_object_set_new(item, "input_schema", schema) ||
-		    json_object_set_new(item, "name", json_string(tool_builtin[i]->name)) ||
-		    json_object_set_new(item, "description",
-		                        json_string(tool_builtin[i]->description))) {
-			if (!item)
-				json_decref(schema);
-			json_decref(item);
-			json_decref(list);
-			return NULL;
+	 * unknown names fall out. The extra tools are sorted too: a merge. */
+	while (i < TOOL_BUILTIN_COUNT || k < n_extra) {
+		const struct tool_def *def;
+
+		if (i < TOOL_BUILTIN_COUNT &&
+		    (k == n_extra || strcmp(tool_builtin[i]->name, extra[k]->name) < 0)) {
+			def = tool_builtin[i++];
+			if (names && n && !tool_named(names, n, def->name))
+				continue;
+		} else {
+			def = extra[k++];
 		}
-		if (json_array_append_new(list, item)) {
+		if (tool_list_append(list, def) != SB_OK) {
 			json_decref(list);
 			return NULL;
 		}
 	}
 	return list;
+}
+
+json_t *tool_list_json_new(const char *const *names, size_t n)
+{
+	return tool_list_json_merge(names, n, NULL, 0);
 }

@@ -32,6 +32,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agents/agent_config.h"
+#include "agents/mcp/mcp.h"
 #include "agents/safety/sandbox.h"
 #include "gateway/cli/cli.h"
 #include "gateway/cli/cli_doctor.h"
@@ -45,9 +47,10 @@ static void doctor_usage(FILE *f)
 	fprintf(f, "usage: switchboard doctor [--config FILE] [--json] [--no-network]\n"
 	           "                          [--timeout SECONDS]\n\n"
 	           "Checks the sandbox (bubblewrap, user namespaces), the permission settings\n"
-	           "of every agent, the workspaces and bindings, the listen port, the\n"
-	           "open-file limit, and that every provider is reachable and accepts its key\n"
-	           "(one cheap request each: GET /models), one finding a line.\n"
+	           "of every agent, its MCP servers' programs, the workspaces and bindings,\n"
+	           "the listen port, the open-file limit, and that every provider is reachable\n"
+	           "and accepts its key (one cheap request each: GET /models), one finding a\n"
+	           "line.\n"
 	           "Exit code 1 when something would fail here.\n"
 	           "  --json            one JSON object a line\n"
 	           "  --no-network      skip the provider checks (no request leaves the host)\n"
@@ -98,7 +101,8 @@ static int doctor_port(const struct config *cfg, const char *home)
 		return 0;
 	}
 	if (!loopback && strcmp(cfg->gateway.bind, "0.0.0.0") != 0) {
-		snprintf(line, sizeof line, "%s:%lld is not checked (only IPv4 loopback and 0.0.0.0 are)",
+		snprintf(line, sizeof line,
+		         "%s:%lld is not checked (only IPv4 loopback and 0.0.0.0 are)",
 		         cfg->gateway.bind, (long long)cfg->gateway.port);
 		doctor_line("ok", "port", line);
 		return 0;
@@ -150,6 +154,113 @@ static void doctor_limits(const struct config *cfg)
 	}
 }
 
+/* Whether path lies in dir (or is it). */
+static bool doctor_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	while (n > 1 && dir[n - 1] == '/')
+		n--;
+	return strncmp(path, dir, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* Whether the sandbox of agent a would show path (docs/security.md: the
+ * system directories, the workspace, the server's read_only_paths). */
+static bool doctor_visible(const struct agent_config *a, const struct mcp_server_config *c,
+                           const char *path)
+{
+	static const char *const sys[] = {"/usr",   "/bin",   "/sbin",   "/lib",
+	                                  "/lib32", "/lib64", "/libx32", NULL};
+	char real[PATH_MAX];
+
+	if (!realpath(path, real))
+		return false;
+	for (size_t i = 0; sys[i]; i++)
+		if (doctor_under(real, sys[i]))
+			return true;
+	if (a->workspace && doctor_under(real, a->workspace))
+		return true;
+	for (size_t i = 0; i < c->n_read_only_paths; i++) {
+		char ro[PATH_MAX];
+
+		if (realpath(c->read_only_paths[i], ro) && doctor_under(real, ro))
+			return true;
+	}
+	return false;
+}
+
+/* Each agent's MCP servers (docs/mcp.md): a stdio server's program must be
+ * there, inside the agent's sandbox, and its read_only_paths must exist.
+ * Returns 1 when a server could not start. */
+static int doctor_mcp(const struct config *cfg)
+{
+	static const char *const path_dirs[] = {"/usr/local/bin", "/usr/bin", "/bin", NULL};
+	char area[128], line[2 * PATH_MAX + 200], found[PATH_MAX];
+	int rc = 0;
+
+	for (size_t i = 0; i < cfg->n_agents; i++) {
+		const struct agent_config *a = &cfg->agents[i];
+
+		for (size_t k = 0; k < a->mcp.n_servers; k++) {
+			const struct mcp_server_config *c = &a->mcp.servers[k];
+			bool boxed = a->sandbox != SANDBOX_FULL, ok = false;
+
+			snprintf(area, sizeof area, "agent %s mcp %s", a->id, c->name);
+			if (mcp_server_transport(c) != MCP_TRANSPORT_STDIO) {
+				snprintf(line, sizeof line, "%s %s (reached when first used)",
+				         mcp_server_transport(c) == MCP_TRANSPORT_SSE
+				             ? "HTTP+SSE"
+				             : "streamable HTTP",
+				         c->url);
+				doctor_line("ok", area, line);
+				continue;
+			}
+			for (size_t r = 0; r < c->n_read_only_paths; r++)
+				if (access(c->read_only_paths[r], F_OK) != 0) {
+					snprintf(line, sizeof line,
+					         "read_only_paths: %s does not exist",
+					         c->read_only_paths[r]);
+					doctor_line("warn", area, line);
+				}
+			if (strchr(c->command, '/')) {
+				snprintf(found, sizeof found, "%s", c->command);
+				ok = c->command[0] == '/' && access(found, X_OK) == 0;
+			} else {
+				for (size_t d = 0; path_dirs[d] && !ok; d++)
+					ok = snprintf(found, sizeof found, "%s/%s", path_dirs[d],
+					              c->command) < (int)sizeof found &&
+					     access(found, X_OK) == 0;
+			}
+			if (!ok) {
+				snprintf(line, sizeof line,
+				         "%s is not a program in %s: give its absolute path%s",
+				         c->command,
+				         strchr(c->command, '/')
+				             ? "that place"
+				             : "the sandbox's PATH (/usr/local/bin:/usr/bin:/bin)",
+				         boxed ? " and add its directory to read_only_paths" : "");
+				doctor_line("fail", area, line);
+				rc = 1;
+			} else if (boxed && !doctor_visible(a, c, found)) {
+				snprintf(line, sizeof line,
+				         "%s is outside the agent's sandbox: add its directory to "
+				         "read_only_paths",
+				         found);
+				doctor_line("fail", area, line);
+				rc = 1;
+			} else {
+				snprintf(line, sizeof line, "stdio: %s%s", found,
+				         boxed ? (c->network || a->sandbox_network
+				                      ? ", in the sandbox, with network"
+				                      : ", in the sandbox, no network")
+				               : ", without a sandbox");
+				doctor_line("ok", area, line);
+			}
+		}
+	}
+	return rc;
+}
+
 /* Workspaces and bindings (config_lint). Returns 1 when one is an error. */
 static int doctor_lint(const struct config *cfg)
 {
@@ -166,7 +277,8 @@ static int doctor_lint(const struct config *cfg)
 		doctor_line("fail", "workspace", line);
 	}
 	for (size_t i = 0; i < warns.n; i++) {
-		snprintf(line, sizeof line, "%s:%d: %s", cfg->path, warns.v[i].line, warns.v[i].msg);
+		snprintf(line, sizeof line, "%s:%d: %s", cfg->path, warns.v[i].line,
+		         warns.v[i].msg);
 		doctor_line("warn", "bindings", line);
 	}
 	if (!errs.n)
@@ -294,6 +406,7 @@ int cli_doctor(int argc, char **argv)
 	else
 		doctor_line("ok", "approvals", "requests also go to security.approval_channel");
 	failed |= doctor_lint(cfg);
+	failed |= doctor_mcp(cfg);
 	failed |= doctor_port(cfg, home);
 	doctor_limits(cfg);
 	if (network)

@@ -522,6 +522,11 @@ static void daemon_stop_tick(uv_timer_t *t)
 	struct daemon *d = t->data;
 	size_t busy = runner_active(d->runner) + outbox_in_flight(d->outbox);
 
+	/* With no run left, the MCP servers stop, and get the rest of the
+	 * grace to be reaped (an HTTP server's session to be ended). */
+	if (busy == 0 && runner_stop_servers(d->runner) > 0 &&
+	    uv_now(&d->loop) < d->drain_deadline)
+		return;
 	if (busy == 0 || uv_now(&d->loop) >= d->drain_deadline) {
 		if (busy)
 			log_warn("gateway", "closing with work still in flight",

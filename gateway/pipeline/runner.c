@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "agents/context/tokens.h"
+#include "agents/mcp/mcp.h"
 #include "agents/message.h"
 #include "agents/safety/permissions.h"
 #include "agents/safety/sandbox.h"
@@ -49,9 +50,10 @@ struct runner {
 	size_t active;
 	struct workspace_cache *ws_cache; /* the workspaces' files, shared by the jobs */
 	struct turn_tools_cache *tools;   /* the agents' tool lists, shared by the jobs */
+	struct mcp_hub *mcp;              /* the agents' MCP servers */
 };
 
-enum run_stage { RUN_SESSION, RUN_PREPARE, RUN_WINDOW, RUN_TURN, RUN_FLUSH, RUN_DONE };
+enum run_stage { RUN_SESSION, RUN_PREPARE, RUN_WINDOW, RUN_MCP, RUN_TURN, RUN_FLUSH, RUN_DONE };
 
 struct run_job {
 	struct runner *r;
@@ -97,6 +99,9 @@ struct run_job {
 	size_t n_chain;
 	struct turn *turn;
 	struct models_window_wait *wwait; /* the model's context window, being learnt */
+	struct mcp_wait *mwait;           /* the agent's MCP tools, being listed */
+	struct mcp_catalog *mcp;          /* held for the turn */
+	bool mcp_asked;
 	/* A session handed off to a new one (the context was full): the first
 	 * run's session, the summary the second starts from. */
 	char *seed;
@@ -140,18 +145,37 @@ struct run_job {
 	char result_model[512]; /* "provider/model" of the last answer */
 };
 
+/* An agent's MCP tool list changed: the cached lists built with the old one
+ * go, so the next run's prompt has the new one. */
+static void runner_mcp_changed(void *ud, const char *agent_id, uint64_t old_key, const char *why)
+{
+	struct runner *r = ud;
+	size_t n = turn_tools_cache_drop(r->tools, old_key);
+
+	log_info("runner", "the agent's tool list changed; its cached lists are dropped",
+	         LOG_S("agent", agent_id), LOG_S("why", why), LOG_I("dropped", n));
+}
+
 int runner_new(struct runner **out, const struct runner_options *opt)
 {
 	struct runner *r = calloc(1, sizeof *r);
+	struct mcp_hub_options mo = {.changed = runner_mcp_changed};
 
 	if (!r)
 		return SB_ERR_NOMEM;
 	r->opt = *opt;
+	mo.ud = r;
 	if (workspace_cache_new(&r->ws_cache) != SB_OK) {
 		free(r);
 		return SB_ERR_NOMEM;
 	}
 	if (turn_tools_cache_new(&r->tools) != SB_OK) {
+		workspace_cache_free(r->ws_cache);
+		free(r);
+		return SB_ERR_NOMEM;
+	}
+	if (mcp_hub_new(&r->mcp, opt->loop, &mo) != SB_OK) {
+		turn_tools_cache_free(r->tools);
 		workspace_cache_free(r->ws_cache);
 		free(r);
 		return SB_ERR_NOMEM;
@@ -163,10 +187,16 @@ int runner_new(struct runner **out, const struct runner_options *opt)
 void runner_free(struct runner *r)
 {
 	if (r) {
+		mcp_hub_close(r->mcp);
 		workspace_cache_free(r->ws_cache);
 		turn_tools_cache_free(r->tools);
 	}
 	free(r);
+}
+
+size_t runner_stop_servers(struct runner *r)
+{
+	return r ? mcp_hub_stop(r->mcp) : 0;
 }
 
 size_t runner_active(const struct runner *r)
@@ -190,6 +220,8 @@ static void run_job_free(struct run_job *j)
 	free(j->sender);
 	free(j->abort_why);
 	free(j->seed);
+	mcp_wait_cancel(j->mwait);
+	mcp_catalog_unref(j->mcp);
 	json_decref(j->history);
 	json_decref(j->last_prompt);
 	json_decref(j->todo);
@@ -793,6 +825,54 @@ static void run_tool_names(struct run_job *j, const char *const **names, size_t 
 	*names = j->tools;
 }
 
+/* The agent's MCP tools are listed (or what could be listed): the turn
+ * starts. */
+static void run_mcp_ready(void *ud, struct mcp_catalog *cat)
+{
+	struct run_job *j = ud;
+
+	j->mwait = NULL;
+	j->mcp = cat;
+	if (!cat)
+		log_warn(
+		    "runner",
+		    "out of memory listing the agent's MCP tools; the run goes on without them",
+		    LOG_S("agent", j->agent_id));
+	run_start_turn(j);
+}
+
+/* The agent has MCP servers: their tools join the list (starting the
+ * servers that have never listed them). True when the turn waits. */
+static bool run_ask_mcp(struct run_job *j)
+{
+	const struct agent_config *a = j->agent;
+	struct mcp_env env;
+
+	if (j->mcp_asked)
+		return false;
+	if (!a->mcp.n_servers) {
+		mcp_hub_forget(j->r->mcp, j->agent_id); /* (dropped by a reload) */
+		return false;
+	}
+	j->mcp_asked = true;
+	run_gates(j);
+	memset(&env, 0, sizeof env);
+	env.workspace = j->workspace;
+	env.sandbox = &j->sandbox;
+	env.host = j->r->opt.host;
+	env.tool_timeout_ms = a->tool_timeout_ms;
+	j->stage = RUN_MCP;
+	if (mcp_hub_catalog(j->r->mcp, j->agent_id, &a->mcp, &env, run_mcp_ready, j, &j->mwait) !=
+	    SB_OK) {
+		j->mwait = NULL;
+		log_warn("runner",
+		         "cannot list the agent's MCP tools; the run goes on without them",
+		         LOG_S("agent", j->agent_id));
+		return false;
+	}
+	return true;
+}
+
 static void run_start_turn(struct run_job *j)
 {
 	const struct agent_config *a = j->agent;
@@ -806,6 +886,8 @@ static void run_start_turn(struct run_job *j)
 		run_finish(j, SB_ERR_ABORTED, j->abort_why);
 		return;
 	}
+	if (run_ask_mcp(j))
+		return;
 	if (j->repair) {
 		/* The results of the tool calls a restart cut go into the file
 		 * once, before anything of this run: from then on it loads
@@ -866,6 +948,7 @@ static void run_start_turn(struct run_job *j)
 	to.inbox_id = j->sends.run_id;
 	run_tool_names(j, &to.tools, &to.n_tools);
 	to.tools_cache = j->r->tools;
+	to.extra_tools = mcp_catalog_tools(j->mcp, &to.n_extra_tools, &to.extra_key);
 	if (a->web.fetch) {
 		j->web.allow = &a->web.policy;
 		j->web.max_bytes = (size_t)a->web.max_bytes;
@@ -1244,8 +1327,15 @@ static void run_preview_finish(struct run_job *j)
 	int64_t tools_tokens = 0;
 	json_t *tools;
 
+	const struct tool_def *const *extra;
+	size_t n_extra = 0;
+	uint64_t extra_key = 0;
+
 	run_tool_names(j, &names, &n);
-	tools = turn_tools_list(j->r->tools, names, n, &tools_tokens);
+	/* The MCP tools a run listed are shown; servers are not started for
+	 * a preview. */
+	extra = mcp_catalog_tools(j->mcp, &n_extra, &extra_key);
+	tools = turn_tools_list(j->r->tools, names, n, extra, n_extra, extra_key, &tools_tokens);
 	if (!tools) {
 		run_finish(j, SB_ERR_NOMEM, "out of memory");
 		return;
@@ -1502,6 +1592,10 @@ void runner_abort(struct run_job *j, const char *why)
 	else if (j->stage == RUN_WINDOW && j->wwait) {
 		models_window_cancel(j->wwait);
 		j->wwait = NULL;
+		run_start_turn(j); /* sees the flag and finishes */
+	} else if (j->stage == RUN_MCP && j->mwait) {
+		mcp_wait_cancel(j->mwait);
+		j->mwait = NULL;
 		run_start_turn(j); /* sees the flag and finishes */
 	}
 	/* Earlier stages notice the flag when their step completes. */

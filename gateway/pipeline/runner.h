@@ -153,4 +153,9 @@ int runner_preview(struct runner *r, const struct run_request *req, run_preview_
 /* Jobs in flight. */
 size_t runner_active(const struct runner *r);
 
+/* Stops the agents' MCP servers (agents/mcp/mcp.h) and returns how many are
+ * still closing; the shutdown calls it once no run is left, until 0 or its
+ * grace ends. Loop thread only. */
+size_t runner_stop_servers(struct runner *r);
+
 #endif

@@ -381,6 +381,70 @@ static void test_web_search_errors(void **state)
 	              "strict, found \"high\"\n");
 }
 
+/* An agent's mcp.servers: each mistake at its line, with the fix. */
+static void test_mcp_errors(void **state)
+{
+	struct config *c;
+
+	(void)state;
+	c = load_ok(
+	    AGENTS
+	    "    mcp:\n      servers:\n"
+	    "        - {name: files, command: node, args: [s.js], env: [\"A=1\"]}\n"
+	    "        - {name: web, url: \"http://127.0.0.1:3001/mcp\", headers: [\"X-K: v\"]}\n"
+	    "        - {name: old, url: \"http://127.0.0.1:3001/sse\"}\n");
+	assert_int_equal(c->agents[0].mcp.n_servers, 3);
+	assert_int_equal(mcp_server_transport(&c->agents[0].mcp.servers[0]), MCP_TRANSPORT_STDIO);
+	assert_int_equal(mcp_server_transport(&c->agents[0].mcp.servers[1]), MCP_TRANSPORT_HTTP);
+	assert_int_equal(mcp_server_transport(&c->agents[0].mcp.servers[2]), MCP_TRANSPORT_SSE);
+	assert_int_equal(c->agents[0].mcp.servers[0].idle_timeout_ms, 600000);
+	assert_int_equal(c->agents[0].mcp.servers[0].max_message, 8 << 20);
+	config_unref(c);
+	expect_errors(AGENTS "    mcp:\n      servers:\n        - {name: a__b, command: x}\n",
+	              "t.yaml:5:18: agents[0].mcp.servers[0].name: must not hold \"__\" (it "
+	              "separates the server from the tool in tool names), found \"a__b\"\n");
+	expect_errors(AGENTS "    mcp:\n      servers:\n        - {name: Files, command: x}\n",
+	              "t.yaml:5:18: agents[0].mcp.servers[0].name: must start with a lower-case "
+	              "letter or a digit, found \"Files\"\n");
+	expect_errors(
+	    AGENTS "    mcp:\n      servers:\n        - {name: a}\n",
+	    "t.yaml:5:11: agents[0].mcp.servers[0]: the server has neither a command nor "
+	    "a url (hint: give `command` (and `args`) for a stdio server, or `url` for an "
+	    "HTTP one)\n");
+	expect_errors(AGENTS "    mcp:\n      servers:\n"
+	                     "        - {name: a, command: x, url: \"http://h/mcp\"}\n",
+	              "t.yaml:5:38: agents[0].mcp.servers[0].url: a server has either a command or "
+	              "a url, not both (hint: keep `command` for a server the gateway starts, or "
+	              "`url` for one it reaches)\n");
+	expect_errors(AGENTS "    mcp:\n      servers:\n"
+	                     "        - {name: a, command: x}\n        - {name: a, command: y}\n",
+	              "t.yaml:6:18: agents[0].mcp.servers[1].name: \"a\" names servers[0] already "
+	              "(hint: give each server of an agent its own name)\n");
+	expect_errors(AGENTS "    mcp:\n      servers:\n"
+	                     "        - {name: a, command: x, env: [\"1X=y\"]}\n",
+	              "t.yaml:5:39: agents[0].mcp.servers[0].env[0]: not an environment entry "
+	              "(hint: write NAME=value, NAME of letters, digits and '_')\n");
+	expect_errors(AGENTS "    mcp:\n      servers:\n"
+	                     "        - {name: a, command: x, read_only_paths: [opt/x]}\n",
+	              "t.yaml:5:51: agents[0].mcp.servers[0].read_only_paths[0]: \"opt/x\" is not "
+	              "an absolute path below / (hint: write an absolute path other than / (such "
+	              "as /opt/mcp))\n");
+	expect_errors(AGENTS "    mcp:\n      servers:\n"
+	                     "        - {name: a, url: \"ftp://h/x\"}\n",
+	              "t.yaml:5:26: agents[0].mcp.servers[0].url: only http:// and https:// URLs "
+	              "can be fetched (hint: write an http:// or https:// URL, such as "
+	              "http://127.0.0.1:3001/mcp)\n");
+	expect_errors(AGENTS "    mcp:\n      servers:\n"
+	                     "        - {name: a, url: \"http://h/mcp\", transport: stdio}\n",
+	              "t.yaml:5:53: agents[0].mcp.servers[0].transport: transport stdio needs a "
+	              "command (hint: give `command`, or choose `http` or `sse` for a url)\n");
+	expect_errors(AGENTS
+	              "    mcp:\n      servers:\n"
+	              "        - {name: a, url: \"http://h/mcp\", headers: [\"no colon\"]}\n",
+	              "t.yaml:5:52: agents[0].mcp.servers[0].headers[0]: not an HTTP header (hint: "
+	              "write \"Name: value\" on one line)\n");
+}
+
 static void test_unknown_key_suggestion(void **state)
 {
 	(void)state;
@@ -1375,6 +1439,7 @@ int main(void)
 	    cmocka_unit_test(test_web_allow_errors),
 	    cmocka_unit_test(test_web_search_errors),
 	    cmocka_unit_test(test_max_runs),
+	    cmocka_unit_test(test_mcp_errors),
 	    cmocka_unit_test(test_wrong_types),
 	    cmocka_unit_test(test_out_of_range),
 	    cmocka_unit_test(test_missing_required),

@@ -396,6 +396,55 @@ static void test_web_fetch_gate(void **state)
 	assert_int_equal(decide(&p, "web_fetch", page, NULL, 0, NULL, 0), PERM_ALLOW);
 }
 
+/* An MCP server's tools: the operator calls them; others need an approval
+ * per tool unless a rule allows them (by name or glob) or the profile is
+ * full; minimal and messaging lack them; a deny glob wins; the server's
+ * annotations play no part (the gate never sees them). */
+static void test_mcp_tools(void **state)
+{
+	struct permissions p;
+	char msg[PERM_MSG_MAX], scope[PERM_SCOPE_MAX];
+
+	(void)state;
+	load("agents:\n"
+	     "  - id: main\n"
+	     "    permissions:\n"
+	     "      - {channel: telegram, sender: \"42\", allow_tools: [\"mcp__tickets__*\"]}\n"
+	     "      - {channel: slack, deny_tools: [\"mcp__*\"]}\n"
+	     "      - {who: owner, ask_tools: [mcp__files__delete]}\n");
+	perms_for(&p, true, false, "telegram", "7");
+	assert_int_equal(decide(&p, "mcp__files__read_file", "{}", NULL, 0, NULL, 0), PERM_ALLOW);
+	/* an owner's ask rule by name */
+	assert_int_equal(
+	    decide(&p, "mcp__files__delete", "{}", msg, sizeof msg, scope, sizeof scope), PERM_ASK);
+	assert_string_equal(scope, "mcp__files__delete:tool");
+	/* others: an approval per tool */
+	perms_for(&p, false, false, "telegram", "8");
+	assert_int_equal(
+	    decide(&p, "mcp__files__read_file", "{}", msg, sizeof msg, scope, sizeof scope),
+	    PERM_ASK);
+	assert_string_equal(scope, "mcp__files__read_file:tool");
+	assert_non_null(strstr(msg, "a tool of an MCP server"));
+	/* a rule's glob allows one server's tools, not another's */
+	perms_for(&p, false, false, "telegram", "42");
+	assert_int_equal(decide(&p, "mcp__tickets__create", "{}", NULL, 0, NULL, 0), PERM_ALLOW);
+	assert_int_equal(decide(&p, "mcp__files__read_file", "{}", NULL, 0, NULL, 0), PERM_ASK);
+	/* a deny glob wins, the owner's included */
+	perms_for(&p, true, false, "slack", "U1");
+	assert_int_equal(decide(&p, "mcp__tickets__create", "{}", msg, sizeof msg, NULL, 0),
+	                 PERM_DENY);
+	assert_non_null(strstr(msg, "denied by this agent's permission rules"));
+	/* profiles */
+	load("agents:\n  - id: main\n    profile: messaging\n");
+	perms_for(&p, true, false, "telegram", "7");
+	assert_int_equal(decide(&p, "mcp__files__read_file", "{}", msg, sizeof msg, NULL, 0),
+	                 PERM_DENY);
+	assert_non_null(strstr(msg, "messaging"));
+	load("agents:\n  - id: main\n    profile: full\n");
+	perms_for(&p, false, false, "telegram", "8");
+	assert_int_equal(decide(&p, "mcp__files__read_file", "{}", NULL, 0, NULL, 0), PERM_ALLOW);
+}
+
 /* The programs that execute or write through their options, each as a
  * non-owner runs it: never allowed without approval. */
 static const char *const hostile_commands[] = {
@@ -1089,6 +1138,7 @@ int main(void)
 	    cmocka_unit_test(test_hard_deny),
 	    cmocka_unit_test(test_profiles_and_tools),
 	    cmocka_unit_test(test_web_fetch_gate),
+	    cmocka_unit_test(test_mcp_tools),
 	    cmocka_unit_test(test_command_rules),
 	    cmocka_unit_test(test_classifier_property),
 	    cmocka_unit_test(test_paths),

@@ -223,6 +223,60 @@ static void test_command_line(void **state)
 	sandbox_argv_free(v);
 	sandbox_fds_close(&fds);
 	assert_int_equal(sandbox_cgroup_remove(fds.cgroup), SB_OK);
+	/* read-only host paths (an MCP server's code): bound where they exist,
+	 * at their own place; a missing or relative one is not there */
+	{
+		const char *ro[] = {"/etc/hostname", "/no/such/dir-for-sandbox-test", "rel/path"};
+
+		p.network = false;
+		p.read_only = ro;
+		p.n_read_only = 3;
+		assert_int_equal(sandbox_argv(&p, fx.ws, argv, env, &v, &fds, why, sizeof why),
+		                 SB_OK);
+		joined[0] = '\0';
+		for (size_t i = 0; v[i]; i++) {
+			strncat(joined, v[i], sizeof joined - strlen(joined) - 2);
+			strncat(joined, " ", sizeof joined - strlen(joined) - 1);
+		}
+		if (access("/etc/hostname", F_OK) == 0)
+			assert_non_null(strstr(joined, "--ro-bind /etc/hostname /etc/hostname "));
+		assert_null(strstr(joined, "/no/such/dir-for-sandbox-test"));
+		assert_null(strstr(joined, " rel/path "));
+		sandbox_argv_free(v);
+		sandbox_fds_close(&fds);
+		assert_int_equal(sandbox_cgroup_remove(fds.cgroup), SB_OK);
+		/* not the directory that holds the hidden home, nor a part of
+		 * the home beside the workspace; a part of the workspace is fine */
+		{
+			char agents[PATH_MAX + 16], sub[PATH_MAX + 16];
+			const char *bad1[] = {fx.root}, *bad2[] = {agents}, *good[] = {sub};
+
+			snprintf(agents, sizeof agents, "%s/agents", fx.home);
+			mkdir(agents, 0700);
+			snprintf(sub, sizeof sub, "%s/tools", fx.ws);
+			mkdir(sub, 0755);
+			p.read_only = bad1;
+			p.n_read_only = 1;
+			assert_int_equal(
+			    sandbox_argv(&p, fx.ws, argv, env, &v, &fds, why, sizeof why),
+			    SB_ERR_PERM);
+			assert_non_null(strstr(why, "which the sandbox hides"));
+			p.read_only = bad2;
+			assert_int_equal(
+			    sandbox_argv(&p, fx.ws, argv, env, &v, &fds, why, sizeof why),
+			    SB_ERR_PERM);
+			p.read_only = good;
+			assert_int_equal(
+			    sandbox_argv(&p, fx.ws, argv, env, &v, &fds, why, sizeof why), SB_OK);
+			sandbox_argv_free(v);
+			sandbox_fds_close(&fds);
+			assert_int_equal(sandbox_cgroup_remove(fds.cgroup), SB_OK);
+			rmdir(sub);
+			rmdir(agents);
+		}
+		p.read_only = NULL;
+		p.n_read_only = 0;
+	}
 	/* "full" is no sandbox: nothing to build */
 	p.mode = SANDBOX_FULL;
 	assert_int_equal(sandbox_argv(&p, fx.ws, argv, env, &v, &fds, why, sizeof why), SB_ERR_INVAL);
