@@ -163,6 +163,11 @@ struct turn_options {
 	/* Text put before the user text in the new user message: the summary
 	 * a session handed off with (see turn_result.handoff). NULL: none. */
 	const char *seed;
+	/* Compact the history now (every level, as when the provider says the
+	 * prompt is too long) and end without a model turn; user_text should
+	 * be NULL. The result's context_before and context_tokens are the
+	 * estimates before and after; a "compacted" event records the latter. */
+	bool compact_only;
 };
 
 struct turn_result {
@@ -182,6 +187,7 @@ struct turn_result {
 	int results_persisted;            /* tool results saved to the store */
 	int cache_breaks[TURN_CACHE_BREAK_COUNT];
 	int64_t context_tokens; /* the estimate of the last request */
+	int64_t context_before; /* compact_only: the estimate before compacting */
 	int budget_refunds;     /* rounds that only ran code (refunded) */
 	int bad_calls;          /* tool calls cut off or not valid JSON */
 	bool final_call;        /* a limit was reached and the model wrapped up */
