@@ -984,6 +984,25 @@ static void command_committed(void *ud, int rc)
 		          LOG_I("inbox_id", c->p->inbox_id), LOG_S("error", sb_strerror(rc)));
 	else if (d->opt.outbox_kick)
 		d->opt.outbox_kick(d->opt.ud);
+	if (!rc && d->opt.events) {
+		/* A run of its own for the web chat and the control plane's
+		 * subscribers (they show replies from these events), with no
+		 * model in it. */
+		struct event e;
+
+		memset(&e, 0, sizeof e);
+		e.run_id = c->p->env.event_id;
+		e.session_key = c->key;
+		e.agent_id = c->p->agent_id;
+		e.channel = c->p->env.channel;
+		e.inbox_id = c->p->inbox_id;
+		e.kind = EVENT_RUN_START;
+		events_publish(d->opt.events, &e);
+		e.kind = EVENT_RUN_END;
+		e.text = c->reply ? c->reply : "";
+		e.status = "command";
+		events_publish(d->opt.events, &e);
+	}
 	dispatch_notify(d, c->p->inbox_id, rc, c->reply ? c->reply : "", "command");
 	d->held--;
 	pending_free(c->p);
