@@ -89,6 +89,25 @@ enum command_kind commands_parse(const char *text, struct command *out)
 	return COMMAND_NONE;
 }
 
+void commands_quote(const char *s, size_t n, char *out, size_t size)
+{
+	size_t k = 0;
+
+	if (!size)
+		return;
+	if (n > size - 1) {
+		n = size - 1;
+		while (n && ((unsigned char)s[n] & 0xC0) == 0x80)
+			n--; /* s[n] starts a character: cut before it */
+	}
+	for (; k < n; k++) {
+		unsigned char c = (unsigned char)s[k];
+
+		out[k] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+	}
+	out[k] = '\0';
+}
+
 const char *commands_name(enum command_kind kind)
 {
 	for (size_t i = 0; i < COMMANDS_N; i++)

@@ -51,7 +51,11 @@ struct command {
  * Returns the kind. */
 enum command_kind commands_parse(const char *text, struct command *out);
 
-/* The command's name as typed in chat ("/status"). */
+/* A copy of s[0, n) fit to show in a reply: at most size - 1 bytes, cut on
+ * a character boundary, control characters (line breaks included) as "?". */
+void commands_quote(const char *s, size_t n, char *out, size_t size);
+
+/* The command's name without its "/" ("status"). */
 const char *commands_name(enum command_kind kind);
 
 /* The reply to /help: every command, with the session's reset triggers

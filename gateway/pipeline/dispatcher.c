@@ -1320,8 +1320,10 @@ static void command_model_session(void *ud, int rc, const struct store_session *
 	}
 	i = commands_models_find(&m, c->arg, strlen(c->arg));
 	if (i < 0) {
-		buf_printf(&b, "Unknown model \"%.*s\". This agent's models:\n", COMMANDS_ARG_MAX,
-		           c->arg);
+		char shown[COMMANDS_ARG_MAX + 1];
+
+		commands_quote(c->arg, strlen(c->arg), shown, sizeof shown);
+		buf_printf(&b, "Unknown model \"%s\". This agent's models:\n", shown);
 		commands_models_list(&b, &m, command_current_model(&m, chosen));
 		buf_puts(&b, "Nothing changed.");
 		goto reply;
@@ -1479,6 +1481,11 @@ static void dispatch_accept(struct dispatcher *d, struct pending *p,
 	} else if (dispatcher_channel_scheduled(p->env.channel)) {
 		lane_offer(d, dec->session_key, p, AGENT_QUEUE_FOLLOWUP, ac ? ac->queue_cap : 20,
 		           AGENT_QUEUE_DROP_NEWEST);
+	} else if (p->command) {
+		/* Behind the running turn, whatever the queue mode: /compact
+		 * neither steers into it nor interrupts it. */
+		lane_offer(d, dec->session_key, p, AGENT_QUEUE_FOLLOWUP, ac ? ac->queue_cap : 20,
+		           ac ? ac->queue_drop : AGENT_QUEUE_DROP_OLDEST);
 	} else {
 		lane_offer(d, dec->session_key, p, ac ? ac->queue_mode : AGENT_QUEUE_AUTO,
 		           ac ? ac->queue_cap : 20, ac ? ac->queue_drop : AGENT_QUEUE_DROP_OLDEST);

@@ -147,6 +147,20 @@ static void test_meta(void **state)
 	free(s);
 }
 
+static void test_quote(void **state)
+{
+	char out[8];
+
+	(void)state;
+	commands_quote("a\nb\x1b[c", 6, out, sizeof out);
+	assert_string_equal(out, "a?b?[c");
+	/* cut on a character boundary: "caf\xc3\xa9s" in 5 bytes keeps "caf" */
+	commands_quote("xcaf\xc3\xa9s", 7, out, 5);
+	assert_string_equal(out, "xcaf");
+	commands_quote("abcdefghij", 10, out, sizeof out);
+	assert_string_equal(out, "abcdefg");
+}
+
 static void test_help(void **state)
 {
 	const char *t[] = {"/new", "/reset"};
@@ -228,7 +242,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_parse),     cmocka_unit_test(test_models),
-	    cmocka_unit_test(test_meta),      cmocka_unit_test(test_help),
+	    cmocka_unit_test(test_meta),
+	    cmocka_unit_test(test_quote),      cmocka_unit_test(test_help),
 	    cmocka_unit_test(test_status_read),
 	};
 
