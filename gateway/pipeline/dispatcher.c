@@ -593,6 +593,9 @@ static void run_done(void *ud, const struct run_outcome *o)
 		a->items->next = NULL;
 		dispatch_done_silent(d, a->items->inbox_id);
 		dispatch_notify(d, a->items->inbox_id, SB_OK, "", "stopped");
+		if (dispatcher_channel_scheduled(a->items->env.channel) && d->opt.scheduled_done)
+			d->opt.scheduled_done(d->opt.ud, &a->items->env, a->items->agent_id, l->key,
+			                      "aborted", "", false);
 		while (rest) {
 			p = rest;
 			rest = rest->next;
