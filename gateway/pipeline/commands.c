@@ -124,7 +124,8 @@ int commands_help(struct buf *out, const char *const *triggers, size_t n)
 		rc = buf_printf(out, "/%s%s - %s\n", commands_table[i].name,
 		                commands_table[i].args ? " [NAME]" : "", commands_table[i].what);
 	for (size_t i = 0; i < n && rc == SB_OK; i++)
-		rc = buf_printf(out, "%s - start a new session (text after it goes to the new one)\n",
+		rc = buf_printf(out,
+		                "%s - start a new session (text after it goes to the new one)\n",
 		                triggers[i]);
 	if (rc == SB_OK)
 		rc = buf_puts(out, "Anything else, including other /words, goes to the agent.");
@@ -179,8 +180,9 @@ int commands_models_list(struct buf *out, const struct commands_models *m, const
 	if (!current && m->n)
 		current = m->v[0];
 	for (size_t i = 0; i < m->n && rc == SB_OK; i++)
-		rc = buf_printf(out, "%s %s%s%s\n", strcmp(m->v[i], current ? current : "") == 0 ? "*" : "-",
-		                m->v[i], i == 0 ? " (primary)" : " (fallback)",
+		rc = buf_printf(out, "%s %s%s%s\n",
+		                strcmp(m->v[i], current ? current : "") == 0 ? "*" : "-", m->v[i],
+		                i == 0 ? " (primary)" : " (fallback)",
 		                strcmp(m->v[i], current ? current : "") == 0 ? " <- in use" : "");
 	return rc;
 }

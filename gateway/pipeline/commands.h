@@ -92,18 +92,18 @@ char *commands_session_meta_with(const char *meta, const char *model);
 /* What /status reports about a session's transcript, read off the loop
  * (commands_status_read). */
 struct commands_status_facts {
-	bool found;            /* the transcript exists */
-	size_t messages;       /* messages in the history (after compaction) */
-	size_t user_turns;     /* user messages with text */
-	int64_t tokens;        /* the context's size, estimated (see below) */
-	bool tokens_reported;  /* anchored on the last request's figure */
-	int64_t window;        /* the last run's context window; 0 unknown */
-	int compactions;       /* compaction entries */
-	char commit[64];       /* the workspace version of the last turn */
-	char hash[20];         /* its content hash, first 16 hex digits */
+	bool found;           /* the transcript exists */
+	size_t messages;      /* messages in the history (after compaction) */
+	size_t user_turns;    /* user messages with text */
+	int64_t tokens;       /* the context's size, estimated (see below) */
+	bool tokens_reported; /* anchored on the last request's figure */
+	int64_t window;       /* the last run's context window; 0 unknown */
+	int compactions;      /* compaction entries */
+	char commit[64];      /* the workspace version of the last turn */
+	char hash[20];        /* its content hash, first 16 hex digits */
 	bool dirty;
-	char last_model[256];  /* "provider/model" of the last answer */
-	char last_at[40];      /* its time, RFC 3339 */
+	char last_model[256]; /* "provider/model" of the last answer */
+	char last_at[40];     /* its time, RFC 3339 */
 };
 
 /* Reads the transcript at path (blocking: the thread pool). The context's

@@ -37,11 +37,11 @@ struct pending {
 	int64_t inbox_id;
 	struct envelope env; /* owned (envelope_from_json) */
 	char *agent_id;
-	bool reset;       /* starts a new session first */
-	bool redelivered; /* claimed before: its run may have been cut short */
+	bool reset;                /* starts a new session first */
+	bool redelivered;          /* claimed before: its run may have been cut short */
 	enum command_kind command; /* a command that runs in the lane (/compact) */
-	const char *text; /* what the agent sees (inside env.text, or marked) */
-	char *marked;     /* the text wrapped as untrusted content, when it is */
+	const char *text;          /* what the agent sees (inside env.text, or marked) */
+	char *marked;              /* the text wrapped as untrusted content, when it is */
 	struct session_reset_config reset_policy; /* the session type's reset policy */
 	struct pending *next;
 };
@@ -957,10 +957,10 @@ struct command_ctx {
 	struct pending *p;
 	enum command_kind kind;
 	char key[BINDINGS_SESSION_KEY_MAX];
-	char *arg;        /* /model's argument, or NULL */
-	char *model;      /* /model: the model chosen */
-	char *meta;       /* /model: the meta to store */
-	char *reply;      /* the text committed, for waiters */
+	char *arg;   /* /model's argument, or NULL */
+	char *model; /* /model: the model chosen */
+	char *meta;  /* /model: the meta to store */
+	char *reply; /* the text committed, for waiters */
 	char session_id[64];
 	char path[4096];
 	struct commands_status_facts facts;
@@ -1138,8 +1138,9 @@ static void command_stop(struct command_ctx *c)
 	if (!a) {
 		buf_puts(&b, "Nothing is running in this session.");
 		if (l && l->n)
-			buf_printf(&b, " %zu message%s wait%s for a free run slot and will be answered.",
-			           l->n, l->n == 1 ? "" : "s", l->n == 1 ? "s" : "");
+			buf_printf(
+			    &b, " %zu message%s wait%s for a free run slot and will be answered.",
+			    l->n, l->n == 1 ? "" : "s", l->n == 1 ? "s" : "");
 	} else if (!runner_stoppable(a->job)) {
 		buf_puts(&b, "The running turn was already finishing; its reply is on the way.");
 	} else {
@@ -1158,10 +1159,11 @@ static void command_stop(struct command_ctx *c)
 		buf_printf(&b, "Stopped %s (it ran for %" PRIu64 " s).", what,
 		           (uv_now(d->opt.loop) - a->started) / 1000);
 		if (folded)
-			buf_printf(&b, " %zu message%s sent during it will be answered next.", folded,
-			           folded == 1 ? "" : "s");
+			buf_printf(&b, " %zu message%s sent during it will be answered next.",
+			           folded, folded == 1 ? "" : "s");
 		if (l->n)
-			buf_printf(&b, " %zu more wait%s in the queue.", l->n, l->n == 1 ? "s" : "");
+			buf_printf(&b, " %zu more wait%s in the queue.", l->n,
+			           l->n == 1 ? "s" : "");
 		log_info("dispatch", "run stopped by /stop", LOG_S("session", c->key),
 		         LOG_I("inbox_id", a->items->inbox_id));
 		a->stopped = true;
@@ -1187,8 +1189,8 @@ static void command_status_text(struct command_ctx *c)
 	current = command_current_model(&m, c->model);
 	buf_init(&b, DISPATCH_TEXT_MAX);
 	buf_printf(&b, "Agent: %s\n", c->p->agent_id);
-	buf_printf(&b, "Session: %s%s%s%s\n", c->key, c->session_id[0] ? " (" : "",
-	           c->session_id, c->session_id[0] ? ")" : "");
+	buf_printf(&b, "Session: %s%s%s%s\n", c->key, c->session_id[0] ? " (" : "", c->session_id,
+	           c->session_id[0] ? ")" : "");
 	if (!current)
 		buf_puts(&b, "Model: none configured\n");
 	else if (c->model && strcmp(current, c->model) == 0 && current != m.v[0])
@@ -1206,9 +1208,11 @@ static void command_status_text(struct command_ctx *c)
 		           "", f->hash, f->dirty ? " (uncommitted edits)" : "");
 	else
 		buf_puts(&b, "Workspace: no turn yet\n");
-	window = f->window > 0 ? f->window : (ac && ac->context.window > 0 ? ac->context.window : 0);
+	window =
+	    f->window > 0 ? f->window : (ac && ac->context.window > 0 ? ac->context.window : 0);
 	if (c->read_rc != SB_OK)
-		buf_printf(&b, "Context: the history cannot be read (%s)\n", sb_strerror(c->read_rc));
+		buf_printf(&b, "Context: the history cannot be read (%s)\n",
+		           sb_strerror(c->read_rc));
 	else if (!f->found)
 		buf_puts(&b, "Context: empty (no messages yet)\n");
 	else if (window > 0)
@@ -1218,9 +1222,9 @@ static void command_status_text(struct command_ctx *c)
 		           f->tokens, window, f->tokens * 100 / window, f->messages, f->user_turns,
 		           f->compactions, f->compactions == 1 ? "" : "s");
 	else
-		buf_printf(&b,
-		           "Context: about %" PRId64 " tokens (window not known yet), %zu messages\n",
-		           f->tokens, f->messages);
+		buf_printf(
+		    &b, "Context: about %" PRId64 " tokens (window not known yet), %zu messages\n",
+		    f->tokens, f->messages);
 	command_queue_text(d, c->key, &b);
 	while (b.len && b.data[b.len - 1] == '\n')
 		b.data[--b.len] = '\0';
@@ -1283,7 +1287,8 @@ static void command_model_saved(void *ud, int rc)
 	else {
 		buf_printf(&b, "This session now uses %s.", c->model);
 		if (l && l->active && !l->active->items->command)
-			buf_puts(&b, " The turn running now finishes with the model it started with.");
+			buf_puts(&b,
+			         " The turn running now finishes with the model it started with.");
 		log_info("dispatch", "session model switched", LOG_S("session", c->key),
 		         LOG_S("model", c->model));
 	}
@@ -1333,8 +1338,8 @@ static void command_model_session(void *ud, int rc, const struct store_session *
 	}
 	c->model = strdup(m.v[i]);
 	/* The primary is the default: no choice stored. */
-	c->meta = commands_session_meta_with(rc == SB_OK && s ? s->meta : NULL,
-	                                     i == 0 ? NULL : m.v[i]);
+	c->meta =
+	    commands_session_meta_with(rc == SB_OK && s ? s->meta : NULL, i == 0 ? NULL : m.v[i]);
 	memset(&ns, 0, sizeof ns);
 	ns.key = c->key;
 	ns.agent_id = c->p->agent_id;

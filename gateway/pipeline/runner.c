@@ -383,14 +383,16 @@ static void run_compact_text(const struct run_job *j, const struct turn_result *
 		return;
 	}
 	if (!n && res->compaction_failures)
-		buf_printf(text, "Compaction failed (%s); the context is as it was: about %lld tokens",
-		           res->detail && *res->detail ? res->detail : "the summary could not be made",
-		           (long long)res->context_before);
+		buf_printf(
+		    text, "Compaction failed (%s); the context is as it was: about %lld tokens",
+		    res->detail && *res->detail ? res->detail : "the summary could not be made",
+		    (long long)res->context_before);
 	else if (!n)
 		buf_printf(text, "Nothing to compact: the context holds about %lld tokens",
 		           (long long)res->context_tokens);
 	else
-		buf_printf(text, "Compacted this session's context: about %lld tokens before, %lld after",
+		buf_printf(text,
+		           "Compacted this session's context: about %lld tokens before, %lld after",
 		           (long long)res->context_before, (long long)res->context_tokens);
 	if (w)
 		buf_printf(text, " (%lld%% of the %lld-token window)",
@@ -504,8 +506,9 @@ static int run_chain(struct run_job *j)
 					j->chain[j->n_chain++] = m.v[k];
 			return SB_OK;
 		}
-		log_warn("agent", "the session's chosen model is no longer configured; using the "
-		                  "agent's primary",
+		log_warn("agent",
+		         "the session's chosen model is no longer configured; using the "
+		         "agent's primary",
 		         LOG_S("session", j->session_key), LOG_S("model", j->model_choice));
 	}
 	if (a->model)

@@ -88,14 +88,13 @@ static int prepare_home(void)
 	const char *init[] = {"init", NULL};
 	char cfg[4096];
 
-	if (write_home_file("script.yaml",
-	                    "steps:\n"
-	                    "  - match: \"Summarise the conversation below\"\n"
-	                    "    text: \"SUMMARY: the user sent fill messages.\"\n"
-	                    "  - match: slow\n"
-	                    "    delay_ms: 8000\n"
-	                    "    text: \"done {{user_text}}\"\n"
-	                    "  - text: \"echo {{user_text}}\"\n") != 0 ||
+	if (write_home_file("script.yaml", "steps:\n"
+	                                   "  - match: \"Summarise the conversation below\"\n"
+	                                   "    text: \"SUMMARY: the user sent fill messages.\"\n"
+	                                   "  - match: slow\n"
+	                                   "    delay_ms: 8000\n"
+	                                   "    text: \"done {{user_text}}\"\n"
+	                                   "  - text: \"echo {{user_text}}\"\n") != 0 ||
 	    write_home_file("other.yaml", "steps:\n  - text: \"other {{user_text}}\"\n") != 0)
 		return -1;
 	snprintf(cfg, sizeof cfg,
@@ -205,19 +204,19 @@ static json_t *tg_ctl(const char *method, const char *path, json_t *body_take)
 static int64_t tg_says_from(int64_t from, int64_t chat, const char *text)
 {
 	int64_t mid = fx.next_msg++ + 100000;
-	json_t *msg = json_pack(
-	    "{sIs{sIsbssss}s{sIss}sIss}", "message_id", (json_int_t)mid, "from", "id",
-	    (json_int_t)from, "is_bot", 0, "first_name", "Alice", "username", "alice", "chat", "id",
-	    (json_int_t)chat, "type", chat == from ? "private" : "supergroup", "date",
-	    (json_int_t)time(NULL), "text", text);
+	json_t *msg = json_pack("{sIs{sIsbssss}s{sIss}sIss}", "message_id", (json_int_t)mid, "from",
+	                        "id", (json_int_t)from, "is_bot", 0, "first_name", "Alice",
+	                        "username", "alice", "chat", "id", (json_int_t)chat, "type",
+	                        chat == from ? "private" : "supergroup", "date",
+	                        (json_int_t)time(NULL), "text", text);
 	json_t *r;
 
 	if (text[0] == '/') {
 		size_t n = strcspn(text, " \n");
 
-		json_object_set_new(msg, "entities",
-		                    json_pack("[{sssisi}]", "type", "bot_command", "offset", 0,
-		                              "length", (int)n));
+		json_object_set_new(
+		    msg, "entities",
+		    json_pack("[{sssisi}]", "type", "bot_command", "offset", 0, "length", (int)n));
 	} else if (strstr(text, "@sb_test_bot")) {
 		/* ASCII text: UTF-16 offsets are byte offsets */
 		json_object_set_new(msg, "entities",

@@ -297,9 +297,9 @@ static void test_handshake(void **state)
  * run's final chat event, with no model turn (docs/commands.md). */
 static void test_chat_command(void **state)
 {
-	json_t *r = ws_client(json_pack("{ss ss ss ss}", "scenario", "chat", "sessionKey",
-	                                "agent:main:cmd", "message", "/status",
-	                                "idempotencyKey", "chat-cmd-1"));
+	json_t *r =
+	    ws_client(json_pack("{ss ss ss ss}", "scenario", "chat", "sessionKey", "agent:main:cmd",
+	                        "message", "/status", "idempotencyKey", "chat-cmd-1"));
 	const char *t;
 
 	(void)state;
@@ -313,9 +313,8 @@ static void test_chat_command(void **state)
 	assert_null(strstr(t, "Scripted reply"));
 	json_decref(r);
 
-	r = ws_client(json_pack("{ss ss ss ss}", "scenario", "chat", "sessionKey",
-	                        "agent:main:cmd", "message", "/help", "idempotencyKey",
-	                        "chat-cmd-2"));
+	r = ws_client(json_pack("{ss ss ss ss}", "scenario", "chat", "sessionKey", "agent:main:cmd",
+	                        "message", "/help", "idempotencyKey", "chat-cmd-2"));
 	assert_non_null(strstr(jstr(r, "final.message.content.0.text"), "/compact"));
 	json_decref(r);
 }

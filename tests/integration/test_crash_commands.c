@@ -69,12 +69,12 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
-#define run_fail(r, ...)                                                                          \
-	do {                                                                                      \
-		failures++;                                                                       \
-		fprintf(stderr, "crash point %ld: ", (r)->n);                                     \
-		fprintf(stderr, __VA_ARGS__);                                                     \
-		fprintf(stderr, "\n");                                                            \
+#define run_fail(r, ...)                                                                           \
+	do {                                                                                       \
+		failures++;                                                                        \
+		fprintf(stderr, "crash point %ld: ", (r)->n);                                      \
+		fprintf(stderr, __VA_ARGS__);                                                      \
+		fprintf(stderr, "\n");                                                             \
 	} while (0)
 
 static void dump_log(const struct harness_daemon *d)
@@ -229,8 +229,8 @@ static int replies(struct run *r, int64_t mid, char **text)
 		*text = NULL;
 	json_array_foreach(json_object_get(st, "sent"), i, s)
 	{
-		if (json_integer_value(json_object_get(
-		        json_object_get(s, "reply_parameters"), "message_id")) != mid ||
+		if (json_integer_value(json_object_get(json_object_get(s, "reply_parameters"),
+		                                       "message_id")) != mid ||
 		    json_integer_value(json_object_get(s, "outcome")) != 200)
 			continue;
 		n++;

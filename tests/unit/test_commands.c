@@ -204,18 +204,19 @@ static void test_status_read(void **state)
 	assert_int_equal(commands_status_read(path, &f), SB_OK);
 	assert_false(f.found);
 
-	write_file(path,
-	           "{\"type\":\"session\",\"version\":1,\"id\":\"s\",\"key\":\"k\",\"agent\":\"a\"}\n"
-	           "{\"type\":\"event\",\"id\":\"e1\",\"event\":\"workspace\",\"workspace\":"
-	           "{\"commit\":\"0123456789abcdef\",\"dirty\":true,\"hash\":\"aabbccddeeff00112233\"}}\n"
-	           "{\"type\":\"event\",\"id\":\"e2\",\"event\":\"context\",\"window\":1000}\n"
-	           "{\"type\":\"message\",\"id\":\"m1\",\"message\":{\"role\":\"user\",\"content\":"
-	           "[{\"type\":\"text\",\"text\":\"hello\"}]}}\n"
-	           "{\"type\":\"event\",\"id\":\"e3\",\"event\":\"prompt\",\"messages\":1,"
-	           "\"tokens_estimate\":500,\"calibration\":1.0}\n"
-	           "{\"type\":\"message\",\"id\":\"m2\",\"ts\":\"2026-12-03T10:00:00.000Z\","
-	           "\"model\":\"scripted/a\",\"message\":{\"role\":\"assistant\",\"content\":"
-	           "[{\"type\":\"text\",\"text\":\"hi there\"}]}}\n");
+	write_file(
+	    path,
+	    "{\"type\":\"session\",\"version\":1,\"id\":\"s\",\"key\":\"k\",\"agent\":\"a\"}\n"
+	    "{\"type\":\"event\",\"id\":\"e1\",\"event\":\"workspace\",\"workspace\":"
+	    "{\"commit\":\"0123456789abcdef\",\"dirty\":true,\"hash\":\"aabbccddeeff00112233\"}}\n"
+	    "{\"type\":\"event\",\"id\":\"e2\",\"event\":\"context\",\"window\":1000}\n"
+	    "{\"type\":\"message\",\"id\":\"m1\",\"message\":{\"role\":\"user\",\"content\":"
+	    "[{\"type\":\"text\",\"text\":\"hello\"}]}}\n"
+	    "{\"type\":\"event\",\"id\":\"e3\",\"event\":\"prompt\",\"messages\":1,"
+	    "\"tokens_estimate\":500,\"calibration\":1.0}\n"
+	    "{\"type\":\"message\",\"id\":\"m2\",\"ts\":\"2026-12-03T10:00:00.000Z\","
+	    "\"model\":\"scripted/a\",\"message\":{\"role\":\"assistant\",\"content\":"
+	    "[{\"type\":\"text\",\"text\":\"hi there\"}]}}\n");
 	assert_int_equal(commands_status_read(path, &f), SB_OK);
 	assert_true(f.found);
 	assert_int_equal(f.messages, 2);
@@ -241,10 +242,9 @@ static void test_status_read(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_parse),     cmocka_unit_test(test_models),
-	    cmocka_unit_test(test_meta),
-	    cmocka_unit_test(test_quote),      cmocka_unit_test(test_help),
-	    cmocka_unit_test(test_status_read),
+	    cmocka_unit_test(test_parse), cmocka_unit_test(test_models),
+	    cmocka_unit_test(test_meta),  cmocka_unit_test(test_quote),
+	    cmocka_unit_test(test_help),  cmocka_unit_test(test_status_read),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -247,10 +247,14 @@ static void test_commands_for_other_bots(void **state)
 	struct telegram_norm n;
 	static const char *const skipped[] = {"/status@other_bot", "/model@OtherBot gpt",
 	                                      "/help@gw_bot2", "/x@a"};
-	static const char *const kept[] = {"/status@gw_bot",      "/status@GW_BOT extra",
-	                                   "/status",             "hello @other_bot",
-	                                   "/status@other_bot/x", "/@other_bot",
-	                                   " /status@other_bot",  "/status@"};
+	static const char *const kept[] = {"/status@gw_bot",
+	                                   "/status@GW_BOT extra",
+	                                   "/status",
+	                                   "hello @other_bot",
+	                                   "/status@other_bot/x",
+	                                   "/@other_bot",
+	                                   " /status@other_bot",
+	                                   "/status@"};
 	char json[512];
 
 	(void)state;
