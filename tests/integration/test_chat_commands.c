@@ -12,7 +12,7 @@
  * only an allowed, mentioning sender is answered; /stop during a slow turn
  * stops it and the message steered into it is still answered; /model
  * switches the session and the choice survives a restart; /compact reports
- * the token counts before and after.
+ * the token counts before and after, and waits behind a running turn.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -582,6 +582,49 @@ static void test_compact(void **state)
 	free(t);
 }
 
+/* The position of the reply to mid among everything sent, or -1. */
+static long tg_reply_index(int64_t mid)
+{
+	json_t *st = tg_ctl("GET", "/_ctl/state", NULL), *s;
+	size_t i;
+	long at = -1;
+
+	json_array_foreach(json_object_get(st, "sent"), i, s)
+	{
+		if (json_integer_value(json_object_get(json_object_get(s, "reply_parameters"),
+		                                       "message_id")) == mid &&
+		    json_integer_value(json_object_get(s, "outcome")) == 200)
+			at = (long)i;
+	}
+	json_decref(st);
+	return at;
+}
+
+/* /compact while a turn runs: it waits behind the turn (not steered into
+ * it, not interrupting it), and /status shows it waiting. */
+static void test_compact_waits(void **state)
+{
+	int64_t slow, compact;
+	char *t;
+
+	(void)state;
+	slow = tg_says("another slow one");
+	sleep_ms(1500);
+	compact = tg_says("/compact");
+	sleep_ms(500);
+	t = tg_ask("/status");
+	assert_has(t, "Queue: a turn is running");
+	assert_has(t, "1 message waiting");
+	free(t);
+	t = tg_wait_reply(ALICE, compact, 30000);
+	assert_has(t, "Compacted this session's context");
+	free(t);
+	t = tg_wait_reply(ALICE, slow, 1000);
+	assert_string_equal(t, "done another slow one");
+	free(t);
+	assert_true(tg_reply_index(slow) < tg_reply_index(compact));
+}
+
 /* ---- Slack ---- */
 
 static json_t *slack_state(void)
@@ -693,6 +736,7 @@ int main(void)
 	    cmocka_unit_test(test_stop),
 	    cmocka_unit_test(test_model_and_restart),
 	    cmocka_unit_test(test_compact),
+	    cmocka_unit_test(test_compact_waits),
 	    cmocka_unit_test(test_slack),
 	};
 
