@@ -95,18 +95,26 @@ static int prepare_home(void)
 	                                   "    delay_ms: 8000\n"
 	                                   "    text: \"done {{user_text}}\"\n"
 	                                   "  - text: \"echo {{user_text}}\"\n") != 0 ||
-	    write_home_file("other.yaml", "steps:\n  - text: \"other {{user_text}}\"\n") != 0)
+	    write_home_file("other.yaml", "steps:\n  - text: \"other {{user_text}}\"\n") != 0 ||
+	    write_home_file("tools.yaml", "steps:\n"
+	                                  "  - match: twostep\n"
+	                                  "    delay_ms: 2000\n"
+	                                  "    tool_calls:\n"
+	                                  "      - {name: ls, input: {path: \".\"}}\n"
+	                                  "  - delay_ms: 6000\n"
+	                                  "    text: \"done {{user_text}}\"\n") != 0)
 		return -1;
 	snprintf(cfg, sizeof cfg,
 	         "gateway: {bind: 127.0.0.1}\n"
 	         "providers:\n"
 	         "  - {id: s, api: scripted, script: script.yaml}\n"
 	         "  - {id: t, api: scripted, script: other.yaml}\n"
+	         "  - {id: u, api: scripted, script: tools.yaml}\n"
 	         "agents:\n"
 	         "  - id: main\n"
 	         "    default: true\n"
 	         "    model: s/echo\n"
-	         "    fallbacks: [t/other]\n"
+	         "    fallbacks: [t/other, u/tools]\n"
 	         "    context: {window: 100000}\n"
 	         "security: {owners: [\"telegram:%d\", \"slack:*\"]}\n"
 	         "channels:\n"
@@ -480,6 +488,45 @@ static void test_stop(void **state)
 	free(t);
 }
 
+/* /stop after a message steered into the turn was carried into a model
+ * call (the turn called a tool, then the model again): the steered message
+ * is answered after the stop, and its text is in the history once. */
+static void test_stop_carried(void **state)
+{
+	int64_t first, steered, stop;
+	struct buf tr;
+	char *t;
+	int n = 0;
+
+	(void)state;
+	t = tg_ask("/model u/tools");
+	assert_string_equal(t, "This session now uses u/tools.");
+	free(t);
+	first = tg_says("twostep please");
+	sleep_ms(800); /* the first model call takes 2 s */
+	steered = tg_says("meanwhile two");
+	sleep_ms(3200); /* the tool ran; the second call (6 s) carries it */
+	stop = tg_says("/stop");
+	t = tg_wait_reply(ALICE, stop, 5000);
+	assert_has(t, "Stopped the turn answering \"twostep please\"");
+	assert_has(t, "1 message sent during it will be answered next.");
+	free(t);
+	t = tg_wait_reply(ALICE, steered, 20000);
+	assert_string_equal(t, "done meanwhile two");
+	free(t);
+	assert_null(tg_reply_text(ALICE, first));
+	buf_init(&tr, 64 << 20);
+	transcripts(&tr);
+	/* (the "note" event that recorded the steer names it too) */
+	for (const char *p = tr.data;
+	     (p = strstr(p, "{\"type\":\"text\",\"text\":\"meanwhile two\"}")); p++)
+		n++;
+	buf_free(&tr);
+	assert_int_equal(n, 1);
+	t = tg_ask("/model s/echo");
+	free(t);
+}
+
 /* /model lists and switches; unknown names are refused with the list; the
  * choice is the session's and survives a restart. */
 static void test_model_and_restart(void **state)
@@ -734,6 +781,7 @@ int main(void)
 	    cmocka_unit_test(test_not_commands),
 	    cmocka_unit_test(test_groups),
 	    cmocka_unit_test(test_stop),
+	    cmocka_unit_test(test_stop_carried),
 	    cmocka_unit_test(test_model_and_restart),
 	    cmocka_unit_test(test_compact),
 	    cmocka_unit_test(test_compact_waits),
