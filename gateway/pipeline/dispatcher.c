@@ -869,8 +869,11 @@ static void lane_offer(struct dispatcher *d, const char *key, struct pending *p,
 	 * its reply goes where the schedule says (or nowhere, an ack), not to
 	 * the sender. */
 	if (mode == AGENT_QUEUE_STEER && l->active &&
-	    (dispatcher_channel_scheduled(l->active->items->env.channel) ||
-	     l->active->items->command))
+	    dispatcher_channel_scheduled(l->active->items->env.channel))
+		mode = AGENT_QUEUE_FOLLOWUP;
+	/* Nor into (or through) a /compact: what comes waits behind it. */
+	if ((mode == AGENT_QUEUE_STEER || mode == AGENT_QUEUE_INTERRUPT) && l->active &&
+	    l->active->items->command)
 		mode = AGENT_QUEUE_FOLLOWUP;
 	if (l->active && !p->reset) {
 		struct active *a = l->active;
@@ -1218,8 +1221,9 @@ static void command_status_text(struct command_ctx *c)
 	else if (window > 0)
 		buf_printf(&b,
 		           "Context: about %" PRId64 " of %" PRId64 " tokens (%" PRId64
-		           "%%), %zu messages, %zu user turns, %d compaction%s\n",
-		           f->tokens, window, f->tokens * 100 / window, f->messages, f->user_turns,
+		           "%%), %zu message%s, %zu user turn%s, %d compaction%s\n",
+		           f->tokens, window, f->tokens * 100 / window, f->messages,
+		           f->messages == 1 ? "" : "s", f->user_turns, f->user_turns == 1 ? "" : "s",
 		           f->compactions, f->compactions == 1 ? "" : "s");
 	else
 		buf_printf(

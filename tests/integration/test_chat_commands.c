@@ -386,7 +386,7 @@ static void test_help_and_status(void **state)
 	assert_has(t, "Workspace: commit ");
 	assert_has(t, "tokens (");
 	assert_has(t, "of 100000 tokens");
-	assert_has(t, "2 messages, 1 user turns");
+	assert_has(t, "2 messages, 1 user turn, 0 compactions");
 	free(t);
 
 	buf_init(&tr, 64 << 20);
