@@ -32,6 +32,9 @@
  * start-up, so the lease only has to outlive the process. */
 #define DISPATCH_LEASE_MS (24LL * 3600 * 1000)
 #define DISPATCH_TEXT_MAX (1u << 20)
+/* /status reads of transcripts on the thread pool at once; more are told
+ * to try again rather than queue up behind them. */
+#define DISPATCH_STATUS_READS_MAX 4
 
 struct pending {
 	int64_t inbox_id;
@@ -97,6 +100,8 @@ struct dispatcher {
 	bool kicked; /* a kick came while a claim was running */
 	struct waiter *waiters;
 	uv_timer_t retry;
+	size_t status_reads; /* /status transcript reads in flight */
+	size_t commands;     /* commands being answered (store or thread pool) */
 };
 
 static void dispatch_claim(struct dispatcher *d);
@@ -973,6 +978,7 @@ struct command_ctx {
 
 static void command_ctx_free(struct command_ctx *c)
 {
+	c->d->commands--;
 	free(c->arg);
 	free(c->model);
 	free(c->meta);
@@ -1248,6 +1254,7 @@ static void command_status_read_done(uv_work_t *w, int status)
 {
 	struct command_ctx *c = w->data;
 
+	c->d->status_reads--;
 	if (status)
 		c->read_rc = SB_ERR_ABORTED;
 	command_status_text(c);
@@ -1270,12 +1277,18 @@ static void command_status_session(void *ud, int rc, const struct store_session 
 	         c->session_id);
 	config_unref(cfg);
 	c->work.data = c;
+	if (c->d->status_reads >= DISPATCH_STATUS_READS_MAX) {
+		command_reply(c, "Too many /status requests at once; try again in a moment.");
+		return;
+	}
 	/* The transcript is read on the thread pool, never here. */
 	if (rc != SB_OK || uv_queue_work(c->d->opt.loop, &c->work, command_status_work,
 	                                 command_status_read_done) != 0) {
 		c->read_rc = rc != SB_OK ? rc : SB_ERR_IO;
 		command_status_text(c);
+		return;
 	}
+	c->d->status_reads++;
 }
 
 static void command_model_saved(void *ud, int rc)
@@ -1403,6 +1416,7 @@ static bool dispatch_command(struct dispatcher *d, struct pending *p,
 	c->d = d;
 	c->p = p;
 	c->kind = cmd.kind;
+	d->commands++;
 	log_info("dispatch", "command", LOG_S("command", commands_name(cmd.kind)),
 	         LOG_S("session", c->key), LOG_I("inbox_id", p->inbox_id));
 	switch (cmd.kind) {
@@ -1809,6 +1823,11 @@ void dispatcher_drain(struct dispatcher *d)
 size_t dispatcher_busy(const struct dispatcher *d)
 {
 	return d ? d->held : 0;
+}
+
+size_t dispatcher_commands_active(const struct dispatcher *d)
+{
+	return d ? d->commands : 0;
 }
 
 struct abort_all_ctx {
