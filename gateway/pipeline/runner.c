@@ -1296,7 +1296,9 @@ static void run_session_found(void *ud, int rc, const struct store_session *s)
 		run_finish(j, SB_OK, NULL);
 		return;
 	}
-	if (rc == SB_OK && s && s->session_id && !j->new_session && run_expired(j, s)) {
+	/* /compact is no activity: it never starts a session of its own. */
+	if (rc == SB_OK && s && s->session_id && !j->new_session && !j->compact_only &&
+	    run_expired(j, s)) {
 		log_info("agent", "session expired by its reset policy; starting a new one",
 		         LOG_S("session", j->session_key),
 		         LOG_S("mode", j->reset.mode == SESSION_RESET_DAILY ? "daily" : "idle"));
