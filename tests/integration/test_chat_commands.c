@@ -452,6 +452,29 @@ static void test_groups(void **state)
 	assert_int_equal(tg_sent_to(GROUP), 1);
 }
 
+/* Another DM sender (not the operator) has a session of their own: their
+ * /model and /stop never reach the operator's main session. */
+static void test_other_sender_own_session(void **state)
+{
+	char *t;
+
+	(void)state;
+	t = tg_wait_reply(5555, tg_says_from(5555, 5555, "/status"), 20000);
+	assert_has(t, "Session: agent:main:telegram:");
+	assert_lacks(t, "agent:main:main");
+	free(t);
+	t = tg_wait_reply(5555, tg_says_from(5555, 5555, "/model t/other"), 20000);
+	assert_string_equal(t, "This session now uses t/other.");
+	free(t);
+	t = tg_wait_reply(5555, tg_says_from(5555, 5555, "/stop"), 20000);
+	assert_string_equal(t, "Nothing is running in this session.");
+	free(t);
+	t = tg_ask("/status");
+	assert_has(t, "Session: agent:main:main");
+	assert_has(t, "Model: s/echo (primary)");
+	free(t);
+}
+
 /* /stop during a slow turn: the reply says what was stopped, the slow
  * reply never comes, and the message sent during the turn is answered. */
 static void test_stop(void **state)
@@ -780,6 +803,7 @@ int main(void)
 	    cmocka_unit_test(test_help_and_status),
 	    cmocka_unit_test(test_not_commands),
 	    cmocka_unit_test(test_groups),
+	    cmocka_unit_test(test_other_sender_own_session),
 	    cmocka_unit_test(test_stop),
 	    cmocka_unit_test(test_stop_carried),
 	    cmocka_unit_test(test_model_and_restart),
