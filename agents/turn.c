@@ -365,6 +365,7 @@ static void turn_finish(struct turn *t, enum turn_end end, const char *detail)
 	r.reactive_retries = t->counts.reactive_retries;
 	r.results_persisted = t->counts.results_persisted;
 	r.context_tokens = t->counts.context_tokens;
+	r.context_before = t->counts.context_before;
 	r.budget_refunds = t->refunds;
 	r.handoff = t->handoff != NULL;
 	r.handoff_summary = t->handoff;
@@ -1360,6 +1361,21 @@ static void turn_send(struct turn *t)
 
 	if (t->finished)
 		return;
+	if (t->opt.compact_only) {
+		/* The compaction was all that was asked for: its figure is the
+		 * context's size from now on (commands_status_read). */
+		turn_record_pending(t);
+		tokens_ledger_sync(&t->ledger, t->history);
+		t->counts.context_tokens = tokens_ledger_total(&t->ledger);
+		turn_record(t, "event",
+		            json_pack("{sssIsIsIsf}", "event", "compacted", "tokens_before",
+		                      (json_int_t)t->counts.context_before, "tokens_estimate",
+		                      (json_int_t)t->counts.context_tokens, "messages",
+		                      (json_int_t)json_array_size(t->history), "calibration",
+		                      t->ledger.scale));
+		turn_finish(t, TURN_END_TURN, NULL);
+		return;
+	}
 	memset(&req, 0, sizeof req);
 	req.system = t->opt.system;
 	req.messages = t->history;
@@ -1909,6 +1925,8 @@ static void turn_context_step(struct turn *t, bool forced, const char *why)
 		return;
 	}
 	t->cp_before = tokens;
+	if (t->opt.compact_only && !t->counts.context_before)
+		t->counts.context_before = tokens;
 	if (!forced && turn_pct(t, tokens) < t->limits.trim_at &&
 	    turn_pct(t, tokens) < t->limits.archive_at &&
 	    turn_pct(t, tokens) < t->limits.summarize_at &&
@@ -2137,6 +2155,11 @@ static void turn_first_step(uv_timer_t *timer)
 {
 	struct turn *t = timer->data;
 
+	if (t->opt.compact_only) {
+		snprintf(t->send_reason, sizeof t->send_reason, "compaction asked for");
+		turn_context_step(t, true, "compaction asked for with /compact");
+		return;
+	}
 	turn_call_model(t, "new message");
 }
 

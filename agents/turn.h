@@ -201,6 +201,11 @@ struct turn_options {
 	/* A run that never compacts (the silent memory turn itself): no
 	 * level runs, and "prompt too long" ends it with an error. */
 	bool no_compaction;
+	/* Compact the history now (every level, as when the provider says the
+	 * prompt is too long) and end without a model turn; user_text should
+	 * be NULL. The result's context_before and context_tokens are the
+	 * estimates before and after; a "compacted" event records the latter. */
+	bool compact_only;
 };
 
 struct turn_result {
@@ -220,6 +225,7 @@ struct turn_result {
 	int results_persisted;            /* tool results saved to the store */
 	int cache_breaks[TURN_CACHE_BREAK_COUNT];
 	int64_t context_tokens; /* the estimate of the last request */
+	int64_t context_before; /* compact_only: the estimate before compacting */
 	int budget_refunds;     /* rounds that only ran code (refunded) */
 	int bad_calls;          /* tool calls cut off or not valid JSON */
 	bool final_call;        /* a limit was reached and the model wrapped up */

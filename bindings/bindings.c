@@ -1277,6 +1277,12 @@ static void bt_access(const struct bindings_table *t, const struct bindings_inpu
 
 /* ---- routing ---- */
 
+const char *const *bindings_reset_triggers(const struct bindings_table *t, size_t *n)
+{
+	*n = t ? t->n_triggers : 0;
+	return t ? t->triggers : NULL;
+}
+
 bool bindings_reset_trigger(const struct bindings_table *t, const char *text, const char **rest)
 {
 	const char *p = text;

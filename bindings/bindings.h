@@ -183,6 +183,9 @@ int bindings_session_key(const struct bindings_table *t, const char *agent_id,
  * ("" when none), inside text. */
 bool bindings_reset_trigger(const struct bindings_table *t, const char *text, const char **rest);
 
+/* The table's reset triggers (borrowed; *n may be 0: resets are off). */
+const char *const *bindings_reset_triggers(const struct bindings_table *t, size_t *n);
+
 /* Whether a session last active at last_activity_ms (unix ms; <= 0 = no
  * session yet) must start afresh at now_ms under policy p:
  *   none   never;

@@ -2,6 +2,7 @@
  * telegram_update.c - the update normaliser and Bot API answers (see
  * telegram_proto.h).
  */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,27 @@ static bool tg_is_at_name(const char *s, size_t n, const char *name)
 	size_t k = strlen(name);
 
 	return name && *name && n == k + 1 && s[0] == '@' && strncasecmp(s + 1, name, k) == 0;
+}
+
+/* Whether text starts with "/command@name" where name is not the bot's
+ * username (known from getMe; before it nothing is skipped). */
+static bool tg_command_for_other_bot(const char *text, const char *bot)
+{
+	const char *p = text, *name;
+
+	if (!bot || !*bot || *p != '/')
+		return false;
+	p++;
+	while (isalnum((unsigned char)*p) || *p == '_')
+		p++;
+	if (p == text + 1 || *p != '@')
+		return false;
+	name = ++p;
+	while (isalnum((unsigned char)*p) || *p == '_')
+		p++;
+	if (p == name || (*p && !isspace((unsigned char)*p)))
+		return false;
+	return !((size_t)(p - name) == strlen(bot) && strncasecmp(name, bot, strlen(bot)) == 0);
 }
 
 /* Whether the message addresses the bot: an @mention of its username, a
@@ -170,6 +192,9 @@ int telegram_normalise(const json_t *update, const struct telegram_norm_opts *op
 	}
 	out->skip = "a message without text";
 	if (!out->text || !*out->text)
+		return 0;
+	out->skip = "a command addressed to another bot";
+	if (tg_command_for_other_bot(out->text, opt->bot_username))
 		return 0;
 
 	type = tg_str(chat, "type");

@@ -544,7 +544,8 @@ static const char *control_final_status(const char *status)
 {
 	if (!status || !*status)
 		return "ok";
-	if (strcmp(status, "aborted") == 0 || strcmp(status, "interrupted") == 0)
+	if (strcmp(status, "aborted") == 0 || strcmp(status, "interrupted") == 0 ||
+	    strcmp(status, "stopped") == 0)
 		return "aborted";
 	if (strcmp(status, "timeout") == 0)
 		return "timeout";

@@ -520,7 +520,8 @@ static void daemon_close_all(struct daemon *d)
 static void daemon_stop_tick(uv_timer_t *t)
 {
 	struct daemon *d = t->data;
-	size_t busy = runner_active(d->runner) + outbox_in_flight(d->outbox);
+	size_t busy = runner_active(d->runner) + outbox_in_flight(d->outbox) +
+	              dispatcher_commands_active(d->dispatcher);
 
 	/* With no run left, the MCP servers stop, and get the rest of the
 	 * grace to be reaped (an HTTP server's session to be ended). */

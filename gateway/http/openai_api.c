@@ -361,6 +361,9 @@ static void oai_outcome_of(const struct host_reply *r, struct oai_outcome *out)
 		*out = (struct oai_outcome){409, "invalid_request_error", "interrupted",
 		                            "a newer message in the same session interrupted "
 		                            "this run (queue_mode: interrupt)"};
+	} else if (strcmp(r->status, "stopped") == 0) {
+		*out = (struct oai_outcome){409, "invalid_request_error", "stopped",
+		                            "the run was stopped with the chat command /stop"};
 	} else if (strcmp(r->status, "replaced") == 0) {
 		*out = (struct oai_outcome){409, "invalid_request_error", "interrupted",
 		                            "a newer message in the same session replaced this "

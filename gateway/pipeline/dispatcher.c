@@ -23,22 +23,28 @@
 #include "gateway/core/invariant.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
+#include "agents/transcript.h"
 #include "gateway/cron/scheduler_rules.h"
+#include "gateway/pipeline/commands.h"
 
 #define DISPATCH_CLAIM_BATCH 64
 /* A single gateway owns the store (gateway.lock) and releases every claim at
  * start-up, so the lease only has to outlive the process. */
 #define DISPATCH_LEASE_MS (24LL * 3600 * 1000)
 #define DISPATCH_TEXT_MAX (1u << 20)
+/* /status reads of transcripts on the thread pool at once; more are told
+ * to try again rather than queue up behind them. */
+#define DISPATCH_STATUS_READS_MAX 4
 
 struct pending {
 	int64_t inbox_id;
 	struct envelope env; /* owned (envelope_from_json) */
 	char *agent_id;
-	bool reset;       /* starts a new session first */
-	bool redelivered; /* claimed before: its run may have been cut short */
-	const char *text; /* what the agent sees (inside env.text, or marked) */
-	char *marked;     /* the text wrapped as untrusted content, when it is */
+	bool reset;                /* starts a new session first */
+	bool redelivered;          /* claimed before: its run may have been cut short */
+	enum command_kind command; /* a command that runs in the lane (/compact) */
+	const char *text;          /* what the agent sees (inside env.text, or marked) */
+	char *marked;              /* the text wrapped as untrusted content, when it is */
 	struct session_reset_config reset_policy; /* the session type's reset policy */
 	struct pending *next;
 };
@@ -52,6 +58,7 @@ struct active {
 	uv_timer_t watchdog;
 	bool watchdog_fired;
 	bool interrupted;
+	bool stopped; /* by /stop: what was folded in runs again, nothing is lost */
 	bool shutdown;
 	int64_t run_timeout_ms;
 	uint64_t started; /* uv_now at start (metrics) */
@@ -96,6 +103,8 @@ struct dispatcher {
 	bool kicked; /* a kick came while a claim was running */
 	struct waiter *waiters;
 	uv_timer_t retry;
+	size_t status_reads; /* /status transcript reads in flight */
+	size_t commands;     /* commands being answered (store or thread pool) */
 };
 
 static void dispatch_claim(struct dispatcher *d);
@@ -583,7 +592,26 @@ static void run_done(void *ud, const struct run_outcome *o)
 		l->d->opt.activity(l->d->opt.ud, &a->items->env, false);
 
 	carry = a->shutdown ? NULL : active_take_unsent(a, o->unsent);
-	if (a->shutdown) {
+	if (a->stopped && !a->shutdown) {
+		/* /stop: the message that started the run is what was stopped
+		 * (the /stop reply said so); what was steered into it runs
+		 * again, resumed from the transcript where the run recorded it. */
+		struct pending *rest = a->items->next;
+
+		a->items->next = NULL;
+		dispatch_done_silent(d, a->items->inbox_id);
+		dispatch_notify(d, a->items->inbox_id, SB_OK, "", "stopped");
+		if (dispatcher_channel_scheduled(a->items->env.channel) && d->opt.scheduled_done)
+			d->opt.scheduled_done(d->opt.ud, &a->items->env, a->items->agent_id, l->key,
+			                      "aborted", "", false);
+		while (rest) {
+			p = rest;
+			rest = rest->next;
+			p->redelivered = true;
+			p->next = carry;
+			carry = p; /* still held: it waits in the lane */
+		}
+	} else if (a->shutdown) {
 		/* Released, not done: the message runs again after a restart. */
 		for (p = a->items; p; p = p->next)
 			store_inbox_release(d->opt.store, p->inbox_id, dispatch_done_cb, d);
@@ -775,12 +803,13 @@ static void lane_start(struct lane *l)
 	ac = config_agent(cfg, a->items->agent_id);
 	a->queue_mode = ac ? ac->queue_mode : AGENT_QUEUE_AUTO;
 	a->run_timeout_ms = ac ? ac->run_timeout_ms : 600000;
-	if (a->queue_mode == AGENT_QUEUE_COLLECT && l->head &&
+	if (a->queue_mode == AGENT_QUEUE_COLLECT && l->head && !a->items->command &&
 	    !dispatcher_channel_scheduled(a->items->env.channel)) {
 		/* Everything that waited becomes one turn. */
 		struct pending *tail = a->items;
 
-		while (l->head && !dispatcher_channel_scheduled(l->head->env.channel)) {
+		while (l->head && !l->head->command &&
+		       !dispatcher_channel_scheduled(l->head->env.channel)) {
 			tail->next = lane_pop(l);
 			tail = tail->next;
 		}
@@ -808,6 +837,7 @@ static void lane_start(struct lane *l)
 	req.reset = a->items->reset_policy;
 	req.redelivered = a->items->redelivered && !collected;
 	req.inbox_id = a->items->inbox_id;
+	req.compact_only = a->items->command == COMMAND_COMPACT;
 	req.ev = &a->ev;
 	if (d->opt.route_seen && !dispatcher_channel_scheduled(e->channel))
 		d->opt.route_seen(d->opt.ud, a->items->agent_id, e);
@@ -868,6 +898,10 @@ static void lane_offer(struct dispatcher *d, const char *key, struct pending *p,
 	 * the sender. */
 	if (mode == AGENT_QUEUE_STEER && l->active &&
 	    dispatcher_channel_scheduled(l->active->items->env.channel))
+		mode = AGENT_QUEUE_FOLLOWUP;
+	/* Nor into (or through) a /compact: what comes waits behind it. */
+	if ((mode == AGENT_QUEUE_STEER || mode == AGENT_QUEUE_INTERRUPT) && l->active &&
+	    l->active->items->command)
 		mode = AGENT_QUEUE_FOLLOWUP;
 	if (l->active && !p->reset) {
 		struct active *a = l->active;
@@ -947,6 +981,494 @@ static void dispatch_label_id(const char *id, char *out, size_t size)
 	out[n] = '\0';
 }
 
+/* ---- commands (commands.h): answered here, never by a model turn ---- */
+
+struct command_ctx {
+	struct dispatcher *d;
+	struct pending *p;
+	enum command_kind kind;
+	char key[BINDINGS_SESSION_KEY_MAX];
+	char *arg;   /* /model's argument, or NULL */
+	char *model; /* /model: the model chosen */
+	char *meta;  /* /model: the meta to store */
+	char *reply; /* the text committed, for waiters */
+	char session_id[64];
+	char path[4096];
+	struct commands_status_facts facts;
+	int read_rc;
+	uv_work_t work;
+};
+
+static void command_ctx_free(struct command_ctx *c)
+{
+	c->d->commands--;
+	free(c->arg);
+	free(c->model);
+	free(c->meta);
+	free(c->reply);
+	free(c);
+}
+
+static void command_committed(void *ud, int rc)
+{
+	struct command_ctx *c = ud;
+	struct dispatcher *d = c->d;
+
+	if (rc)
+		log_error("dispatch", "cannot commit a command's reply",
+		          LOG_I("inbox_id", c->p->inbox_id), LOG_S("error", sb_strerror(rc)));
+	else if (d->opt.outbox_kick)
+		d->opt.outbox_kick(d->opt.ud);
+	if (!rc && d->opt.events) {
+		/* A run of its own for the web chat and the control plane's
+		 * subscribers (they show replies from these events), with no
+		 * model in it. */
+		struct event e;
+
+		memset(&e, 0, sizeof e);
+		e.run_id = c->p->env.event_id;
+		e.session_key = c->key;
+		e.agent_id = c->p->agent_id;
+		e.channel = c->p->env.channel;
+		e.inbox_id = c->p->inbox_id;
+		e.kind = EVENT_RUN_START;
+		events_publish(d->opt.events, &e);
+		e.kind = EVENT_RUN_END;
+		e.text = c->reply ? c->reply : "";
+		e.status = "command";
+		events_publish(d->opt.events, &e);
+	}
+	dispatch_notify(d, c->p->inbox_id, rc, c->reply ? c->reply : "", "command");
+	d->held--;
+	pending_free(c->p);
+	command_ctx_free(c);
+}
+
+/* Commits text as the reply to the command (the inbox entry done in the
+ * same transaction) and frees c once it is committed. */
+static void command_reply(struct command_ctx *c, const char *text)
+{
+	struct dispatcher *d = c->d;
+	const struct envelope *e = &c->p->env;
+	struct store_outbox_new reply;
+	char key[64], *payload = NULL;
+	json_t *o;
+
+	c->reply = strdup(text);
+	o = json_pack("{ssssssssss}", "text", text, "status", "command", "session_key", c->key,
+	              "agent", c->p->agent_id, "command", commands_name(c->kind));
+	if (o) {
+		if (e->event_id)
+			json_object_set_new(o, "reply_to", json_string(e->event_id));
+		if (e->thread_id)
+			json_object_set_new(o, "thread_id", json_string(e->thread_id));
+		if (e->peer_id)
+			json_object_set_new(o, "peer_id", json_string(e->peer_id));
+		json_object_set_new(o, "peer_kind",
+		                    json_string(envelope_peer_kind_name(e->peer_kind)));
+		payload = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+		json_decref(o);
+	}
+	/* The key of any reply to this entry: one answer per message. */
+	snprintf(key, sizeof key, "reply:%" PRId64, c->p->inbox_id);
+	memset(&reply, 0, sizeof reply);
+	reply.idempotency_key = key;
+	reply.channel = e->channel;
+	reply.account = e->account ? e->account : "default";
+	reply.target = e->peer_id ? e->peer_id : (e->sender_id ? e->sender_id : "");
+	reply.payload = payload;
+	reply.inbox_id = c->p->inbox_id;
+	if (!payload || !c->reply ||
+	    store_inbox_done(d->opt.store, c->p->inbox_id, &reply, 1, command_committed, c)) {
+		log_error("dispatch", "cannot queue a command's reply",
+		          LOG_I("inbox_id", c->p->inbox_id));
+		/* Left claimed: the next start answers it. */
+		d->held--;
+		pending_free(c->p);
+		command_ctx_free(c);
+	}
+	free(payload);
+}
+
+/* The agent's models, primary first. */
+static void command_models(const struct agent_config *ac, struct commands_models *m)
+{
+	if (ac)
+		commands_models_of(m, ac->model, (const char *const *)ac->fallbacks,
+		                   ac->n_fallbacks);
+	else
+		m->n = 0;
+}
+
+/* The session's chosen model when the agent still has it, else NULL. */
+static const char *command_current_model(const struct commands_models *m, const char *chosen)
+{
+	int i = chosen ? commands_models_find(m, chosen, strlen(chosen)) : -1;
+
+	return i >= 0 ? m->v[i] : (m->n ? m->v[0] : NULL);
+}
+
+/* What the lane is doing, for /status and /stop. */
+static void command_queue_text(struct dispatcher *d, const char *key, struct buf *b)
+{
+	const struct lane *l = strmap_get(d->lanes, key);
+	size_t waiting = l ? l->n : 0, folded = 0;
+
+	if (l && l->active)
+		for (const struct pending *p = l->active->items->next; p; p = p->next)
+			folded++;
+	if (l && l->active)
+		buf_printf(b, "Queue: %s running for %" PRIu64 " s",
+		           l->active->items->command ? "a /compact is" : "a turn is",
+		           (uv_now(d->opt.loop) - l->active->started) / 1000);
+	else if (waiting)
+		buf_puts(b, "Queue: waiting for a free run slot");
+	else
+		buf_puts(b, "Queue: idle");
+	if (folded)
+		buf_printf(b, ", %zu message%s steered into it", folded, folded == 1 ? "" : "s");
+	if (waiting)
+		buf_printf(b, ", %zu message%s waiting", waiting, waiting == 1 ? "" : "s");
+	buf_puts(b, "\n");
+}
+
+static void command_help(struct command_ctx *c)
+{
+	struct buf b;
+	size_t n = 0;
+	const char *const *t = bindings_reset_triggers(c->d->opt.table(c->d->opt.ud), &n);
+
+	buf_init(&b, DISPATCH_TEXT_MAX);
+	commands_help(&b, t, n);
+	command_reply(c, b.data ? b.data : "");
+	buf_free(&b);
+}
+
+/* A preview of a message for a reply: its first line, at most 60 bytes,
+ * cut on a character boundary. */
+static void command_preview(const char *text, char *out, size_t size)
+{
+	size_t n = 0, max = size - 4 < 60 ? size - 4 : 60;
+
+	while (text[n] && text[n] != '\n' && n < max)
+		n++;
+	while (n && text[n] && ((unsigned char)text[n] & 0xC0) == 0x80)
+		n--;
+	snprintf(out, size, "%.*s%s", (int)n, text, text[n] ? "..." : "");
+}
+
+static void command_stop(struct command_ctx *c)
+{
+	struct dispatcher *d = c->d;
+	struct lane *l = strmap_get(d->lanes, c->key);
+	struct active *a = l ? l->active : NULL;
+	char what[128];
+	size_t folded = 0;
+	struct buf b;
+
+	buf_init(&b, 4096);
+	if (!a) {
+		buf_puts(&b, "Nothing is running in this session.");
+		if (l && l->n)
+			buf_printf(
+			    &b, " %zu message%s wait%s for a free run slot and will be answered.",
+			    l->n, l->n == 1 ? "" : "s", l->n == 1 ? "s" : "");
+	} else if (!runner_stoppable(a->job)) {
+		buf_puts(&b, "The running turn was already finishing; its reply is on the way.");
+	} else {
+		for (const struct pending *p = a->items->next; p; p = p->next)
+			folded++;
+		if (a->items->command)
+			snprintf(what, sizeof what, "the /%s", commands_name(a->items->command));
+		else if (dispatcher_channel_scheduled(a->items->env.channel))
+			snprintf(what, sizeof what, "the %s run", a->items->env.channel);
+		else {
+			char pv[72];
+
+			command_preview(a->items->text ? a->items->text : "", pv, sizeof pv);
+			snprintf(what, sizeof what, "the turn answering \"%s\"", pv);
+		}
+		buf_printf(&b, "Stopped %s (it ran for %" PRIu64 " s).", what,
+		           (uv_now(d->opt.loop) - a->started) / 1000);
+		if (folded)
+			buf_printf(&b, " %zu message%s sent during it will be answered next.",
+			           folded, folded == 1 ? "" : "s");
+		if (l->n)
+			buf_printf(&b, " %zu more wait%s in the queue.", l->n,
+			           l->n == 1 ? "s" : "");
+		log_info("dispatch", "run stopped by /stop", LOG_S("session", c->key),
+		         LOG_I("inbox_id", a->items->inbox_id));
+		a->stopped = true;
+		a->interrupted = true;
+		runner_abort(a->job, "stopped with /stop");
+	}
+	command_reply(c, b.data ? b.data : "");
+	buf_free(&b);
+}
+
+static void command_status_text(struct command_ctx *c)
+{
+	struct dispatcher *d = c->d;
+	struct config *cfg = d->opt.config(d->opt.ud);
+	const struct agent_config *ac = config_agent(cfg, c->p->agent_id);
+	const struct commands_status_facts *f = &c->facts;
+	struct commands_models m;
+	const char *current;
+	int64_t window;
+	struct buf b;
+
+	command_models(ac, &m);
+	current = command_current_model(&m, c->model);
+	buf_init(&b, DISPATCH_TEXT_MAX);
+	buf_printf(&b, "Agent: %s\n", c->p->agent_id);
+	buf_printf(&b, "Session: %s%s%s%s\n", c->key, c->session_id[0] ? " (" : "", c->session_id,
+	           c->session_id[0] ? ")" : "");
+	if (!current)
+		buf_puts(&b, "Model: none configured\n");
+	else if (c->model && strcmp(current, c->model) == 0 && current != m.v[0])
+		buf_printf(&b, "Model: %s (chosen with /model; primary %s)\n", current, m.v[0]);
+	else if (c->model && strcmp(current, c->model) != 0)
+		buf_printf(&b, "Model: %s (primary; the chosen %s is no longer configured)\n",
+		           current, c->model);
+	else
+		buf_printf(&b, "Model: %s (primary)\n", current);
+	if (f->last_model[0])
+		buf_printf(&b, "Last answer: %s at %s\n", f->last_model, f->last_at);
+	if (f->commit[0] || f->hash[0])
+		buf_printf(&b, "Workspace: %s%.12s%s, content %s%s\n",
+		           f->commit[0] ? "commit " : "", f->commit[0] ? f->commit : "not in git",
+		           "", f->hash, f->dirty ? " (uncommitted edits)" : "");
+	else
+		buf_puts(&b, "Workspace: no turn yet\n");
+	window =
+	    f->window > 0 ? f->window : (ac && ac->context.window > 0 ? ac->context.window : 0);
+	if (c->read_rc != SB_OK)
+		buf_printf(&b, "Context: the history cannot be read (%s)\n",
+		           sb_strerror(c->read_rc));
+	else if (!f->found)
+		buf_puts(&b, "Context: empty (no messages yet)\n");
+	else if (window > 0)
+		buf_printf(&b,
+		           "Context: about %" PRId64 " of %" PRId64 " tokens (%" PRId64
+		           "%%), %zu message%s, %zu user turn%s, %d compaction%s\n",
+		           f->tokens, window, f->tokens * 100 / window, f->messages,
+		           f->messages == 1 ? "" : "s", f->user_turns, f->user_turns == 1 ? "" : "s",
+		           f->compactions, f->compactions == 1 ? "" : "s");
+	else
+		buf_printf(
+		    &b, "Context: about %" PRId64 " tokens (window not known yet), %zu messages\n",
+		    f->tokens, f->messages);
+	command_queue_text(d, c->key, &b);
+	while (b.len && b.data[b.len - 1] == '\n')
+		b.data[--b.len] = '\0';
+	config_unref(cfg);
+	command_reply(c, b.data ? b.data : "");
+	buf_free(&b);
+}
+
+static void command_status_work(uv_work_t *w)
+{
+	struct command_ctx *c = w->data;
+
+	c->read_rc = commands_status_read(c->path, &c->facts);
+}
+
+static void command_status_read_done(uv_work_t *w, int status)
+{
+	struct command_ctx *c = w->data;
+
+	c->d->status_reads--;
+	if (status)
+		c->read_rc = SB_ERR_ABORTED;
+	command_status_text(c);
+}
+
+static void command_status_session(void *ud, int rc, const struct store_session *s)
+{
+	struct command_ctx *c = ud;
+	struct config *cfg;
+
+	if (rc != SB_OK || !s || !s->session_id) {
+		c->read_rc = rc == SB_ERR_NOTFOUND ? SB_OK : rc;
+		command_status_text(c);
+		return;
+	}
+	c->model = commands_session_model(s->meta);
+	snprintf(c->session_id, sizeof c->session_id, "%s", s->session_id);
+	cfg = c->d->opt.config(c->d->opt.ud);
+	rc = FMT(c->path, "%s/agents/%s/sessions/%s.jsonl", cfg->home, c->p->agent_id,
+	         c->session_id);
+	config_unref(cfg);
+	c->work.data = c;
+	if (c->d->status_reads >= DISPATCH_STATUS_READS_MAX) {
+		command_reply(c, "Too many /status requests at once; try again in a moment.");
+		return;
+	}
+	/* The transcript is read on the thread pool, never here. */
+	if (rc != SB_OK || uv_queue_work(c->d->opt.loop, &c->work, command_status_work,
+	                                 command_status_read_done) != 0) {
+		c->read_rc = rc != SB_OK ? rc : SB_ERR_IO;
+		command_status_text(c);
+		return;
+	}
+	c->d->status_reads++;
+}
+
+static void command_model_saved(void *ud, int rc)
+{
+	struct command_ctx *c = ud;
+	struct dispatcher *d = c->d;
+	const struct lane *l = strmap_get(d->lanes, c->key);
+	struct buf b;
+
+	buf_init(&b, 4096);
+	if (rc != SB_OK)
+		buf_printf(&b, "Sorry, the model could not be switched: %s", sb_strerror(rc));
+	else {
+		buf_printf(&b, "This session now uses %s.", c->model);
+		if (l && l->active && !l->active->items->command)
+			buf_puts(&b,
+			         " The turn running now finishes with the model it started with.");
+		log_info("dispatch", "session model switched", LOG_S("session", c->key),
+		         LOG_S("model", c->model));
+	}
+	command_reply(c, b.data ? b.data : "");
+	buf_free(&b);
+}
+
+static void command_model_session(void *ud, int rc, const struct store_session *s)
+{
+	struct command_ctx *c = ud;
+	struct config *cfg = c->d->opt.config(c->d->opt.ud);
+	const struct agent_config *ac = config_agent(cfg, c->p->agent_id);
+	struct commands_models m;
+	struct store_session ns;
+	char *chosen = NULL;
+	struct buf b;
+	int i;
+
+	command_models(ac, &m);
+	buf_init(&b, DISPATCH_TEXT_MAX);
+	if (rc != SB_OK && rc != SB_ERR_NOTFOUND) {
+		buf_printf(&b, "Sorry, this session cannot be read: %s", sb_strerror(rc));
+		goto reply;
+	}
+	chosen = rc == SB_OK && s ? commands_session_model(s->meta) : NULL;
+	if (!c->arg) {
+		const char *current = command_current_model(&m, chosen);
+
+		if (!m.n) {
+			buf_puts(&b, "This agent has no model configured.");
+			goto reply;
+		}
+		buf_printf(&b, "Models of agent %s (* in use in this session):\n", c->p->agent_id);
+		commands_models_list(&b, &m, current);
+		buf_puts(&b, "Switch with /model NAME.");
+		goto reply;
+	}
+	i = commands_models_find(&m, c->arg, strlen(c->arg));
+	if (i < 0) {
+		char shown[COMMANDS_ARG_MAX + 1];
+
+		commands_quote(c->arg, strlen(c->arg), shown, sizeof shown);
+		buf_printf(&b, "Unknown model \"%s\". This agent's models:\n", shown);
+		commands_models_list(&b, &m, command_current_model(&m, chosen));
+		buf_puts(&b, "Nothing changed.");
+		goto reply;
+	}
+	c->model = strdup(m.v[i]);
+	/* The primary is the default: no choice stored. */
+	c->meta =
+	    commands_session_meta_with(rc == SB_OK && s ? s->meta : NULL, i == 0 ? NULL : m.v[i]);
+	memset(&ns, 0, sizeof ns);
+	ns.key = c->key;
+	ns.agent_id = c->p->agent_id;
+	if (rc == SB_OK && s && s->session_id) {
+		snprintf(c->session_id, sizeof c->session_id, "%s", s->session_id);
+		ns.updated_at = s->updated_at; /* a choice is no activity (reset policies) */
+	} else {
+		transcript_new_session_id(c->session_id, sizeof c->session_id);
+	}
+	ns.session_id = c->session_id;
+	ns.meta = c->meta;
+	if (!c->model || !c->meta) {
+		buf_puts(&b, "Sorry, out of memory.");
+		goto reply;
+	}
+	free(chosen);
+	buf_free(&b);
+	config_unref(cfg);
+	if (store_session_put(c->d->opt.store, &ns, command_model_saved, c) != SB_OK)
+		command_model_saved(c, SB_ERR_AGAIN);
+	return;
+reply:
+	free(chosen);
+	config_unref(cfg);
+	command_reply(c, b.data ? b.data : "");
+	buf_free(&b);
+}
+
+/* Runs the command cmd of message p (routed and allowed: dec) and returns
+ * true, or false when the message is not a command for the gateway (it goes
+ * to the agent). */
+static bool dispatch_command(struct dispatcher *d, struct pending *p,
+                             const struct bindings_decision *dec)
+{
+	struct command cmd;
+	struct command_ctx *c;
+
+	/* Scheduler turns and the text of other systems (webhooks) carry no
+	 * commands: a payload that starts with "/stop" is data. */
+	if (dispatcher_channel_scheduled(p->env.channel) || p->env.untrusted)
+		return false;
+	if (commands_parse(p->env.text, &cmd) == COMMAND_NONE)
+		return false;
+	if (cmd.kind == COMMAND_COMPACT) {
+		/* In the lane, after what runs now: one writer per transcript. */
+		p->command = COMMAND_COMPACT;
+		return false;
+	}
+	c = calloc(1, sizeof *c);
+	if (!c || FMT(c->key, "%s", dec->session_key) != SB_OK) {
+		free(c);
+		dispatch_done_silent(d, p->inbox_id);
+		d->held--;
+		pending_free(p);
+		return true;
+	}
+	c->d = d;
+	c->p = p;
+	c->kind = cmd.kind;
+	d->commands++;
+	log_info("dispatch", "command", LOG_S("command", commands_name(cmd.kind)),
+	         LOG_S("session", c->key), LOG_I("inbox_id", p->inbox_id));
+	switch (cmd.kind) {
+	case COMMAND_HELP:
+		command_help(c);
+		break;
+	case COMMAND_STOP:
+		command_stop(c);
+		break;
+	case COMMAND_STATUS:
+		if (store_session_get(d->opt.store, c->key, command_status_session, c) != SB_OK)
+			command_status_session(c, SB_ERR_AGAIN, NULL);
+		break;
+	case COMMAND_MODEL:
+		if (cmd.args_len > COMMANDS_ARG_MAX) {
+			command_reply(c, "That model name is too long; /model lists the models.");
+			break;
+		}
+		c->arg = cmd.args_len ? strndup(cmd.args, cmd.args_len) : NULL;
+		if (store_session_get(d->opt.store, c->key, command_model_session, c) != SB_OK)
+			command_model_session(c, SB_ERR_AGAIN, NULL);
+		break;
+	default:
+		command_reply(c, "Unknown command.");
+		break;
+	}
+	return true;
+}
+
 static void dispatch_accept(struct dispatcher *d, struct pending *p,
                             const struct bindings_decision *dec)
 {
@@ -963,6 +1485,10 @@ static void dispatch_accept(struct dispatcher *d, struct pending *p,
 	         LOG_I("inbox_id", p->inbox_id));
 	if (dec->reset)
 		p->reset_policy = *dec->reset;
+	if (p->agent_id && dispatch_command(d, p, dec)) {
+		config_unref(cfg);
+		return;
+	}
 	if (dec->reset_trigger && bindings_reset_trigger(d->opt.table(d->opt.ud), p->text, &rest)) {
 		p->reset = true;
 		p->text = rest;
@@ -1004,6 +1530,11 @@ static void dispatch_accept(struct dispatcher *d, struct pending *p,
 	} else if (dispatcher_channel_scheduled(p->env.channel)) {
 		lane_offer(d, dec->session_key, p, AGENT_QUEUE_FOLLOWUP, ac ? ac->queue_cap : 20,
 		           AGENT_QUEUE_DROP_NEWEST);
+	} else if (p->command) {
+		/* Behind the running turn, whatever the queue mode: /compact
+		 * neither steers into it nor interrupts it. */
+		lane_offer(d, dec->session_key, p, AGENT_QUEUE_FOLLOWUP, ac ? ac->queue_cap : 20,
+		           ac ? ac->queue_drop : AGENT_QUEUE_DROP_OLDEST);
 	} else {
 		lane_offer(d, dec->session_key, p, ac ? ac->queue_mode : AGENT_QUEUE_AUTO,
 		           ac ? ac->queue_cap : 20, ac ? ac->queue_drop : AGENT_QUEUE_DROP_OLDEST);
@@ -1328,6 +1859,11 @@ void dispatcher_drain(struct dispatcher *d)
 size_t dispatcher_busy(const struct dispatcher *d)
 {
 	return d ? d->held : 0;
+}
+
+size_t dispatcher_commands_active(const struct dispatcher *d)
+{
+	return d ? d->commands : 0;
 }
 
 struct abort_all_ctx {

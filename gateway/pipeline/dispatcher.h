@@ -83,6 +83,10 @@ void dispatcher_abort_all(struct dispatcher *d, const char *why);
 /* Runs in flight plus messages waiting in lanes. */
 size_t dispatcher_busy(const struct dispatcher *d);
 
+/* Chat commands (commands.h) whose answer is still being read or
+ * committed: the gateway waits for them at shutdown, as for runs. */
+size_t dispatcher_commands_active(const struct dispatcher *d);
+
 /* Every run must be over. NULL is a no-op. */
 void dispatcher_free(struct dispatcher *d);
 

@@ -32,6 +32,7 @@
 #include "gateway/core/log.h"
 #include "gateway/cron/cron_tz.h"
 #include "gateway/obs/metrics.h"
+#include "gateway/pipeline/commands.h"
 #include "workspaces/memory.h"
 #include "workspaces/prompt.h"
 #include "workspaces/skills.h"
@@ -66,6 +67,8 @@ struct run_job {
 	bool main_session;
 	bool redelivered;
 	bool new_session;
+	bool compact_only;  /* /compact: compaction, no model turn */
+	char *model_choice; /* the session's /model choice (its stored meta); NULL none */
 	struct session_reset_config reset;
 	const struct turn_events *ev;
 	run_done_cb done;
@@ -219,6 +222,7 @@ static void run_job_free(struct run_job *j)
 	free(j->target);
 	free(j->sender);
 	free(j->abort_why);
+	free(j->model_choice);
 	free(j->seed);
 	mcp_wait_cancel(j->mwait);
 	mcp_catalog_unref(j->mcp);
@@ -416,6 +420,47 @@ static bool run_hand_off(struct run_job *j, const struct turn_result *res)
 	return true;
 }
 
+/* The reply to /compact: what the levels did, before and after. */
+static void run_compact_text(const struct run_job *j, const struct turn_result *res,
+                             struct buf *text)
+{
+	int n = res->compactions[0] + res->compactions[1] + res->compactions[2];
+	int64_t w = j->window > 0 ? j->window : 0;
+
+	if (res->end == TURN_END_ABORTED) {
+		buf_puts(text, "Compaction stopped before it finished; the context is as it was.");
+		return;
+	}
+	if (!n && res->compaction_failures)
+		buf_printf(
+		    text, "Compaction failed (%s); the context is as it was: about %lld tokens",
+		    res->detail && *res->detail ? res->detail : "the summary could not be made",
+		    (long long)res->context_before);
+	else if (!n)
+		buf_printf(text, "Nothing to compact: the context holds about %lld tokens",
+		           (long long)res->context_tokens);
+	else
+		buf_printf(text,
+		           "Compacted this session's context: about %lld tokens before, %lld after",
+		           (long long)res->context_before, (long long)res->context_tokens);
+	if (w)
+		buf_printf(text, " (%lld%% of the %lld-token window)",
+		           (long long)(res->context_tokens * 100 / w), (long long)w);
+	buf_puts(text, ".");
+	if (n) {
+		buf_puts(text, " Done:");
+		if (res->compactions[0])
+			buf_puts(text, " old tool results trimmed;");
+		if (res->compactions[1])
+			buf_puts(text, " the middle of the history archived;");
+		if (res->compactions[2])
+			buf_puts(text, " the older history summarised;");
+		text->data[text->len - 1] = '.';
+	}
+	if (n && res->compaction_failures)
+		buf_puts(text, " (The summary failed; the other levels were applied.)");
+}
+
 static void run_turn_done(void *ud, const struct turn_result *res)
 {
 	struct run_job *j = ud;
@@ -450,9 +495,12 @@ static void run_turn_done(void *ud, const struct turn_result *res)
 		j->result.tool_calls += j->first_tools;
 	}
 	buf_init(&text, (size_t)64 << 20);
-	if (j->resume_prefix && *j->resume_prefix)
+	if (j->compact_only)
+		run_compact_text(j, res, &text);
+	else if (j->resume_prefix && *j->resume_prefix)
 		buf_printf(&text, "%s%s", j->resume_prefix, res->text && *res->text ? "\n\n" : "");
-	buf_puts(&text, res->text ? res->text : "");
+	if (!j->compact_only)
+		buf_puts(&text, res->text ? res->text : "");
 	snprintf(detail, sizeof detail, "%s", res->detail ? res->detail : "");
 	if (j->handed_off && res->handoff) {
 		/* Full again in a fresh session: the message alone is too long. */
@@ -493,6 +541,25 @@ static int run_chain(struct run_job *j)
 	if (!j->chain)
 		return SB_ERR_NOMEM;
 	j->n_chain = 0;
+	if (j->model_choice) {
+		/* Chosen with /model: first, then the others in their order. */
+		struct commands_models m;
+		int i;
+
+		commands_models_of(&m, a->model, (const char *const *)a->fallbacks, a->n_fallbacks);
+		i = commands_models_find(&m, j->model_choice, strlen(j->model_choice));
+		if (i >= 0) {
+			j->chain[j->n_chain++] = m.v[i];
+			for (size_t k = 0; k < m.n; k++)
+				if ((int)k != i)
+					j->chain[j->n_chain++] = m.v[k];
+			return SB_OK;
+		}
+		log_warn("agent",
+		         "the session's chosen model is no longer configured; using the "
+		         "agent's primary",
+		         LOG_S("session", j->session_key), LOG_S("model", j->model_choice));
+	}
 	if (a->model)
 		j->chain[j->n_chain++] = a->model;
 	for (size_t i = 0; i < a->n_fallbacks; i++)
@@ -902,7 +969,17 @@ static void run_start_turn(struct run_job *j)
 		json_decref(j->repair);
 		j->repair = NULL;
 	}
-	if (!j->handed_off && !run_steer_pending(j) &&
+	if (j->compact_only && json_array_size(j->history) == 0) {
+		memset(&j->result, 0, sizeof j->result);
+		j->result.end = TURN_END_TURN;
+		j->result.text = "Nothing to compact: this session has no history yet.";
+		j->result.detail = "";
+		j->stage = RUN_FLUSH;
+		if (transcript_flush(j->transcript, run_flushed, j) != SB_OK)
+			run_flushed(j, SB_ERR_IO);
+		return;
+	}
+	if (!j->compact_only && !j->handed_off && !run_steer_pending(j) &&
 	    (j->result_text = run_recorded_reply(j)) != NULL) {
 		log_info("agent", "the reply was recorded before a restart; delivering it",
 		         LOG_S("session", j->session_key));
@@ -915,7 +992,8 @@ static void run_start_turn(struct run_job *j)
 			run_flushed(j, SB_ERR_IO);
 		return;
 	}
-	run_stamp_workspace(j);
+	if (!j->compact_only)
+		run_stamp_workspace(j);
 	if (j->handed_off && json_array_size(j->todo)) {
 		/* The todo list goes on with the session. */
 		json_t *ev = json_pack("{sssO}", "event", "todo", "items", j->todo);
@@ -941,7 +1019,8 @@ static void run_start_turn(struct run_job *j)
 	to.n_chain = j->n_chain;
 	to.system = j->prompt.data;
 	to.history = j->history;
-	to.user_text = run_resumes(j) ? NULL : j->text;
+	to.user_text = run_resumes(j) || j->compact_only ? NULL : j->text;
+	to.compact_only = j->compact_only;
 	/* Resumed: what the first attempt already answered goes first. */
 	free(j->resume_prefix);
 	j->resume_prefix = run_resumes(j) && !j->handed_off ? run_partial_reply(j) : NULL;
@@ -1454,7 +1533,21 @@ static void run_session_found(void *ud, int rc, const struct store_session *s)
 	struct store_session ns;
 	int prc;
 
-	if (rc == SB_OK && s && s->session_id && !j->new_session && run_expired(j, s)) {
+	if (rc == SB_OK && s && s->meta) {
+		free(j->model_choice);
+		j->model_choice = commands_session_model(s->meta);
+	}
+	if (j->compact_only && (rc == SB_ERR_NOTFOUND || (rc == SB_OK && (!s || !s->session_id)))) {
+		memset(&j->result, 0, sizeof j->result);
+		j->result.end = TURN_END_TURN;
+		j->result.text = "Nothing to compact: this session has no history yet.";
+		j->result.detail = "";
+		run_finish(j, SB_OK, NULL);
+		return;
+	}
+	/* /compact is no activity: it never starts a session of its own. */
+	if (rc == SB_OK && s && s->session_id && !j->new_session && !j->compact_only &&
+	    run_expired(j, s)) {
 		log_info("agent", "session expired by its reset policy; starting a new one",
 		         LOG_S("session", j->session_key),
 		         LOG_S("mode", j->reset.mode == SESSION_RESET_DAILY ? "daily" : "idle"));
@@ -1521,7 +1614,8 @@ static int run_job_new(struct runner *r, const struct run_request *req, struct r
 	j->sender = run_dup(req->sender);
 	j->group = req->group;
 	j->main_session = req->main_session;
-	j->redelivered = req->redelivered;
+	j->compact_only = req->compact_only;
+	j->redelivered = req->redelivered && !req->compact_only;
 	j->sends.run_id = req->inbox_id;
 	j->new_session = req->new_session;
 	j->reset = req->reset;
@@ -1543,7 +1637,8 @@ int runner_run(struct runner *r, const struct run_request *req, run_done_cb done
 
 	if (out)
 		*out = NULL;
-	if (!req->session_key || !req->text || !done || (!*req->text && !req->new_session))
+	if (!req->session_key || !req->text || !done ||
+	    (!*req->text && !req->new_session && !req->compact_only))
 		return SB_ERR_INVAL;
 	if ((rc = run_job_new(r, req, &j)) != SB_OK)
 		return rc;
@@ -1579,6 +1674,11 @@ int runner_preview(struct runner *r, const struct run_request *req, run_preview_
 	}
 	r->active++;
 	return SB_OK;
+}
+
+bool runner_stoppable(const struct run_job *j)
+{
+	return j && !j->aborted && j->stage < RUN_FLUSH;
 }
 
 void runner_abort(struct run_job *j, const char *why)

@@ -70,6 +70,9 @@ struct run_request {
 	/* The inbox entry the run answers (0: none): the message tool's keys
 	 * derive from it, so a replayed run sends nothing twice. */
 	int64_t inbox_id;
+	/* /compact: compact the session's context now and answer with the
+	 * token counts; no model turn, text is not used (commands.h). */
+	bool compact_only;
 };
 
 struct run_outcome {
@@ -98,6 +101,10 @@ int runner_run(struct runner *r, const struct run_request *req, run_done_cb done
 /* Aborts a job at whatever stage it is; done still runs (from inside this
  * call when the turn was running). */
 void runner_abort(struct run_job *j, const char *why);
+
+/* Whether runner_abort would still stop j (false once its turn is over and
+ * its transcript is being written, or when it was aborted already). */
+bool runner_stoppable(const struct run_job *j);
 
 /* Gives the running turn one more user message, seen at its next model
  * call (at its first one when the job is still preparing). SB_ERR_AGAIN

@@ -296,7 +296,9 @@ int store_kv_put(struct store *s, const char *ns, const char *key, const char *v
                  store_done_cb cb, void *ud);
 
 /* Reads a session (SB_ERR_NOTFOUND and NULL when absent) / inserts or
- * replaces it (key, agent_id, session_id required). */
+ * replaces it (key, agent_id, session_id required). A put without meta
+ * keeps the meta stored (a session's /model choice outlives its runs and
+ * /new); "{}" clears it. */
 int store_session_get(struct store *s, const char *key, store_session_cb cb, void *ud);
 int store_session_put(struct store *s, const struct store_session *sess, store_done_cb cb,
                       void *ud);

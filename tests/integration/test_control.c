@@ -293,6 +293,32 @@ static void test_handshake(void **state)
 
 /* ---- chat.send, agent, chat.history ---- */
 
+/* A chat command over chat.send: the gateway's own answer arrives as the
+ * run's final chat event, with no model turn (docs/commands.md). */
+static void test_chat_command(void **state)
+{
+	json_t *r =
+	    ws_client(json_pack("{ss ss ss ss}", "scenario", "chat", "sessionKey", "agent:main:cmd",
+	                        "message", "/status", "idempotencyKey", "chat-cmd-1"));
+	const char *t;
+
+	(void)state;
+	assert_true(json_is_true(jget(r, "sent.ok")));
+	assert_string_equal(jstr(r, "final.state"), "final");
+	assert_string_equal(jstr(r, "final.runId"), "chat-cmd-1");
+	t = jstr(r, "final.message.content.0.text");
+	assert_non_null(strstr(t, "Agent: main\n"));
+	assert_non_null(strstr(t, "Session: agent:main:cmd"));
+	assert_non_null(strstr(t, "Queue: idle"));
+	assert_null(strstr(t, "Scripted reply"));
+	json_decref(r);
+
+	r = ws_client(json_pack("{ss ss ss ss}", "scenario", "chat", "sessionKey", "agent:main:cmd",
+	                        "message", "/help", "idempotencyKey", "chat-cmd-2"));
+	assert_non_null(strstr(jstr(r, "final.message.content.0.text"), "/compact"));
+	json_decref(r);
+}
+
 static void test_chat_send(void **state)
 {
 	json_t *r = ws_client(json_pack("{ss ss ss ss}", "scenario", "chat", "sessionKey", "main",
@@ -874,6 +900,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_handshake),
 	    cmocka_unit_test(test_chat_send),
+	    cmocka_unit_test(test_chat_command),
 	    cmocka_unit_test(test_agent_two_answers),
 	    cmocka_unit_test(test_history),
 	    cmocka_unit_test(test_refusals),

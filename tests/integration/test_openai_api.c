@@ -160,6 +160,29 @@ static void test_completion(void **state)
 	json_decref(r);
 }
 
+/* A chat command as the last user message: the gateway's own answer, as
+ * the completion, streamed or not (docs/commands.md). */
+static void test_chat_command(void **state)
+{
+	json_t *r, *res;
+
+	(void)state;
+	r = run_plan("{\"ops\":[{\"op\":\"chat\",\"model\":\"switchboard/main\","
+	             "\"text\":\"/status\"},{\"op\":\"chat\",\"model\":\"switchboard/main\","
+	             "\"stream\":true,\"text\":\"/help\"}]}");
+	res = json_array_get(r, 0);
+	assert_true(json_is_true(json_object_get(res, "ok")));
+	assert_non_null(strstr(sget(res, "text"), "Agent: main\n"));
+	assert_non_null(strstr(sget(res, "text"), "Session: agent:main:http:run:oai-"));
+	assert_null(strstr(sget(res, "text"), "You said"));
+	assert_string_equal(sget(res, "finish_reason"), "stop");
+	res = json_array_get(r, 1);
+	assert_true(json_is_true(json_object_get(res, "ok")));
+	assert_non_null(strstr(sget(res, "text"), "/model [NAME]"));
+	assert_string_equal(sget(res, "finish_reason"), "stop");
+	json_decref(r);
+}
+
 static void test_stream(void **state)
 {
 	json_t *r, *res, *deltas;
@@ -546,6 +569,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_completion),
+	    cmocka_unit_test(test_chat_command),
 	    cmocka_unit_test(test_stream),
 	    cmocka_unit_test(test_stream_wire),
 	    cmocka_unit_test(test_models),

@@ -592,6 +592,24 @@ static void test_standard_accepted(void **state)
 	assert_int_equal(runs_for("hello standard"), 1);
 }
 
+/* A delivery's text that looks like a chat command is data for the agent
+ * (docs/commands.md): "/status" and "/stop" reach the model. */
+static void test_command_text_is_data(void **state)
+{
+	json_t *body = NULL;
+	long st;
+
+	(void)state;
+	st = deliver("std", std_opts("{\"text\":\"/status\",\"sender\":\"u1\"}", NULL), &body);
+	expect_reply(st, body, "reply to: /status");
+	json_decref(body);
+	body = NULL;
+	st = deliver("std", std_opts("{\"text\":\"/stop\",\"sender\":\"u1\"}", NULL), &body);
+	expect_reply(st, body, "reply to: /stop");
+	json_decref(body);
+	assert_int_equal(runs_for("/status"), 1);
+}
+
 static void test_github_accepted(void **state)
 {
 	json_t *body = NULL;
@@ -1108,6 +1126,7 @@ int main(void)
 	    cmocka_unit_test(test_mapping_paths),
 	    cmocka_unit_test(test_signer_matches_library),
 	    cmocka_unit_test(test_standard_accepted),
+	    cmocka_unit_test(test_command_text_is_data),
 	    cmocka_unit_test(test_github_accepted),
 	    cmocka_unit_test(test_bearer_mapping_and_rotation),
 	    cmocka_unit_test(test_rejections_queue_nothing),

@@ -918,7 +918,9 @@ static void test_sessions(void **state)
 	assert_int_equal(d.calls, 1);
 	assert_int_equal(g.calls, 1);
 	assert_string_equal(g.session_id, "sess-2");
-	assert_false(g.has_meta);
+	/* A put without meta keeps the stored one. */
+	assert_true(g.has_meta);
+	assert_string_equal(g.meta, "{\"model\":\"x\"}");
 	assert_int_equal(g.updated_at, 1234);
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sessions"), 1);
 }

@@ -239,6 +239,53 @@ static void test_skips(void **state)
 	assert_int_equal(norm("{\"update_id\":\"1\"}", NULL, &n), -1);
 }
 
+/* A message "/cmd@name" where name is another bot's: skipped; this bot's,
+ * or before getMe told the username: kept. */
+static void test_commands_for_other_bots(void **state)
+{
+	struct telegram_norm_opts o = opts;
+	struct telegram_norm n;
+	static const char *const skipped[] = {"/status@other_bot", "/model@OtherBot gpt",
+	                                      "/help@gw_bot2", "/x@a"};
+	static const char *const kept[] = {"/status@gw_bot",
+	                                   "/status@GW_BOT extra",
+	                                   "/status",
+	                                   "hello @other_bot",
+	                                   "/status@other_bot/x",
+	                                   "/@other_bot",
+	                                   " /status@other_bot",
+	                                   "/status@"};
+	char json[512];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof skipped / sizeof *skipped; i++) {
+		snprintf(json, sizeof json,
+		         "{\"update_id\":30,\"message\":{\"message_id\":1,\"from\":{\"id\":5},"
+		         "\"chat\":{\"id\":-5,\"type\":\"group\"},\"text\":\"%s\"}}",
+		         skipped[i]);
+		assert_int_equal(norm(json, NULL, &n), 0);
+		assert_string_equal(n.skip, "a command addressed to another bot");
+	}
+	for (size_t i = 0; i < sizeof kept / sizeof *kept; i++) {
+		snprintf(json, sizeof json,
+		         "{\"update_id\":31,\"message\":{\"message_id\":1,\"from\":{\"id\":5},"
+		         "\"chat\":{\"id\":5,\"type\":\"private\"},\"text\":\"%s\"}}",
+		         kept[i]);
+		if (norm(json, NULL, &n) != 1)
+			fail_msg("\"%s\" was skipped: %s", kept[i], n.skip ? n.skip : "");
+		assert_string_equal(n.text, kept[i]);
+		release(&n);
+	}
+	/* getMe has not answered: the bot's name is unknown, nothing skipped */
+	o.bot_username = NULL;
+	assert_int_equal(norm("{\"update_id\":32,\"message\":{\"message_id\":1,\"from\":"
+	                      "{\"id\":5},\"chat\":{\"id\":5,\"type\":\"private\"},"
+	                      "\"text\":\"/status@other_bot\"}}",
+	                      &o, &n),
+	                 1);
+	release(&n);
+}
+
 static void test_utf16(void **state)
 {
 	size_t s, b;
@@ -525,6 +572,7 @@ int main(void)
 	    cmocka_unit_test(test_group_mentions),
 	    cmocka_unit_test(test_topics_and_senders),
 	    cmocka_unit_test(test_skips),
+	    cmocka_unit_test(test_commands_for_other_bots),
 	    cmocka_unit_test(test_utf16),
 	    cmocka_unit_test(test_chunks),
 	    cmocka_unit_test(test_chunks_code_fence),

@@ -16,7 +16,7 @@ static const char SQ_SESSION_PUT[] =
     "INSERT INTO sessions (key, agent_id, session_id, meta, updated_at)"
     " VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (key) DO UPDATE SET"
     " agent_id = excluded.agent_id, session_id = excluded.session_id,"
-    " meta = excluded.meta, updated_at = excluded.updated_at";
+    " meta = COALESCE(excluded.meta, sessions.meta), updated_at = excluded.updated_at";
 static const char SQ_SESSION_LIST[] =
     "SELECT key, agent_id, session_id, meta, updated_at FROM sessions"
     " WHERE (?1 IS NULL OR agent_id = ?1) ORDER BY updated_at DESC, key LIMIT ?2";
