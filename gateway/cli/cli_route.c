@@ -151,7 +151,8 @@ static void cr_route_usage(FILE *f)
 	           "  --parent KIND:ID  the conversation a thread belongs to\n"
 	           "  --thread ID       a thread (on telegram: a forum topic)\n"
 	           "  --sender ID       the sender's user id (default for direct: the peer id)\n"
-	           "  --mention         the bot was mentioned or replied to\n"
+	           "  --mention         the bot was mentioned or replied to (always so for\n"
+	           "                    webhook, whose deliveries address the bot)\n"
 	           "  --text T          the message text (mention patterns, reset triggers)\n"
 	           "  --from-bot        the sender is a bot;  --from-self  the bot itself\n"
 	           "  --json            print the explanation as JSON\n"
@@ -369,6 +370,10 @@ int cli_route(int argc, char **argv)
 		fprintf(stderr, "switchboard route: --json needs every argument in UTF-8\n");
 		return 2;
 	}
+	/* A delivery to a webhook addresses the bot, as the channel marks it:
+	 * without this, every group delivery would read "mention required". */
+	if (strcmp(e.channel, "webhook") == 0)
+		e.mentioned = true;
 	if (!peer)
 		e.peer_id = e.sender_id; /* a direct message from the sender */
 	if (!e.sender_id && e.peer_kind == ENVELOPE_PEER_DIRECT)

@@ -41,7 +41,9 @@ static const char config_yaml[] =
     "  dm_scope: per-channel-peer\n"
     "channels:\n"
     "  slack:\n"
-    "    groups: [{id: C123}]\n";
+    "    groups: [{id: C123}]\n"
+    "  webhook:\n"
+    "    groups: [{id: orders}]\n";
 
 struct fx {
 	char home[512];
@@ -182,6 +184,23 @@ static void test_route_explains(void **state)
 	       "  7. channel (slack): not tried\n"
 	       "  8. default: not tried\n",
 	       args);
+}
+
+/* A webhook delivery addresses the bot (the channel marks every one as a
+ * mention), so route predicts it without --mention: a group that requires
+ * a mention lets it in, as the gateway does. */
+static void test_route_webhook(void **state)
+{
+	struct fx *f = *state;
+	const char *args[] = {"route", "--channel", "webhook", "--peer", "group:orders",
+	                      "--sender", "ci", NULL};
+	char *out;
+
+	assert_int_equal(run(f, &out, args), 0);
+	if (!strstr(out, "access:  allow: group orders allowed by channels.webhook.groups[0], and "
+	                 "the bot was mentioned\n"))
+		fail_msg("route for a webhook delivery:\n%s", out);
+	free(out);
 }
 
 static void test_route_json(void **state)
@@ -373,6 +392,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_route_explains, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_route_webhook, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_route_json, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bindings_list, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_usage_errors, setup, teardown),
