@@ -111,6 +111,13 @@ async function view(page, route, ready, settle) {
   step = 'hostile values render as text';
   const enc = encodeURIComponent;
   let text = await view(page, 'chat?agent=main&session=' + enc(opt.expect.session), '.chat-log .msg.assistant', 1500);
+  // On a loaded machine the history may still be arriving: wait for the
+  // sender's text (a page that never shows it still fails, after 15 s).
+  if (!text.includes(opt.expect.text)) {
+    await page.waitForFunction((t) => document.getElementById('main').innerText.includes(t),
+                               opt.expect.text, {timeout: 15000}).catch(() => {});
+    text = await page.evaluate(() => document.getElementById('main').innerText);
+  }
   check(text.includes(opt.expect.text), 'chat shows the sender\'s text as text');
   check(text.includes(opt.expect.reply), 'chat shows the agent\'s reply as text');
   await page.locator('.chat-log details.tool').first().locator('summary').click();
