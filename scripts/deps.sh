@@ -21,6 +21,8 @@ if [ "$what" = test ]; then
   # The web UI's browser test (tests/browser/): headless chromium driven by
   # playwright-core from npm, and a font to render the pages' screenshots.
   pkgs+=(chromium fonts-dejavu-core)
+  # switchboard eval's test parses the JUnit XML it writes with xmllint.
+  pkgs+=(libxml2-utils)
   # The test peers are Node.js programs; a node already on PATH will do.
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
 fi
