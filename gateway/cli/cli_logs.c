@@ -229,6 +229,39 @@ static void cli_logs_sleep(void)
 	nanosleep(&ts, NULL); /* a signal cuts it short */
 }
 
+/* The files rotated after the one that was open (old) and before the one
+ * now at path, printed oldest first: more than one rotation between two
+ * polls leaves the files between them at path.1 ... path.(k-1), where old
+ * is path.k (or all of them when old is gone too). file_keep is at most
+ * 100. */
+static int cli_logs_between(const char *path, const struct stat *old)
+{
+	char name[PATH_MAX];
+	struct stat st;
+	int k, last, rc = SB_OK;
+
+	for (k = 1; k <= 100; k++) {
+		if (FMT(name, "%s.%d", path, k) != SB_OK || stat(name, &st) != 0)
+			break;
+		if (st.st_ino == old->st_ino && st.st_dev == old->st_dev)
+			break;
+	}
+	last = k - 1;
+	for (int i = last; i >= 1 && rc == SB_OK; i--) {
+		off_t at = 0;
+		int fd;
+
+		if (FMT(name, "%s.%d", path, i) != SB_OK)
+			break;
+		fd = open(name, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue; /* rotated out meanwhile */
+		rc = cli_logs_copy(fd, &at);
+		close(fd);
+	}
+	return rc;
+}
+
 /* Prints what is written to path from offset at of the file open as fd
  * (-1: none yet), until a signal. A new file at path (renamed by a
  * rotation, or replaced) is read from its start once the old one is read
@@ -253,9 +286,12 @@ static int cli_logs_follow(const char *path, int fd, off_t at)
 				cli_logs_sleep();
 			continue;
 		}
-		/* Another file: what the old one got before the rename first. */
+		/* Another file: what the old one got before the rename first,
+		 * then any rotated after it before this poll. */
 		if (fd >= 0) {
 			rc = cli_logs_copy(fd, &at);
+			if (rc == SB_OK && fstat(fd, &cur) == 0)
+				rc = cli_logs_between(path, &cur);
 			close(fd);
 			fd = -1;
 			if (rc)

@@ -466,6 +466,66 @@ static void test_logs_follow_rotation(void **state)
 	assert_int_equal(harness_wait(pid, 5000), 0);
 }
 
+/* Two rotations between two of the follower's polls (200 ms): the file in
+ * between, now gateway.log.1, is printed too, in order. The "gateway" here
+ * is this test, writing and renaming the files as the gateway's rotation
+ * does, faster than any poll. */
+static void append_line(const char *path, const char *line)
+{
+	FILE *f = fopen(path, "a");
+
+	assert_non_null(f);
+	fprintf(f, "%s\n", line);
+	assert_int_equal(fclose(f), 0);
+}
+
+static void test_logs_follow_two_rotations_at_once(void **state)
+{
+	const char *args[] = {"logs", "-f", "-n", "0", NULL};
+	const char *want_d[] = {"msg=D", NULL};
+	char home[512], dir[600], log[700], one[720], two[720], out_path[700], line[4096];
+	const char *a, *b, *c, *d;
+	char *text;
+	pid_t pid;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	snprintf(dir, sizeof dir, "%s/logs", home);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(log, sizeof log, "%s/gateway.log", dir);
+	snprintf(one, sizeof one, "%s.1", log);
+	snprintf(two, sizeof two, "%s.2", log);
+	snprintf(out_path, sizeof out_path, "%s/follow.out", home);
+	append_line(log, "ts=1 level=info module=t msg=old");
+	pid = harness_cli_start(home, out_path, args);
+	assert_true(pid > 0);
+	usleep(600 * 1000); /* it printed the (empty) tail and follows */
+	append_line(log, "ts=2 level=info module=t msg=A");
+	usleep(600 * 1000); /* A is printed; the follower holds this file */
+	append_line(log, "ts=3 level=info module=t msg=B");
+	assert_int_equal(rename(log, one), 0);
+	append_line(log, "ts=4 level=info module=t msg=C");
+	assert_int_equal(rename(one, two), 0);
+	assert_int_equal(rename(log, one), 0);
+	append_line(log, "ts=5 level=info module=t msg=D");
+	if (!wait_line(out_path, want_d, 5000, line, sizeof line)) {
+		kill(pid, SIGINT);
+		harness_wait(pid, 5000);
+		fail_msg("logs -f did not follow two rotations: %s", read_text(out_path));
+	}
+	kill(pid, SIGINT);
+	assert_int_equal(harness_wait(pid, 5000), 0);
+	text = read_text(out_path);
+	a = strstr(text, "msg=A\n");
+	b = strstr(text, "msg=B\n");
+	c = strstr(text, "msg=C\n");
+	d = strstr(text, "msg=D\n");
+	if (!a || !b || !c || !d || !(a < b && b < c && c < d) || strstr(text, "msg=old"))
+		fail_msg("logs -f across two rotations printed:\n%s", text);
+	free(text);
+	harness_rmrf(home);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -474,6 +534,7 @@ int main(void)
 	    cmocka_unit_test(test_logs_tail),
 	    cmocka_unit_test(test_logs_json),
 	    cmocka_unit_test(test_logs_follow_rotation),
+	    cmocka_unit_test(test_logs_follow_two_rotations_at_once),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
