@@ -14,10 +14,11 @@
 #include <sys/stat.h>
 #include <sys/utsname.h>
 #include <unistd.h>
-#include <yaml.h>
+
 
 #include "gateway/core/beneath.h"
 #include "gateway/core/err.h"
+#include "gateway/core/yamljson.h"
 #include "workspaces/memory.h"
 
 static pthread_mutex_t skills_write_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -45,92 +46,6 @@ bool skill_name_ok(const char *name)
 }
 
 /* ---- frontmatter ---- */
-
-/* Plain scalars stay strings except true/false and integers: the gates need
- * nothing more. */
-static json_t *skill_yaml_scalar(const yaml_node_t *node)
-{
-	const char *s = (const char *)node->data.scalar.value;
-	size_t len = node->data.scalar.length;
-
-	if (node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE && strlen(s) == len) {
-		char *end;
-		long long v;
-
-		if (strcmp(s, "true") == 0)
-			return json_true();
-		if (strcmp(s, "false") == 0)
-			return json_false();
-		if (len && len < 19 && ((s[0] >= '0' && s[0] <= '9') || s[0] == '-')) {
-			v = strtoll(s, &end, 10);
-			if (*end == '\0')
-				return json_integer(v);
-		}
-	}
-	/* Invalid UTF-8 gives NULL: the frontmatter is refused. */
-	return json_stringn(s, len);
-}
-
-static json_t *skill_yaml_node(yaml_document_t *doc, yaml_node_t *node, int depth, size_t *budget,
-                               char *why, size_t why_size)
-{
-	json_t *v = NULL, *item;
-
-	/* Aliases make a graph of shared nodes: the budget counts every
-	 * visit, so a "billion laughs" stops at SKILL_YAML_NODES_MAX. */
-	if (!node || depth > SKILL_YAML_DEPTH_MAX || *budget == 0) {
-		snprintf(why, why_size, "the frontmatter is too deep or too large");
-		return NULL;
-	}
-	(*budget)--;
-	switch (node->type) {
-	case YAML_SCALAR_NODE:
-		v = skill_yaml_scalar(node);
-		if (!v)
-			snprintf(why, why_size, "line %zu: not UTF-8 text",
-			         node->start_mark.line + 2);
-		break;
-	case YAML_SEQUENCE_NODE:
-		v = json_array();
-		for (yaml_node_item_t *it = node->data.sequence.items.start;
-		     v && it < node->data.sequence.items.top; it++) {
-			item = skill_yaml_node(doc, yaml_document_get_node(doc, *it), depth + 1,
-			                       budget, why, why_size);
-			if (!item || json_array_append_new(v, item) != 0) {
-				json_decref(v);
-				return NULL;
-			}
-		}
-		break;
-	case YAML_MAPPING_NODE:
-		v = json_object();
-		for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
-		     v && p < node->data.mapping.pairs.top; p++) {
-			yaml_node_t *k = yaml_document_get_node(doc, p->key);
-
-			if (!k || k->type != YAML_SCALAR_NODE ||
-			    strlen((const char *)k->data.scalar.value) != k->data.scalar.length) {
-				snprintf(why, why_size, "line %zu: keys must be plain text",
-				         k ? k->start_mark.line + 2 : 0);
-				json_decref(v);
-				return NULL;
-			}
-			item = skill_yaml_node(doc, yaml_document_get_node(doc, p->value),
-			                       depth + 1, budget, why, why_size);
-			if (!item ||
-			    json_object_set_new(v, (const char *)k->data.scalar.value, item) != 0) {
-				json_decref(v);
-				return NULL;
-			}
-		}
-		break;
-	default:
-		break;
-	}
-	if (!v && !why[0])
-		snprintf(why, why_size, "out of memory");
-	return v;
-}
 
 /* Splits text (a SKILL.md) into its frontmatter (yaml, ylen) and body.
  * SB_ERR_INVAL when it has none or it is not closed. */
@@ -188,41 +103,23 @@ static int skill_split(const char *text, size_t len, const char **yaml, size_t *
 	return SB_ERR_INVAL;
 }
 
+/* The frontmatter as JSON: a mapping, whose plain scalars stay strings
+ * except true, false and integers (the gates need nothing more). */
 static int skill_yaml_load(const char *text, size_t len, json_t **out, char *why, size_t why_size)
 {
-	yaml_parser_t parser;
-	yaml_document_t doc;
-	bool have_doc = false;
-	size_t budget = SKILL_YAML_NODES_MAX;
-	yaml_node_t *root;
-	int rc = SB_ERR_INVAL;
+	static const struct yamljson_opt yo = {.what = "the frontmatter",
+	                                       .line_label = "frontmatter line",
+	                                       .depth_max = SKILL_YAML_DEPTH_MAX,
+	                                       .nodes_max = SKILL_YAML_NODES_MAX};
+	int rc = yamljson_load(text, len, &yo, out, why, why_size);
 
-	*out = NULL;
-	if (!yaml_parser_initialize(&parser)) {
-		snprintf(why, why_size, "out of memory");
-		return SB_ERR_NOMEM;
-	}
-	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-	if (!yaml_parser_load(&parser, &doc)) {
-		snprintf(why, why_size, "frontmatter line %zu: %s", parser.problem_mark.line + 1,
-		         parser.problem ? parser.problem : "YAML syntax error");
-		goto out;
-	}
-	have_doc = true;
-	root = yaml_document_get_root_node(&doc);
-	if (!root || root->type != YAML_MAPPING_NODE) {
+	if (rc == SB_OK && !json_is_object(*out)) {
+		json_decref(*out);
+		*out = NULL;
 		snprintf(why, why_size,
 		         "the frontmatter must be a mapping (name: ..., description: ...)");
-		goto out;
+		rc = SB_ERR_INVAL;
 	}
-	*out = skill_yaml_node(&doc, root, 0, &budget, why, why_size);
-	if (!*out)
-		goto out;
-	rc = SB_OK;
-out:
-	if (have_doc)
-		yaml_document_delete(&doc);
-	yaml_parser_delete(&parser);
 	return rc;
 }
 

@@ -64,12 +64,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
+
 
 #include "agents/message.h"
 #include "agents/provider.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
+#include "gateway/core/yamljson.h"
 #include "gateway/core/fsutil.h"
 #include "gateway/core/log.h"
 
@@ -200,132 +201,6 @@ static int scripted_error_fill(struct model_error *err, enum model_error_kind ki
 			return scripted_errors[i].rc;
 		}
 	return SB_ERR_PROTO;
-}
-
-/* ---- YAML to jansson ---- */
-
-/* Plain scalars become null, booleans, integers and reals as YAML 1.2's
- * core schema says; quoted and block scalars are strings. */
-static json_t *scripted_yaml_scalar(const yaml_node_t *node)
-{
-	const char *s = (const char *)node->data.scalar.value;
-	size_t len = node->data.scalar.length;
-	char *end;
-
-	if (node->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-		return json_stringn(s, len);
-	if (len == 0 || strcmp(s, "~") == 0 || strcmp(s, "null") == 0 || strcmp(s, "Null") == 0 ||
-	    strcmp(s, "NULL") == 0)
-		return json_null();
-	if (strcmp(s, "true") == 0 || strcmp(s, "True") == 0 || strcmp(s, "TRUE") == 0)
-		return json_true();
-	if (strcmp(s, "false") == 0 || strcmp(s, "False") == 0 || strcmp(s, "FALSE") == 0)
-		return json_false();
-	if (strlen(s) == len && (s[0] == '-' || s[0] == '+' || (s[0] >= '0' && s[0] <= '9'))) {
-		long long v;
-		double d;
-
-		v = strtoll(s, &end, 10);
-		if (*end == '\0')
-			return json_integer(v);
-		d = strtod(s, &end);
-		if (*end == '\0')
-			return json_real(d);
-	}
-	return json_stringn(s, len);
-}
-
-static json_t *scripted_yaml_node(yaml_document_t *doc, yaml_node_t *node, int depth,
-                                  size_t *budget, char *why, size_t why_size)
-{
-	json_t *v = NULL, *item;
-
-	if (!node || depth > SCRIPTED_YAML_DEPTH_MAX || (*budget)-- == 0) {
-		snprintf(why, why_size, "the document is too deep or too large");
-		return NULL;
-	}
-	switch (node->type) {
-	case YAML_SCALAR_NODE:
-		v = scripted_yaml_scalar(node);
-		break;
-	case YAML_SEQUENCE_NODE:
-		v = json_array();
-		for (yaml_node_item_t *it = node->data.sequence.items.start;
-		     v && it < node->data.sequence.items.top; it++) {
-			item = scripted_yaml_node(doc, yaml_document_get_node(doc, *it), depth + 1,
-			                          budget, why, why_size);
-			if (!item || json_array_append_new(v, item) != 0) {
-				json_decref(v);
-				return NULL;
-			}
-		}
-		break;
-	case YAML_MAPPING_NODE:
-		v = json_object();
-		for (yaml_node_pair_t *p = node->data.mapping.pairs.start;
-		     v && p < node->data.mapping.pairs.top; p++) {
-			yaml_node_t *k = yaml_document_get_node(doc, p->key);
-
-			if (!k || k->type != YAML_SCALAR_NODE) {
-				snprintf(why, why_size, "line %zu: keys must be plain text",
-				         k ? k->start_mark.line + 1 : 0);
-				json_decref(v);
-				return NULL;
-			}
-			item = scripted_yaml_node(doc, yaml_document_get_node(doc, p->value),
-			                          depth + 1, budget, why, why_size);
-			if (!item ||
-			    json_object_set_new(v, (const char *)k->data.scalar.value, item) != 0) {
-				json_decref(v);
-				return NULL;
-			}
-		}
-		break;
-	default:
-		break;
-	}
-	if (!v && !why[0])
-		snprintf(why, why_size, "out of memory");
-	return v;
-}
-
-/* Parses YAML text into *out (a new reference). SB_OK or SB_ERR_INVAL
- * (why says where). */
-static int scripted_yaml_load(const char *text, size_t len, json_t **out, char *why,
-                              size_t why_size)
-{
-	yaml_parser_t parser;
-	yaml_document_t doc;
-	bool have_doc = false;
-	size_t budget = SCRIPTED_YAML_NODES_MAX;
-	int rc = SB_ERR_INVAL;
-
-	*out = NULL;
-	if (!yaml_parser_initialize(&parser)) {
-		snprintf(why, why_size, "out of memory");
-		return SB_ERR_NOMEM;
-	}
-	yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-	if (!yaml_parser_load(&parser, &doc)) {
-		snprintf(why, why_size, "line %zu: %s", parser.problem_mark.line + 1,
-		         parser.problem ? parser.problem : "YAML syntax error");
-		goto out;
-	}
-	have_doc = true;
-	if (!yaml_document_get_root_node(&doc)) {
-		snprintf(why, why_size, "the script is empty");
-		goto out;
-	}
-	*out =
-	    scripted_yaml_node(&doc, yaml_document_get_root_node(&doc), 0, &budget, why, why_size);
-	if (!*out)
-		goto out;
-	rc = SB_OK;
-out:
-	if (have_doc)
-		yaml_document_delete(&doc);
-	yaml_parser_delete(&parser);
-	return rc;
 }
 
 /* ---- the script ---- */
@@ -542,10 +417,20 @@ static int scripted_steps_json(const char *text, size_t len, json_t **out, char 
 			p = e + (nl ? 1 : 0);
 		}
 	} else {
-		rc = scripted_yaml_load(text, len, &doc, why, why_size);
+		static const struct yamljson_opt yo = {.what = "the script",
+		                                       .line_label = "line",
+		                                       .depth_max = SCRIPTED_YAML_DEPTH_MAX,
+		                                       .nodes_max = SCRIPTED_YAML_NODES_MAX,
+		                                       .core_schema = true};
+
+		rc = yamljson_load(text, len, &yo, &doc, why, why_size);
 		if (rc != SB_OK)
 			goto out;
 		rc = SB_ERR_INVAL;
+		if (json_is_null(doc)) {
+			snprintf(why, why_size, "the script is empty");
+			goto out;
+		}
 		if (!json_is_object(doc) || !json_is_array(json_object_get(doc, "steps")) ||
 		    json_object_size(doc) != 1) {
 			snprintf(why, why_size, "expected a mapping with only a \"steps\" list");

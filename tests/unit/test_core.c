@@ -27,6 +27,7 @@
 #include "gateway/core/num.h"
 #include "gateway/core/resolve.h"
 #include "gateway/core/secret.h"
+#include "gateway/core/yamljson.h"
 #include "gateway/obs/metrics.h"
 #include "tests/integration/harness.h"
 
@@ -648,6 +649,59 @@ static void test_fmt_span(void **state)
 	assert_string_equal(fmt_span(tiny, sizeof tiny, 5400000), "1h");
 }
 
+/* yamljson: the two scalar schemas, the bounds, and errors with lines. */
+static void test_yamljson(void **state)
+{
+	static const char doc[] = "a: 1.5\nb: null\nc: +5\nd: True\ne: \"7\"\nf: -3\ng: true\n";
+	struct yamljson_opt core = {"the script", "line", 8, 100, true};
+	struct yamljson_opt small = {"the frontmatter", "frontmatter line", 8, 100, false};
+	char why[256];
+	json_t *v;
+
+	(void)state;
+	assert_int_equal(yamljson_load(doc, sizeof doc - 1, &core, &v, why, sizeof why), SB_OK);
+	assert_true(json_is_real(json_object_get(v, "a")));
+	assert_true(json_is_null(json_object_get(v, "b")));
+	assert_int_equal(json_integer_value(json_object_get(v, "c")), 5);
+	assert_true(json_is_true(json_object_get(v, "d")));
+	assert_string_equal(json_string_value(json_object_get(v, "e")), "7");
+	json_decref(v);
+	assert_int_equal(yamljson_load(doc, sizeof doc - 1, &small, &v, why, sizeof why), SB_OK);
+	assert_string_equal(json_string_value(json_object_get(v, "a")), "1.5");
+	assert_string_equal(json_string_value(json_object_get(v, "b")), "null");
+	assert_string_equal(json_string_value(json_object_get(v, "c")), "+5");
+	assert_string_equal(json_string_value(json_object_get(v, "d")), "True");
+	assert_int_equal(json_integer_value(json_object_get(v, "f")), -3);
+	assert_true(json_is_true(json_object_get(v, "g")));
+	json_decref(v);
+	/* an empty document is null */
+	assert_int_equal(yamljson_load("", 0, &core, &v, why, sizeof why), SB_OK);
+	assert_true(json_is_null(v));
+	json_decref(v);
+	/* aliases count at every visit: 10 x 10 x 10 nodes pass no budget of 100 */
+	{
+		static const char bomb[] = "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+		                           "b: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+		                           "c: [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\n";
+
+		assert_int_equal(yamljson_load(bomb, sizeof bomb - 1, &core, &v, why, sizeof why),
+		                 SB_ERR_INVAL);
+		assert_null(v);
+		assert_string_equal(why, "the script is too deep or too large");
+	}
+	assert_int_equal(yamljson_load("a: [1\nb: 2\n", 11, &small, &v, why, sizeof why),
+	                 SB_ERR_INVAL);
+	assert_true(strncmp(why, "frontmatter line ", 17) == 0);
+	assert_int_equal(yamljson_load("? [k]\n: v\n", 10, &core, &v, why, sizeof why),
+	                 SB_ERR_INVAL);
+	assert_string_equal(why, "line 1: keys must be plain text");
+	/* bytes that are not UTF-8: libyaml's reader refuses them (its reader
+	 * errors carry no line) */
+	assert_int_equal(yamljson_load("a: 1\nb: \xff\n", 11, &core, &v, why, sizeof why),
+	                 SB_ERR_INVAL);
+	assert_non_null(strstr(why, "UTF-8"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -666,6 +720,7 @@ int main(void)
 	    cmocka_unit_test(test_secrets),
 	    cmocka_unit_test(test_invariant_report),
 	    cmocka_unit_test(test_fmt),
+	    cmocka_unit_test(test_yamljson),
 	    cmocka_unit_test_teardown(test_log_file_rotation, rotation_cleanup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
