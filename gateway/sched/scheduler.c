@@ -329,8 +329,8 @@ void scheduler_route_seen(struct scheduler *s, const char *agent_id, const struc
 	}
 	free(h->route);
 	h->route = text;
-	if (store_kv_put(s->opt.store, SCHED_ROUTE_NS, agent_id, text, sched_store_logged, s) ==
-	    SB_OK)
+	if (store_kv_put_lazy(s->opt.store, SCHED_ROUTE_NS, agent_id, text, sched_store_logged,
+	                      s) == SB_OK)
 		s->refs++;
 }
 

@@ -19,7 +19,7 @@ static bool store_claim_valid(size_t max, int64_t lease_ms)
 static bool store_outbox_new_valid(const struct store_outbox_new *m)
 {
 	return m && m->idempotency_key && m->channel && m->account && m->target && m->payload &&
-	       m->inbox_id >= 0;
+	       m->inbox_id >= 0 && m->claim_lease_ms >= 0;
 }
 
 static int store_copy_outbox_new(struct store_op *op, const struct store_outbox_new *m,
@@ -45,12 +45,14 @@ int store_inbox_put(struct store *s, const struct store_inbox_new *m, store_put_
 	struct store_op *op = NULL;
 	int rc = SB_ERR_INVAL;
 
-	if (!m || !m->channel || !m->account || !m->dedupe_key || !m->payload)
+	if (!m || !m->channel || !m->account || !m->dedupe_key || !m->payload ||
+	    m->claim_lease_ms < 0)
 		goto out;
 	if ((rc = store_op_new(s, STORE_OP_INBOX_PUT, ud, &op)) != SB_OK)
 		goto out;
 	a = &op->a.inbox_put;
 	a->cb = cb;
+	a->m.claim_lease_ms = m->claim_lease_ms;
 	if ((rc = store_op_strdup(op, m->channel, &a->m.channel)) != SB_OK ||
 	    (rc = store_op_strdup(op, m->account, &a->m.account)) != SB_OK ||
 	    (rc = store_op_strdup(op, m->dedupe_key, &a->m.dedupe_key)) != SB_OK ||
@@ -95,8 +97,8 @@ void store_reply_inbox_claim(struct store_op *op)
 		a->cb(op->ud, op->rc, ok ? a->items : NULL, ok ? a->n : 0);
 }
 
-int store_inbox_done(struct store *s, int64_t inbox_id, const struct store_outbox_new *replies,
-                     size_t n, store_done_cb cb, void *ud)
+static int inbox_done(struct store *s, int64_t inbox_id, const struct store_outbox_new *replies,
+                      size_t n, store_done_cb cb, store_outbox_cb items_cb, void *ud)
 {
 	struct store_args_inbox_done *a;
 	struct store_op *op = NULL;
@@ -112,6 +114,7 @@ int store_inbox_done(struct store *s, int64_t inbox_id, const struct store_outbo
 		goto out;
 	a = &op->a.inbox_done;
 	a->cb = cb;
+	a->items_cb = items_cb;
 	a->inbox_id = inbox_id;
 	if (n > 0) {
 		if ((rc = store_op_calloc(op, n, sizeof *a->replies, &copies)) != SB_OK)
@@ -128,10 +131,28 @@ out:
 	return rc;
 }
 
+int store_inbox_done(struct store *s, int64_t inbox_id, const struct store_outbox_new *replies,
+                     size_t n, store_done_cb cb, void *ud)
+{
+	return inbox_done(s, inbox_id, replies, n, cb, NULL, ud);
+}
+
+int store_inbox_done_claimed(struct store *s, int64_t inbox_id,
+                             const struct store_outbox_new *replies, size_t n, store_outbox_cb cb,
+                             void *ud)
+{
+	return inbox_done(s, inbox_id, replies, n, NULL, cb, ud);
+}
+
 void store_reply_inbox_done(struct store_op *op)
 {
-	if (op->a.inbox_done.cb)
-		op->a.inbox_done.cb(op->ud, op->rc);
+	const struct store_args_inbox_done *a = &op->a.inbox_done;
+
+	if (a->cb)
+		a->cb(op->ud, op->rc);
+	if (a->items_cb)
+		a->items_cb(op->ud, op->rc, op->rc == SB_OK ? a->claimed : NULL,
+		            op->rc == SB_OK ? a->n_claimed : 0);
 }
 
 int store_inbox_release(struct store *s, int64_t inbox_id, store_done_cb cb, void *ud)
@@ -243,6 +264,7 @@ int store_outbox_done(struct store *s, int64_t id, const char *channel_msg_id, s
 		goto out;
 	op->a.outbox_done.cb = cb;
 	op->a.outbox_done.id = id;
+	op->lazy_ms = STORE_LAZY_DONE_MS; /* nobody waits: it rides with the next commit */
 	if ((rc = store_op_strdup(op, channel_msg_id, &op->a.outbox_done.channel_msg_id)) != SB_OK)
 		goto out;
 	return store_op_submit(s, op);

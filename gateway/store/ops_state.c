@@ -39,8 +39,8 @@ void store_reply_kv_get(struct store_op *op)
 		a->cb(op->ud, op->rc, op->rc == SB_OK ? a->value : NULL);
 }
 
-int store_kv_put(struct store *s, const char *ns, const char *key, const char *value,
-                 store_done_cb cb, void *ud)
+static int kv_put(struct store *s, const char *ns, const char *key, const char *value, bool lazy,
+                  store_done_cb cb, void *ud)
 {
 	struct store_args_kv_put *a;
 	struct store_op *op = NULL;
@@ -52,6 +52,7 @@ int store_kv_put(struct store *s, const char *ns, const char *key, const char *v
 		goto out;
 	a = &op->a.kv_put;
 	a->cb = cb;
+	op->lazy_ms = lazy ? STORE_LAZY_KV_MS : 0;
 	if ((rc = store_op_strdup(op, ns, &a->ns)) != SB_OK ||
 	    (rc = store_op_strdup(op, key, &a->key)) != SB_OK ||
 	    (rc = store_op_strdup(op, value, &a->value)) != SB_OK)
@@ -60,6 +61,18 @@ int store_kv_put(struct store *s, const char *ns, const char *key, const char *v
 out:
 	store_op_free(op);
 	return rc;
+}
+
+int store_kv_put(struct store *s, const char *ns, const char *key, const char *value,
+                 store_done_cb cb, void *ud)
+{
+	return kv_put(s, ns, key, value, false, cb, ud);
+}
+
+int store_kv_put_lazy(struct store *s, const char *ns, const char *key, const char *value,
+                      store_done_cb cb, void *ud)
+{
+	return kv_put(s, ns, key, value, true, cb, ud);
 }
 
 void store_reply_kv_put(struct store_op *op)

@@ -18,11 +18,21 @@ struct store_op_type {
 	const char *name;
 	void (*reply)(struct store_op *op);
 	bool finishes; /* never refused for a full queue */
+	bool reads;    /* writes nothing */
 };
 
-#define STORE_OP_ROW_(K, n, f) [STORE_OP_##K] = {#n, store_reply_##n, (f) == STORE_OP_FINISHES},
+/* clang-format off */
+#define STORE_OP_ROW_(K, n, f) \
+	[STORE_OP_##K] = {#n, store_reply_##n, ((f) & STORE_OP_FINISHES) != 0, \
+	                  ((f) & STORE_OP_READS) != 0},
+/* clang-format on */
 static const struct store_op_type store_op_types[STORE_OP__COUNT] = {STORE_OPS(STORE_OP_ROW_)};
 #undef STORE_OP_ROW_
+
+bool store_op_reads_only(enum store_op_kind kind)
+{
+	return (unsigned)kind < STORE_OP__COUNT && store_op_types[kind].reads;
+}
 
 const char *store_op_name(enum store_op_kind kind)
 {

@@ -14,7 +14,10 @@
  * its own savepoint, so one failure does not undo its neighbours), and the
  * writer is woken once per loop iteration, after its callbacks, so that what
  * one event queues (a run's session update and its reply, say) shares one
- * commit.
+ * commit. A lazy operation (outbox_done, kv_put_lazy: nobody waits on
+ * them) does not wake the writer: it joins the next commit that writes, or
+ * commits after STORE_LAZY_DONE_MS (outbox_done: it bounds how long a
+ * delivery stays unmarked) or STORE_LAZY_KV_MS (kv_put_lazy).
  *
  * All functions below: loop thread only, unless said otherwise. Strings passed
  * in are copied before the call returns. Results passed to callbacks are
@@ -55,6 +58,11 @@ struct store_inbox_new {
 	const char *account;    /* channel account id ("default") */
 	const char *dedupe_key; /* unique per (channel, account): the event id */
 	const char *payload;    /* the envelope as JSON text */
+	/* 0: the entry is pending, for a later claim. > 0: it is inserted
+	 * already claimed for that many ms (attempts 1, as after a claim), so
+	 * that a caller that will run it at once needs no claim of its own;
+	 * a duplicate keeps the existing entry's state. */
+	int64_t claim_lease_ms;
 };
 
 struct store_inbox_item {
@@ -75,6 +83,10 @@ struct store_outbox_new {
 	const char *payload; /* JSON text */
 	int64_t due_at;      /* unix ms; 0 = now */
 	int64_t inbox_id;    /* the inbox entry it answers (must exist); 0 = none */
+	/* 0: pending, for a claim. > 0: inserted already claimed for that
+	 * many ms (attempts 1), for a caller that sends it at once
+	 * (store_inbox_done_claimed). */
+	int64_t claim_lease_ms;
 };
 
 struct store_outbox_item {
@@ -207,6 +219,9 @@ struct store_options {
 	void *on_commit_ud;
 };
 
+#define STORE_LAZY_DONE_MS 2
+#define STORE_LAZY_KV_MS 1000
+
 /* The largest max a claim accepts, and the most replies one inbox_done takes. */
 #define STORE_CLAIM_MAX 1024
 
@@ -245,9 +260,10 @@ void store_close(struct store *s);
 /* The name of the store's backend ("sqlite"). */
 const char *store_backend_name(const struct store *s);
 
-/* Adds a pending message; all fields are required. A duplicate
- * (channel, account, dedupe_key) reports the existing id with
- * duplicate=true (SB_OK, nothing written). */
+/* Adds a message, pending or (m->claim_lease_ms > 0) claimed; all string
+ * fields are required, claim_lease_ms >= 0. A duplicate (channel,
+ * account, dedupe_key) reports the existing id with duplicate=true (SB_OK,
+ * nothing written). */
 int store_inbox_put(struct store *s, const struct store_inbox_new *m, store_put_cb cb, void *ud);
 /* Claims up to max (1..STORE_CLAIM_MAX) entries, oldest id first, for
  * lease_ms (>= 0): pending ones, and claimed ones whose lease has
@@ -262,6 +278,13 @@ int store_inbox_claim(struct store *s, size_t max, int64_t lease_ms, store_inbox
  * SB_ERR_NOTFOUND when no entry has that id. */
 int store_inbox_done(struct store *s, int64_t inbox_id, const struct store_outbox_new *replies,
                      size_t n, store_done_cb cb, void *ud);
+/* The same, and cb gets the replies inserted claimed (claim_lease_ms >
+ * 0; not those that were duplicates) as claimed items (attempts 0), in
+ * the order given, to be sent at once: the reply needs no claim of its
+ * own. */
+int store_inbox_done_claimed(struct store *s, int64_t inbox_id,
+                             const struct store_outbox_new *replies, size_t n, store_outbox_cb cb,
+                             void *ud);
 /* Gives a claimed entry back (pending again) without counting it done.
  * SB_ERR_NOTFOUND when no claimed entry has that id. */
 int store_inbox_release(struct store *s, int64_t inbox_id, store_done_cb cb, void *ud);
@@ -279,7 +302,8 @@ int store_outbox_put(struct store *s, const struct store_outbox_new *m, store_pu
 int store_outbox_claim_due(struct store *s, size_t max, int64_t lease_ms, store_outbox_cb cb,
                            void *ud);
 /* Sent: records the channel's message id (may be NULL) and sent_at.
- * SB_ERR_NOTFOUND when no entry has that id. */
+ * SB_ERR_NOTFOUND when no entry has that id. Lazy: it commits with the
+ * next batch that writes, or within STORE_LAZY_DONE_MS. */
 int store_outbox_done(struct store *s, int64_t id, const char *channel_msg_id, store_done_cb cb,
                       void *ud);
 /* Not sent: records error (may be NULL) and makes it pending again with
@@ -294,6 +318,10 @@ int store_kv_get(struct store *s, const char *ns, const char *key, store_kv_cb c
 /* value NULL deletes the key (no error when there was none). */
 int store_kv_put(struct store *s, const char *ns, const char *key, const char *value,
                  store_done_cb cb, void *ud);
+/* The same, lazy: it commits with the next batch that writes, or within
+ * STORE_LAZY_KV_MS (for a value nobody waits on). */
+int store_kv_put_lazy(struct store *s, const char *ns, const char *key, const char *value,
+                      store_done_cb cb, void *ud);
 
 /* Reads a session (SB_ERR_NOTFOUND and NULL when absent) / inserts or
  * replaces it (key, agent_id, session_id required). A put without meta

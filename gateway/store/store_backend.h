@@ -40,6 +40,9 @@
  * much can be claimed at once. */
 #define STORE_OP_QUEUED 0
 #define STORE_OP_FINISHES 1
+/* Writes nothing: a batch of such operations alone commits no page and
+ * syncs nothing, so a lazy operation waits for a batch that writes. */
+#define STORE_OP_READS 2
 
 /* X(KIND, name, flags): every operation of the store. */
 #define STORE_OPS(X)                                                                               \
@@ -47,36 +50,36 @@
 	X(INBOX_CLAIM, inbox_claim, STORE_OP_QUEUED)                                               \
 	X(INBOX_DONE, inbox_done, STORE_OP_FINISHES)                                               \
 	X(INBOX_RELEASE, inbox_release, STORE_OP_FINISHES)                                         \
-	X(INBOX_REPLY, inbox_reply, STORE_OP_QUEUED)                                               \
+	X(INBOX_REPLY, inbox_reply, STORE_OP_READS)                                                \
 	X(OUTBOX_PUT, outbox_put, STORE_OP_QUEUED)                                                 \
 	X(OUTBOX_CLAIM_DUE, outbox_claim_due, STORE_OP_QUEUED)                                     \
 	X(OUTBOX_DONE, outbox_done, STORE_OP_FINISHES)                                             \
 	X(OUTBOX_FAILED, outbox_failed, STORE_OP_FINISHES)                                         \
-	X(STATS, stats, STORE_OP_QUEUED)                                                           \
+	X(STATS, stats, STORE_OP_READS)                                                            \
 	X(RECOVER, recover, STORE_OP_QUEUED)                                                       \
-	X(KV_GET, kv_get, STORE_OP_QUEUED)                                                         \
+	X(KV_GET, kv_get, STORE_OP_READS)                                                          \
 	X(KV_PUT, kv_put, STORE_OP_QUEUED)                                                         \
-	X(SESSION_GET, session_get, STORE_OP_QUEUED)                                               \
+	X(SESSION_GET, session_get, STORE_OP_READS)                                                \
 	X(SESSION_PUT, session_put, STORE_OP_QUEUED)                                               \
-	X(SESSION_LIST, session_list, STORE_OP_QUEUED)                                             \
+	X(SESSION_LIST, session_list, STORE_OP_READS)                                              \
 	X(PAIRING_REQUEST, pairing_request, STORE_OP_QUEUED)                                       \
-	X(PAIRING_LIST, pairing_list, STORE_OP_QUEUED)                                             \
+	X(PAIRING_LIST, pairing_list, STORE_OP_READS)                                              \
 	X(PAIRING_APPROVE, pairing_approve, STORE_OP_QUEUED)                                       \
 	X(PAIRING_DENY, pairing_deny, STORE_OP_QUEUED)                                             \
-	X(ALLOW_CHECK, allow_check, STORE_OP_QUEUED)                                               \
-	X(ALLOW_LIST, allow_list, STORE_OP_QUEUED)                                                 \
+	X(ALLOW_CHECK, allow_check, STORE_OP_READS)                                                \
+	X(ALLOW_LIST, allow_list, STORE_OP_READS)                                                  \
 	X(ALLOW_REMOVE, allow_remove, STORE_OP_QUEUED)                                             \
 	X(DEVICE_REQUEST, device_request, STORE_OP_QUEUED)                                         \
-	X(DEVICE_GET, device_get, STORE_OP_QUEUED)                                                 \
-	X(DEVICE_LIST, device_list, STORE_OP_QUEUED)                                               \
+	X(DEVICE_GET, device_get, STORE_OP_READS)                                                  \
+	X(DEVICE_LIST, device_list, STORE_OP_READS)                                                \
 	X(DEVICE_APPROVE, device_approve, STORE_OP_QUEUED)                                         \
 	X(DEVICE_SET_TOKEN, device_set_token, STORE_OP_QUEUED)                                     \
 	X(DEVICE_REVOKE, device_revoke, STORE_OP_QUEUED)                                           \
 	X(CRON_JOB_PUT, cron_job_put, STORE_OP_QUEUED)                                             \
 	X(CRON_JOB_DELETE, cron_job_delete, STORE_OP_QUEUED)                                       \
-	X(CRON_JOB_LIST, cron_job_list, STORE_OP_QUEUED)                                           \
+	X(CRON_JOB_LIST, cron_job_list, STORE_OP_READS)                                            \
 	X(CRON_RUN_ADD, cron_run_add, STORE_OP_QUEUED)                                             \
-	X(CRON_RUN_LIST, cron_run_list, STORE_OP_QUEUED)
+	X(CRON_RUN_LIST, cron_run_list, STORE_OP_READS)
 
 #define STORE_OP_ENUM_(K, n, f) STORE_OP_##K,
 enum store_op_kind { STORE_OPS(STORE_OP_ENUM_) STORE_OP__COUNT };
@@ -105,6 +108,10 @@ struct store_args_inbox_done {
 	struct store_outbox_new *replies;
 	size_t n;
 	store_done_cb cb;
+	store_outbox_cb items_cb; /* store_inbox_done_claimed's */
+	/* out: the replies inserted claimed (n of them at most) */
+	struct store_outbox_item *claimed;
+	size_t n_claimed;
 };
 struct store_args_inbox_release {
 	int64_t inbox_id;
@@ -285,6 +292,9 @@ struct store_op {
 	enum store_op_kind kind;
 	int rc; /* set by the backend's run */
 	void *ud;
+	/* > 0: nobody waits on it: it may wait that many ms for the next
+	 * commit that writes (store.h). */
+	unsigned lazy_ms;
 	struct store_commit commit;
 	/* Every allocation the operation owns, freed with it. */
 	void **mem;
@@ -334,6 +344,8 @@ void store_base_init(struct store *s, const struct store_backend *b,
 /* The default of store_options.queue_max. */
 #define STORE_DEFAULT_QUEUE_MAX 10000
 
+/* Whether an operation of kind writes nothing (STORE_OP_READS). */
+bool store_op_reads_only(enum store_op_kind kind);
 /* The operation's name ("inbox_put"), for logs. */
 const char *store_op_name(enum store_op_kind kind);
 

@@ -150,7 +150,7 @@ static void producer_next(struct producer *p)
 	struct child *c = p->c;
 	unsigned r = (unsigned)rand_r(&c->seed);
 	char payload[96];
-	struct store_inbox_new m = {CRASH_CHANNEL, "default", p->key, payload};
+	struct store_inbox_new m = {CRASH_CHANNEL, "default", p->key, payload, 0};
 	int rc;
 
 	p->old = NULL;

@@ -117,7 +117,7 @@ static void put_cb(void *ud, int rc, int64_t id, bool dup)
 	r->id = id;
 	r->dup = dup;
 	if (r->reput) {
-		struct store_inbox_new m = {"t", "default", "after-close", "{}"};
+		struct store_inbox_new m = {"t", "default", "after-close", "{}", 0};
 
 		r->reput_rc = store_inbox_put(r->reput->st, &m, put_cb, NULL);
 		r->reput = NULL;
@@ -385,7 +385,7 @@ static void q_exec(const char *path, const char *sql)
 static void put_inbox(struct fx *f, const char *account, const char *key, const char *payload,
                       struct put_res *r)
 {
-	struct store_inbox_new m = {"webhook", account, key, payload};
+	struct store_inbox_new m = {"webhook", account, key, payload, 0};
 
 	assert_int_equal(store_inbox_put(f->st, &m, put_cb, r), SB_OK);
 }
@@ -424,7 +424,8 @@ static void claim_outbox_wait(struct fx *f, size_t max, int64_t lease_ms, struct
 static struct store_outbox_new outbox_new(const char *key, const char *target, const char *payload,
                                           int64_t due_at, int64_t inbox_id)
 {
-	struct store_outbox_new m = {key, "telegram", "default", target, payload, due_at, inbox_id};
+	struct store_outbox_new m = {key,     "telegram", "default", target,
+	                             payload, due_at,     inbox_id,  0};
 
 	return m;
 }
@@ -537,7 +538,7 @@ static void test_inbox_roundtrip(void **state)
 
 	/* Bad arguments are refused at once; the callback never runs. */
 	{
-		struct store_inbox_new bad = {"webhook", "default", "k", NULL};
+		struct store_inbox_new bad = {"webhook", "default", "k", NULL, 0};
 		struct put_res r = {0};
 
 		assert_int_equal(store_inbox_put(f->st, &bad, put_cb, &r), SB_ERR_INVAL);
@@ -1217,7 +1218,7 @@ static void test_queue_full(void **state)
 {
 	struct fx *f = *state;
 	struct put_res r[4];
-	struct store_inbox_new m = {"webhook", "default", "x", "{}"};
+	struct store_inbox_new m = {"webhook", "default", "x", "{}", 0};
 
 	memset(r, 0, sizeof r);
 	assert_int_equal(fx_open(f, 0, 3, 0), SB_OK);
@@ -1312,8 +1313,8 @@ struct chain {
 static void chain_first(void *ud, int rc, int64_t id, bool dup)
 {
 	struct chain *ch = ud;
-	struct store_inbox_new b = {"webhook", "default", "chain-b", "{}"};
-	struct store_inbox_new c = {"webhook", "default", "chain-c", "{}"};
+	struct store_inbox_new b = {"webhook", "default", "chain-b", "{}", 0};
+	struct store_inbox_new c = {"webhook", "default", "chain-c", "{}", 0};
 
 	(void)id;
 	(void)dup;
@@ -1327,7 +1328,7 @@ static void chain_first(void *ud, int rc, int64_t id, bool dup)
 static void test_one_commit_per_iteration(void **state)
 {
 	struct fx *f = *state;
-	struct store_inbox_new a = {"webhook", "default", "chain-a", "{}"};
+	struct store_inbox_new a = {"webhook", "default", "chain-a", "{}", 0};
 	struct chain ch = {.f = f};
 
 	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
@@ -1339,6 +1340,132 @@ static void test_one_commit_per_iteration(void **state)
 	assert_true(ch.c.id > ch.b.id);
 	assert_int_equal(f->commits, 2);
 	assert_int_equal(f->last_commit_ops, 3);
+}
+
+/* An entry put claimed runs without a claim: a claim does not return it, a
+ * duplicate keeps it claimed, and start-up recovery makes it pending. */
+static void test_inbox_put_claimed(void **state)
+{
+	struct fx *f = *state;
+	struct store_inbox_new m = {"webhook", "default", "claimed-1", "{\"n\":1}", 60000};
+	struct put_res r = {0}, dup = {0};
+	struct claim_res c;
+	char st[32];
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(store_inbox_put(f->st, &m, put_cb, &r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r.rc, SB_OK);
+	assert_false(r.dup);
+	q_text(f->path, "SELECT state || ':' || attempts FROM inbox WHERE dedupe_key = 'claimed-1'",
+	       st, sizeof st);
+	assert_string_equal(st, "claimed:1");
+	assert_true(q_int(f->path, "SELECT lease_until - received_at FROM inbox") == 60000);
+	claim_inbox_wait(f, 10, 1000, &c);
+	assert_int_equal(c.n, 0);
+	m.claim_lease_ms = 0; /* a redelivery of the same event */
+	assert_int_equal(store_inbox_put(f->st, &m, put_cb, &dup), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_true(dup.dup);
+	assert_int_equal(dup.id, r.id);
+	q_text(f->path, "SELECT state FROM inbox WHERE dedupe_key = 'claimed-1'", st, sizeof st);
+	assert_string_equal(st, "claimed");
+	m.claim_lease_ms = -1;
+	assert_int_equal(store_inbox_put(f->st, &m, put_cb, NULL), SB_ERR_INVAL);
+}
+
+/* The reply committed with inbox_done_claimed comes back claimed, to send
+ * at once; a duplicate reply does not come back; a claim finds neither. */
+static void test_inbox_done_claimed(void **state)
+{
+	struct fx *f = *state;
+	struct store_outbox_new replies[2];
+	struct claim_res got = {0}, c;
+	int64_t in_id, in2;
+	char st[32];
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	in_id = put_inbox_wait(f, "dc-1", "{}");
+	in2 = put_inbox_wait(f, "dc-2", "{}");
+	replies[0] = outbox_new("reply-dc-1", "chat-1", "{\"text\":\"one\"}", 0, 0);
+	replies[0].claim_lease_ms = 600000;
+	replies[1] = outbox_new("reply-dc-2", "chat-1", "{\"text\":\"two\"}", 0, 0);
+	assert_int_equal(store_inbox_done_claimed(f->st, in_id, replies, 2, outbox_cb, &got),
+	                 SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(got.rc, SB_OK);
+	assert_int_equal(got.n, 1);
+	assert_string_equal(got.items[0].key, "reply-dc-1");
+	assert_string_equal(got.items[0].target, "chat-1");
+	assert_string_equal(got.items[0].payload, "{\"text\":\"one\"}");
+	assert_int_equal(got.items[0].attempts, 0);
+	assert_int_equal(got.items[0].inbox_id, in_id);
+	q_text(f->path,
+	       "SELECT group_concat(state, ',') FROM (SELECT state FROM outbox ORDER BY id)", st,
+	       sizeof st);
+	assert_string_equal(st, "claimed,pending");
+	/* only the pending one is claimable */
+	claim_outbox_wait(f, 10, 1000, &c);
+	assert_int_equal(c.n, 1);
+	assert_string_equal(c.items[0].key, "reply-dc-2");
+	/* the same reply key again: a duplicate, not handed back */
+	memset(&got, 0, sizeof got);
+	assert_int_equal(store_inbox_done_claimed(f->st, in2, replies, 1, outbox_cb, &got), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(got.rc, SB_OK);
+	assert_int_equal(got.n, 0);
+	/* an unknown inbox entry: nothing done, nothing handed back */
+	memset(&got, 0, sizeof got);
+	replies[0] = outbox_new("reply-dc-3", "chat-1", "{}", 0, 0);
+	replies[0].claim_lease_ms = 600000;
+	assert_int_equal(store_inbox_done_claimed(f->st, 999999, replies, 1, outbox_cb, &got),
+	                 SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(got.rc, SB_ERR_NOTFOUND);
+	assert_int_equal(got.n, 0);
+	assert_int_equal(
+	    q_int(f->path, "SELECT count(*) FROM outbox WHERE idempotency_key = 'reply-dc-3'"), 0);
+}
+
+/* A lazy operation waits for the next commit that writes: it does not
+ * commit alone while a read runs, and it shares the next put's commit
+ * (kv_put_lazy, whose bound is a second); alone, it still commits within
+ * its bound (outbox_done, 2 ms). */
+static void test_lazy_rides_with_next_write(void **state)
+{
+	struct fx *f = *state;
+	struct store_outbox_new m = outbox_new("lazy-1", "chat-1", "{}", 0, 0);
+	struct put_res o, p = {0};
+	struct done_res d = {0}, d2 = {0};
+	struct kv_res kv = {0};
+	struct claim_res c;
+	size_t commits;
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	commits = f->commits;
+	assert_int_equal(store_kv_put_lazy(f->st, "ns", "k", "v", done_cb, &d), SB_OK);
+	assert_int_equal(store_kv_get(f->st, "ns", "k", kv_cb, &kv), SB_OK);
+	wait_calls(f, g_calls + 1); /* the read alone, before the put */
+	assert_int_equal(kv.calls, 1);
+	assert_int_equal(kv.rc, SB_ERR_NOTFOUND);
+	assert_int_equal(d.calls, 0);
+	assert_int_equal(f->commits, commits + 1);
+	assert_int_equal(f->last_commit_ops, 1);
+	put_inbox(f, "default", "lazy-next", "{}", &p);
+	wait_calls(f, g_calls + 2);
+	assert_int_equal(p.rc, SB_OK);
+	assert_int_equal(d.calls, 1);
+	assert_int_equal(d.rc, SB_OK);
+	assert_int_equal(f->commits, commits + 2);
+	assert_int_equal(f->last_commit_ops, 2);
+	/* alone, within its bound (the guard of wait_calls is far longer) */
+	o = put_outbox_wait(f, &m);
+	claim_outbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(store_outbox_done(f->st, o.id, NULL, done_cb, &d2), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(d2.rc, SB_OK);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM outbox WHERE state = 'sent'"), 1);
 }
 
 static void test_failure_isolated(void **state)
@@ -1456,6 +1583,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_stats_queue_depth, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_queue_full, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_one_commit_per_iteration, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_inbox_put_claimed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_inbox_done_claimed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lazy_rides_with_next_write, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_failure_isolated, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_begin_failure_acknowledges_nothing, setup,

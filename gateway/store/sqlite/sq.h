@@ -52,6 +52,7 @@ struct sq_async {
 	uv_async_t handle; /* first: the close callback frees through it */
 	uv_check_t check;
 	uv_idle_t idle;
+	uv_timer_t lazy;  /* the latest a lazy operation waits for company */
 	int open_handles; /* freed when the last one is closed */
 };
 
@@ -85,6 +86,7 @@ struct sq_store {
 	pthread_cond_t cv;
 	/* Guarded by mu. */
 	bool closing;
+	bool lazy_due; /* a lazy operation has waited its time: they all go next */
 	struct store_op *queue_head, *queue_tail;
 	size_t queued; /* operations waiting for the writer */
 	struct store_op *done_head, *done_tail;

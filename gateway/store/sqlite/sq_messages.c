@@ -9,8 +9,9 @@
 #include "gateway/store/sqlite/sq.h"
 
 static const char SQ_INBOX_INSERT[] =
-    "INSERT INTO inbox (channel, account, dedupe_key, payload, state, attempts,"
-    " received_at) VALUES (?1, ?2, ?3, ?4, 'pending', 0, ?5)"
+    "INSERT INTO inbox (channel, account, dedupe_key, payload, state, lease_until, attempts,"
+    " received_at) VALUES (?1, ?2, ?3, ?4, CASE WHEN ?6 > 0 THEN 'claimed' ELSE 'pending' END,"
+    " CASE WHEN ?6 > 0 THEN ?5 + ?6 END, CASE WHEN ?6 > 0 THEN 1 ELSE 0 END, ?5)"
     " ON CONFLICT (channel, account, dedupe_key) DO NOTHING";
 static const char SQ_INBOX_FIND[] =
     "SELECT id FROM inbox WHERE channel = ?1 AND account = ?2 AND dedupe_key = ?3";
@@ -31,8 +32,9 @@ static const char SQ_RECOVER_OUTBOX[] = "UPDATE outbox SET state = 'pending', le
                                         " due_at = MIN(due_at, ?1) WHERE state = 'claimed'";
 static const char SQ_OUTBOX_INSERT[] =
     "INSERT INTO outbox (idempotency_key, channel, account, target, payload, state,"
-    " attempts, due_at, inbox_id, created_at)"
-    " VALUES (?1, ?2, ?3, ?4, ?5, 'pending', 0, ?6, ?7, ?8)"
+    " lease_until, attempts, due_at, inbox_id, created_at)"
+    " VALUES (?1, ?2, ?3, ?4, ?5, CASE WHEN ?9 > 0 THEN 'claimed' ELSE 'pending' END,"
+    " CASE WHEN ?9 > 0 THEN ?8 + ?9 END, CASE WHEN ?9 > 0 THEN 1 ELSE 0 END, ?6, ?7, ?8)"
     " ON CONFLICT (idempotency_key) DO NOTHING";
 static const char SQ_INBOX_REPLY[] =
     "SELECT i.state, (SELECT o.payload FROM outbox o WHERE o.inbox_id = i.id ORDER BY o.id"
@@ -95,6 +97,7 @@ int sq_run_inbox_put(struct sq_store *s, struct store_op *op)
 	sq_bind_text(st, 3, a->m.dedupe_key);
 	sq_bind_text(st, 4, a->m.payload);
 	sqlite3_bind_int64(st, 5, clock_wall_ms());
+	sqlite3_bind_int64(st, 6, a->m.claim_lease_ms);
 	rc = sq_step_update(s, st, "inbox_put", &changes);
 	if (rc != SB_OK)
 		goto out;
@@ -190,6 +193,7 @@ static int sq_outbox_insert(struct sq_store *s, const struct store_outbox_new *m
 	sqlite3_bind_int64(st, 6, m->due_at > 0 ? m->due_at : now);
 	sq_bind_id(st, 7, m->inbox_id > 0 ? m->inbox_id : default_inbox_id);
 	sqlite3_bind_int64(st, 8, now);
+	sqlite3_bind_int64(st, 9, m->claim_lease_ms);
 	rc = sq_step_update(s, st, "outbox_put", &changes);
 	if (rc != SB_OK)
 		goto out;
@@ -226,13 +230,34 @@ int sq_run_inbox_done(struct sq_store *s, struct store_op *op)
 	st = NULL;
 	if (rc != SB_OK)
 		goto out;
+	if (a->items_cb && a->n) {
+		void *items = NULL;
+
+		if ((rc = store_op_calloc(op, a->n, sizeof *a->claimed, &items)) != SB_OK)
+			goto out;
+		a->claimed = items;
+	}
 	for (size_t i = 0; i < a->n; i++) {
+		const struct store_outbox_new *m = &a->replies[i];
 		int64_t id;
 		bool dup;
 
-		rc = sq_outbox_insert(s, &a->replies[i], a->inbox_id, &id, &dup);
+		rc = sq_outbox_insert(s, m, a->inbox_id, &id, &dup);
 		if (rc != SB_OK)
 			goto out;
+		if (a->claimed && !dup && m->claim_lease_ms > 0) {
+			struct store_outbox_item *it = &a->claimed[a->n_claimed++];
+
+			it->id = id;
+			it->idempotency_key = m->idempotency_key;
+			it->channel = m->channel;
+			it->account = m->account;
+			it->target = m->target;
+			it->payload = m->payload;
+			it->attempts = 0;
+			it->due_at = m->due_at;
+			it->inbox_id = m->inbox_id > 0 ? m->inbox_id : a->inbox_id;
+		}
 	}
 out:
 	sq_finish(st);

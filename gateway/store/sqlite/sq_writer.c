@@ -104,35 +104,77 @@ report:
 	}
 }
 
+/* Takes the next batch off the queue (mu held): up to batch_max
+ * operations in order. Lazy ones come along only with an operation that
+ * writes, once their time is up, or at close; otherwise they stay queued,
+ * in order. NULL when nothing may run yet. */
+static struct store_op *sq_take_batch(struct sq_store *s, struct store_op **tail_out, size_t *n_out)
+{
+	struct store_op *op, *head = NULL, *tail = NULL, *keep = NULL, *keep_tail = NULL;
+	bool with_lazy = s->lazy_due || s->closing;
+	size_t n = 0, seen = 0;
+
+	for (op = s->queue_head; op && !with_lazy && seen < s->batch_max; op = op->next, seen++)
+		if (!op->lazy_ms && !store_op_reads_only(op->kind))
+			with_lazy = true;
+	if (with_lazy)
+		s->lazy_due = false;
+	while ((op = s->queue_head) && n < s->batch_max) {
+		s->queue_head = op->next;
+		op->next = NULL;
+		if (op->lazy_ms && !with_lazy) {
+			if (keep_tail)
+				keep_tail->next = op;
+			else
+				keep = op;
+			keep_tail = op;
+			continue;
+		}
+		if (tail)
+			tail->next = op;
+		else
+			head = op;
+		tail = op;
+		n++;
+	}
+	/* What stays: the lazy ones set aside, then the rest, in order. */
+	if (keep) {
+		keep_tail->next = s->queue_head;
+		if (!s->queue_head)
+			s->queue_tail = keep_tail;
+		s->queue_head = keep;
+	} else if (!s->queue_head) {
+		s->queue_tail = NULL;
+	}
+	SB_ASSERT(s->queued >= n, LOG_I("queued", s->queued), LOG_I("batch", n));
+	s->queued -= n;
+	*tail_out = tail;
+	*n_out = n;
+	return head;
+}
+
 static void *sq_writer_main(void *arg)
 {
 	struct sq_store *s = arg;
 
 	for (;;) {
-		struct store_op *head, *tail;
+		struct store_op *head = NULL, *tail = NULL;
 		size_t n = 0;
 
 		pthread_mutex_lock(&s->mu);
-		while (!s->queue_head && !s->closing)
+		for (;;) {
+			while (!s->queue_head && !s->closing)
+				pthread_cond_wait(&s->cv, &s->mu);
+			if (!s->queue_head)
+				break;
+			if ((head = sq_take_batch(s, &tail, &n)))
+				break;
+			/* only lazy operations, not due yet */
 			pthread_cond_wait(&s->cv, &s->mu);
-		if (!s->queue_head) {
-			pthread_mutex_unlock(&s->mu);
-			break;
 		}
-		/* Everything queued so far, up to batch_max, goes in one commit. */
-		head = tail = s->queue_head;
-		n = 1;
-		while (tail->next && n < s->batch_max) {
-			tail = tail->next;
-			n++;
-		}
-		s->queue_head = tail->next;
-		if (!s->queue_head)
-			s->queue_tail = NULL;
-		tail->next = NULL;
-		SB_ASSERT(s->queued >= n, LOG_I("queued", s->queued), LOG_I("batch", n));
-		s->queued -= n;
 		pthread_mutex_unlock(&s->mu);
+		if (!head)
+			break;
 
 		sq_run_batch(s, head, n);
 
@@ -189,7 +231,7 @@ static void sq_async_closed(uv_handle_t *h)
 static void sq_async_close(struct sq_async *a)
 {
 	uv_handle_t *hs[] = {(uv_handle_t *)&a->handle, (uv_handle_t *)&a->check,
-	                     (uv_handle_t *)&a->idle};
+	                     (uv_handle_t *)&a->idle, (uv_handle_t *)&a->lazy};
 	int n = a->open_handles;
 
 	if (n == 0) {
@@ -227,6 +269,19 @@ static void sq_idle_cb(uv_idle_t *h)
 	(void)h; /* its being active is what counts: poll does not block */
 }
 
+/* A lazy operation waited long enough: it commits, alone if need be. */
+static void sq_lazy_cb(uv_timer_t *h)
+{
+	struct sq_store *s = h->data;
+
+	if (!s)
+		return;
+	pthread_mutex_lock(&s->mu);
+	s->lazy_due = true;
+	pthread_cond_signal(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
 /* ---- loop thread: submission ---- */
 
 static int sq_submit(struct store *base, struct store_op *op)
@@ -242,10 +297,19 @@ static int sq_submit(struct store *base, struct store_op *op)
 	s->queue_tail = op;
 	s->queued++;
 	pthread_mutex_unlock(&s->mu);
-	if (!s->wake_owed) {
-		s->wake_owed = true;
-		uv_idle_start(&s->async->idle, sq_idle_cb);
+	if (op->lazy_ms) {
+		/* It rides with the next commit that writes; the timer
+		 * bounds how long that may take. */
+		uv_timer_t *t = &s->async->lazy;
+
+		if (!uv_is_active((uv_handle_t *)t) || uv_timer_get_due_in(t) > op->lazy_ms)
+			uv_timer_start(t, sq_lazy_cb, op->lazy_ms, 0);
+		return SB_OK;
 	}
+	if (s->wake_owed)
+		return SB_OK;
+	s->wake_owed = true;
+	uv_idle_start(&s->async->idle, sq_idle_cb);
 	return SB_OK;
 }
 
@@ -319,7 +383,9 @@ static int sq_open(struct store **out, uv_loop_t *loop, const struct store_optio
 		s->async->open_handles = 2;
 	if (s->async->open_handles == 2 && uv_idle_init(loop, &s->async->idle) == 0)
 		s->async->open_handles = 3;
-	if (s->async->open_handles < 3 || uv_check_start(&s->async->check, sq_check_cb) != 0) {
+	if (s->async->open_handles == 3 && uv_timer_init(loop, &s->async->lazy) == 0)
+		s->async->open_handles = 4;
+	if (s->async->open_handles < 4 || uv_check_start(&s->async->check, sq_check_cb) != 0) {
 		log_error("store", "cannot set up the loop's handles", LOG_S("path", s->path));
 		s->async->handle.data = NULL;
 		sq_async_close(s->async);
@@ -329,6 +395,7 @@ static int sq_open(struct store **out, uv_loop_t *loop, const struct store_optio
 	}
 	s->async->check.data = s;
 	s->async->idle.data = s;
+	s->async->lazy.data = s;
 	uv_unref((uv_handle_t *)&s->async->check);
 	/* The writer takes no signals: they belong to the loop thread. */
 	sigfillset(&all);
@@ -375,6 +442,7 @@ static void sq_close(struct store *base)
 
 	s->async->handle.data = NULL;
 	s->async->check.data = NULL;
+	s->async->lazy.data = NULL;
 	sq_async_close(s->async);
 	pthread_cond_destroy(&s->cv);
 	pthread_mutex_destroy(&s->mu);
