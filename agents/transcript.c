@@ -104,29 +104,21 @@ static void transcript_new_entry_id(char *out, size_t size)
 	snprintf(out, size, "%s", hex);
 }
 
-void transcript_new_session_id(char *out, size_t size)
+/* A ULID in lower case from ms and 10 bytes: 48 bits of milliseconds in
+ * 10 characters (the top 2 bits are 0), then the 80 bits in 16. */
+static void transcript_ulid(char *out, size_t size, uint64_t ms, const unsigned char rnd[10])
 {
 	static const char alphabet[] = "0123456789abcdefghjkmnpqrstvwxyz"; /* Crockford */
-	unsigned char rnd[10];
 	char id[27];
-	struct timespec ts;
-	uint64_t ms;
 	unsigned acc = 0, bits = 0;
 	size_t k = 0;
 
-	if (sodium_init() < 0)
-		abort(); /* libsodium cannot work without a random source */
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-	/* 48 bits of milliseconds in 10 characters (the top 2 bits are 0),
-	 * then 80 random bits in 16: a ULID in lower case. */
 	for (int i = 9; i >= 0; i--) {
 		id[i] = alphabet[ms & 31u];
 		ms >>= 5;
 	}
 	k = 10;
-	randombytes_buf(rnd, sizeof rnd);
-	for (size_t i = 0; i < sizeof rnd; i++) {
+	for (size_t i = 0; i < 10; i++) {
 		acc = (acc << 8) | rnd[i];
 		bits += 8;
 		while (bits >= 5) {
@@ -136,6 +128,37 @@ void transcript_new_session_id(char *out, size_t size)
 	}
 	id[k] = '\0';
 	snprintf(out, size, "%s", id);
+}
+
+void transcript_new_session_id(char *out, size_t size)
+{
+	unsigned char rnd[10];
+	struct timespec ts;
+
+	if (sodium_init() < 0)
+		abort(); /* libsodium cannot work without a random source */
+	clock_gettime(CLOCK_REALTIME, &ts);
+	randombytes_buf(rnd, sizeof rnd);
+	transcript_ulid(out, size, (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u,
+	                rnd);
+}
+
+void transcript_session_id_for(char *out, size_t size, const char *session_key, int64_t inbox_id,
+                               int64_t received_at)
+{
+	crypto_generichash_state st;
+	unsigned char h[16];
+	char num[48];
+
+	if (sodium_init() < 0)
+		abort();
+	snprintf(num, sizeof num, "%lld:%lld", (long long)inbox_id, (long long)received_at);
+	crypto_generichash_init(&st, NULL, 0, sizeof h);
+	crypto_generichash_update(&st, (const unsigned char *)"switchboard-session\0", 20);
+	crypto_generichash_update(&st, (const unsigned char *)session_key, strlen(session_key) + 1);
+	crypto_generichash_update(&st, (const unsigned char *)num, strlen(num));
+	crypto_generichash_final(&st, h, sizeof h);
+	transcript_ulid(out, size, received_at > 0 ? (uint64_t)received_at : 0, h);
 }
 
 /* ---- the writer ---- */

@@ -129,5 +129,11 @@ void transcript_loaded_free(struct transcript_loaded *l);
  * Crockford base32: 48 bits of Unix milliseconds, then 80 random bits), so
  * ids sort by creation time. Truncated to size - 1. Any thread. */
 void transcript_new_session_id(char *out, size_t size);
+/* The id of the session a message starts (its first under the key): the
+ * same for the same key, inbox entry and receipt time, so that a run cut
+ * by a crash before its session was recorded finds its transcript again;
+ * a ULID of received_at (unix ms) and a hash of the three. */
+void transcript_session_id_for(char *out, size_t size, const char *session_key, int64_t inbox_id,
+                               int64_t received_at);
 
 #endif

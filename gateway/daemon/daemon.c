@@ -774,6 +774,8 @@ static int daemon_start_pipeline(struct daemon *d)
 	dopt.config = daemon_config_get;
 	dopt.table = daemon_table_get;
 	dopt.outbox_kick = daemon_outbox_kick;
+	dopt.outbox_lease = daemon_outbox_lease;
+	dopt.outbox_take = daemon_outbox_take;
 	dopt.activity = daemon_channel_activity;
 	dopt.max_concurrent = config_max_runs(d->cfg);
 	dopt.scheduled_done = daemon_scheduled_done;

@@ -19,6 +19,8 @@ struct daemon_ingest {
 	struct daemon *d;
 	host_ingest_cb cb;
 	void *ud;
+	char *json;   /* the envelope stored, for a claimed entry's run */
+	bool claimed; /* inserted claimed: the dispatcher runs it once stored */
 };
 
 static void daemon_ingest_done(void *ud, int rc, int64_t id, bool duplicate)
@@ -33,9 +35,12 @@ static void daemon_ingest_done(void *ud, int rc, int64_t id, bool duplicate)
 	else
 		d->metrics.ingest_accepted++;
 	in->cb(in->ud, rc, id, duplicate);
-	free(in);
-	if (!rc && !duplicate)
+	if (in->claimed)
+		dispatcher_put_done(d->dispatcher, true, rc, id, duplicate, in->json);
+	else if (!rc && !duplicate)
 		dispatcher_kick(d->dispatcher);
+	free(in->json);
+	free(in);
 }
 
 static int daemon_ingest(void *ctx, const struct envelope *env, host_ingest_cb cb, void *ud)
@@ -60,14 +65,22 @@ static int daemon_ingest(void *ctx, const struct envelope *env, host_ingest_cb c
 	in->d = d;
 	in->cb = cb;
 	in->ud = ud;
+	in->json = json;
 	m.channel = env->channel;
 	m.account = env->account ? env->account : "default";
 	m.dedupe_key = env->event_id;
 	m.payload = json;
+	/* When the dispatcher has room and nothing older waits in the inbox,
+	 * the entry goes in claimed and runs once its commit lands: one
+	 * commit less than a put and a claim. */
+	m.claim_lease_ms = dispatcher_put_lease(d->dispatcher);
+	in->claimed = m.claim_lease_ms > 0;
 	rc = store_inbox_put(d->store, &m, daemon_ingest_done, in);
-	free(json);
 	if (rc) {
+		if (in->claimed)
+			dispatcher_put_done(d->dispatcher, true, rc, 0, false, NULL);
 		d->metrics.ingest_rejected++;
+		free(json);
 		free(in);
 	}
 	return rc;
@@ -117,6 +130,24 @@ const struct bindings_table *daemon_table_get(void *ud)
 void daemon_outbox_kick(void *ud)
 {
 	daemon_kick_outbox(ud);
+}
+
+int64_t daemon_outbox_lease(void *ud)
+{
+	struct daemon *d = ud;
+
+	return d->state == DAEMON_READY ? outbox_put_lease(d->outbox) : 0;
+}
+
+void daemon_outbox_take(void *ud, size_t leased, int rc, const struct store_outbox_item *items,
+                        size_t n)
+{
+	struct daemon *d = ud;
+
+	/* Committed while stopping (the outbox may be gone): the entries
+	 * stay claimed, and the next start sends them. */
+	if (d->outbox && d->state < DAEMON_CLOSING)
+		outbox_put_done(d->outbox, leased, rc, items, n);
 }
 
 /* ---- HTTP routes for modules ---- */

@@ -127,5 +127,8 @@ json_t *daemon_channels_status(void *ud);
 struct config *daemon_config_get(void *ud);
 const struct bindings_table *daemon_table_get(void *ud);
 void daemon_outbox_kick(void *ud);
+int64_t daemon_outbox_lease(void *ud);
+void daemon_outbox_take(void *ud, size_t leased, int rc, const struct store_outbox_item *items,
+                        size_t n);
 
 #endif

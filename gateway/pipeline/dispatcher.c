@@ -101,6 +101,13 @@ struct dispatcher {
 	 * them after the dispatcher is freed) must not dispatch. */
 	bool closed;
 	bool kicked; /* a kick came while a claim was running */
+	/* Claimed at their put (dispatcher_put_lease): only while no older
+	 * entry can be pending in the inbox, which a claim that came back
+	 * short proves, unless an entry was put pending since it was asked. */
+	bool inbox_clean;
+	uint64_t pending_puts; /* entries put pending (counter) */
+	uint64_t claim_mark;   /* pending_puts when the running claim was asked */
+	size_t reserved;       /* claimed puts not yet committed */
 	struct waiter *waiters;
 	uv_timer_t retry;
 	size_t status_reads; /* /status transcript reads in flight */
@@ -477,16 +484,19 @@ struct reply_commit {
 	char *text;
 	char *status;
 	struct model_usage usage;
+	size_t leased; /* replies inserted claimed: sent at once */
 };
 
-static void reply_committed(void *ud, int rc)
+static void reply_committed(void *ud, int rc, const struct store_outbox_item *items, size_t n)
 {
 	struct reply_commit *c = ud;
 
+	if (c->leased && c->d->opt.outbox_take)
+		c->d->opt.outbox_take(c->d->opt.ud, c->leased, rc, items, n);
 	if (rc) {
 		log_error("dispatch", "cannot commit a reply", LOG_I("inbox_id", c->inbox_id),
 		          LOG_S("error", sb_strerror(rc)));
-	} else if (c->d->opt.outbox_kick) {
+	} else if (!c->leased && c->d->opt.outbox_kick) {
 		c->d->opt.outbox_kick(c->d->opt.ud);
 	}
 	dispatch_notify_usage(c->d, c->inbox_id, rc, c->text, c->status, &c->usage);
@@ -654,15 +664,23 @@ static void run_done(void *ud, const struct run_outcome *o)
 		if (c) {
 			c->d = d;
 			c->inbox_id = a->items->inbox_id;
+			/* Sent as soon as it is committed, when the outbox has
+			 * room: no claim of its own. */
+			if (text.len && d->opt.outbox_lease)
+				reply.claim_lease_ms = d->opt.outbox_lease(d->opt.ud);
+			c->leased = reply.claim_lease_ms > 0;
 			c->text = strdup(text.data ? text.data : "");
 			c->status = strdup(status);
 			if (o->rc == SB_OK && o->result)
 				c->usage = o->result->usage;
 		}
 		if (!c || !payload || !c->text || !c->status ||
-		    store_inbox_done(d->opt.store, a->items->inbox_id, text.len ? &reply : NULL,
-		                     text.len ? 1 : 0, reply_committed, c)) {
+		    store_inbox_done_claimed(d->opt.store, a->items->inbox_id,
+		                             text.len ? &reply : NULL, text.len ? 1 : 0,
+		                             reply_committed, c)) {
 			log_error("dispatch", "cannot queue the reply", LOG_S("session", l->key));
+			if (c && c->leased && d->opt.outbox_take)
+				d->opt.outbox_take(d->opt.ud, c->leased, SB_ERR_NOMEM, NULL, 0);
 			if (c) {
 				free(c->text);
 				free(c->status);
@@ -837,6 +855,7 @@ static void lane_start(struct lane *l)
 	req.reset = a->items->reset_policy;
 	req.redelivered = a->items->redelivered && !collected;
 	req.inbox_id = a->items->inbox_id;
+	req.received_at = e->received_at;
 	req.compact_only = a->items->command == COMMAND_COMPACT;
 	req.ev = &a->ev;
 	if (d->opt.route_seen && !dispatcher_channel_scheduled(e->channel))
@@ -1786,6 +1805,8 @@ static void dispatch_claimed(void *ud, int rc, const struct store_inbox_item *it
 		uv_timer_start(&d->retry, dispatch_retry_timer, 1000, 0);
 		return;
 	}
+	if (n < DISPATCH_CLAIM_BATCH && d->claim_mark == d->pending_puts)
+		d->inbox_clean = true;
 	for (size_t i = 0; i < n; i++)
 		dispatch_item(d, &items[i]);
 	if ((n == DISPATCH_CLAIM_BATCH || d->kicked) && !d->draining) {
@@ -1806,7 +1827,10 @@ static void dispatch_claim(struct dispatcher *d)
 	}
 	if (d->held >= d->opt.max_pending)
 		return; /* run_done claims again when there is room */
+	if (d->inbox_clean)
+		return; /* nothing is pending: new entries come claimed, or kick */
 	d->claiming = true;
+	d->claim_mark = d->pending_puts;
 	rc = store_inbox_claim(d->opt.store, DISPATCH_CLAIM_BATCH, DISPATCH_LEASE_MS,
 	                       dispatch_claimed, d);
 	if (rc) {
@@ -1842,6 +1866,38 @@ void dispatcher_start(struct dispatcher *d)
 {
 	d->started = true;
 	dispatch_claim(d);
+}
+
+int64_t dispatcher_put_lease(struct dispatcher *d)
+{
+	if (!d)
+		return 0;
+	if (!d->started || d->draining || d->closed || !d->inbox_clean ||
+	    d->held + d->reserved >= d->opt.max_pending) {
+		d->inbox_clean = false;
+		d->pending_puts++;
+		return 0;
+	}
+	d->reserved++;
+	return DISPATCH_LEASE_MS;
+}
+
+void dispatcher_put_done(struct dispatcher *d, bool claimed, int rc, int64_t id, bool duplicate,
+                         const char *payload)
+{
+	struct store_inbox_item it;
+
+	if (!d || !claimed)
+		return;
+	d->reserved--;
+	/* Stored while closing: as for a claim, the next start runs it. A
+	 * duplicate is the existing entry, in whatever state it is. */
+	if (d->closed || rc || duplicate || !payload)
+		return;
+	memset(&it, 0, sizeof it);
+	it.id = id;
+	it.payload = payload;
+	dispatch_item(d, &it);
 }
 
 void dispatcher_kick(struct dispatcher *d)

@@ -46,6 +46,13 @@ struct dispatcher_options {
 	const struct bindings_table *(*table)(void *ud);
 	/* New replies are in the outbox. */
 	void (*outbox_kick)(void *ud);
+	/* Optional: a run's reply is inserted claimed with outbox_lease's
+	 * lease (0: pending, then outbox_kick), and outbox_take gets the
+	 * commit's result and the entries to send (outbox_put_lease and
+	 * outbox_put_done). */
+	int64_t (*outbox_lease)(void *ud);
+	void (*outbox_take)(void *ud, size_t leased, int rc, const struct store_outbox_item *items,
+	                    size_t n);
 	/* A run started (running true) or ended for the message env; for
 	 * the channel's typing indicator. Optional. */
 	void (*activity)(void *ud, const struct envelope *env, bool running);
@@ -71,6 +78,18 @@ int dispatcher_new(struct dispatcher **out, const struct dispatcher_options *opt
 void dispatcher_start(struct dispatcher *d);
 
 /* New inbox entries were committed: claim them. */
+/* At ingest: the lease to insert a new inbox entry with, already claimed
+ * (store_inbox_new.claim_lease_ms), so that it runs as soon as its put is
+ * committed, without a claim of its own; or 0 when it must go in pending
+ * (not started, draining, full, or older entries may be pending in the
+ * inbox, whose order it must not pass). A lease > 0 reserves room until
+ * dispatcher_put_done. NULL gives 0. */
+int64_t dispatcher_put_lease(struct dispatcher *d);
+/* The put's result, for an entry put with dispatcher_put_lease's lease
+ * (claimed; otherwise a no-op): a new entry (payload its envelope JSON,
+ * borrowed) is dispatched at once. */
+void dispatcher_put_done(struct dispatcher *d, bool claimed, int rc, int64_t id, bool duplicate,
+                         const char *payload);
 void dispatcher_kick(struct dispatcher *d);
 
 /* Stops claiming; runs in flight go on. */

@@ -24,6 +24,15 @@ struct outbox {
 	size_t in_flight;
 	struct outbox_send *sends; /* in flight, so that free can orphan them */
 	bool claiming, kicked, draining, started;
+	/* Entries inserted claimed (outbox_put_lease) are sent as soon as they
+	 * are committed; only while nothing due can wait in the store, which a
+	 * claim that came back short proves unless an entry was put pending
+	 * (every such put is followed by a kick) since it was asked. */
+	bool clean;
+	uint64_t pending_puts; /* kicks: entries put pending */
+	uint64_t claim_mark;   /* pending_puts when the running claim was asked */
+	size_t reserved;       /* inserted claimed, not yet committed */
+	size_t claim_asked;    /* the running claim's max */
 };
 
 /* One delivery in flight. When the outbox is freed first (a forced stop),
@@ -93,7 +102,8 @@ static void outbox_recorded(void *ud, int rc)
 	else
 		SB_CRASH_POINT("outbox.recorded");
 	outbox_send_free(s);
-	if (o && !o->draining)
+	/* A claim now finds what the full table kept waiting, or a retry. */
+	if (o && !o->draining && !o->clean)
 		outbox_claim(o);
 }
 
@@ -198,6 +208,8 @@ static void outbox_claimed(void *ud, int rc, const struct store_outbox_item *ite
 		log_error("outbox", "cannot claim outbox entries", LOG_S("error", sb_strerror(rc)));
 		return;
 	}
+	if (n < o->claim_asked && o->claim_mark == o->pending_puts && !o->kicked)
+		o->clean = true;
 	for (size_t i = 0; i < n; i++)
 		outbox_send_one(o, &items[i]);
 	if ((o->kicked || n) && o->in_flight < max) {
@@ -219,6 +231,8 @@ static void outbox_claim(struct outbox *o)
 	if (o->in_flight >= max)
 		return;
 	o->claiming = true;
+	o->claim_mark = o->pending_puts;
+	o->claim_asked = max - o->in_flight;
 	if (store_outbox_claim_due(o->opt.store, max - o->in_flight, OUTBOX_LEASE_MS,
 	                           outbox_claimed, o))
 		o->claiming = false;
@@ -247,13 +261,45 @@ void outbox_start(struct outbox *o)
 	int64_t poll = o->opt.poll_ms > 0 ? o->opt.poll_ms : 1000;
 
 	o->started = true;
+	o->clean = false; /* the first claim finds out */
 	uv_timer_start(&o->poll, outbox_poll, 0, (uint64_t)poll);
 }
 
 void outbox_kick(struct outbox *o)
 {
-	if (o)
-		outbox_claim(o);
+	if (!o)
+		return;
+	o->clean = false;
+	o->pending_puts++;
+	outbox_claim(o);
+}
+
+int64_t outbox_put_lease(struct outbox *o)
+{
+	size_t max;
+
+	if (!o)
+		return 0;
+	max = o->opt.max_in_flight ? o->opt.max_in_flight : 32;
+	if (!o->started || o->draining || !o->clean || o->in_flight + o->reserved >= max)
+		return 0;
+	o->reserved++;
+	return OUTBOX_LEASE_MS;
+}
+
+void outbox_put_done(struct outbox *o, size_t leased, int rc, const struct store_outbox_item *items,
+                     size_t n)
+{
+	if (!o)
+		return;
+	SB_ASSERT(o->reserved >= leased, LOG_I("reserved", o->reserved), LOG_I("leased", leased));
+	o->reserved -= leased;
+	if (rc)
+		return;
+	/* Claimed while draining: a restart sends them (the lease is
+	 * released at start-up). */
+	for (size_t i = 0; i < n && !o->draining; i++)
+		outbox_send_one(o, &items[i]);
 }
 
 void outbox_drain(struct outbox *o)

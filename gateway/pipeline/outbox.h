@@ -42,6 +42,17 @@ int outbox_new(struct outbox **out, const struct outbox_options *opt);
 void outbox_start(struct outbox *o);
 /* New entries were committed. */
 void outbox_kick(struct outbox *o);
+
+/* For a reply about to be committed: the lease to insert it claimed with
+ * (store_outbox_new.claim_lease_ms), so that it is sent as soon as its
+ * commit lands, with no claim of its own; 0 when it must go in pending (not
+ * started, draining, full, or due entries may wait in the store). A lease
+ * reserves room until outbox_put_done. NULL gives 0. */
+int64_t outbox_put_lease(struct outbox *o);
+/* The commit of entries put with `leased` leases (store_inbox_done_claimed's
+ * callback): items, those inserted claimed, are sent now. */
+void outbox_put_done(struct outbox *o, size_t leased, int rc, const struct store_outbox_item *items,
+                     size_t n);
 /* Stops claiming; sends in flight finish. */
 void outbox_drain(struct outbox *o);
 size_t outbox_in_flight(const struct outbox *o);

@@ -111,6 +111,10 @@ struct run_job {
 	bool handed_off;
 	bool restart; /* flushing the full session before the run in the new one */
 	char old_session_id[40];
+	/* A first message's session, not recorded yet: it is, with the
+	 * reply (run_touch_session). */
+	bool session_unsaved;
+	int64_t received_at;
 	struct model_usage first_usage; /* the full session's run */
 	int first_calls, first_tools;
 	int64_t window;
@@ -245,10 +249,16 @@ static void run_job_free(struct run_job *j)
 
 /* error: what the sender may be told; detail (may be NULL): the same with
  * what only the operator may see (server paths), for the log. */
+static void run_touch_session(struct run_job *j);
+
 static void run_finish_detail(struct run_job *j, int rc, const char *error, const char *detail)
 {
 	struct run_outcome o;
 
+	/* A first message's session, whatever became of its run: what the
+	 * transcript holds stays the key's. */
+	if (j->session_unsaved)
+		run_touch_session(j);
 	j->stage = RUN_DONE;
 	memset(&o, 0, sizeof o);
 	o.rc = rc;
@@ -316,6 +326,7 @@ static void run_touch_session(struct run_job *j)
 	ns.key = j->session_key;
 	ns.agent_id = j->agent_id;
 	ns.session_id = j->session_id;
+	j->session_unsaved = false;
 	store_session_put(j->r->opt.store, &ns, run_session_touched, NULL);
 }
 
@@ -1572,6 +1583,19 @@ static void run_session_found(void *ud, int rc, const struct store_session *s)
 		run_prepare(j);
 		return;
 	}
+	if (rc == SB_ERR_NOTFOUND && !j->new_session && *j->text && j->sends.run_id > 0 &&
+	    j->received_at > 0) {
+		/* A first message: its session is recorded with the reply, in
+		 * the reply's commit, not in one of its own before the run. Its
+		 * id comes from the message, so that a run cut short before that
+		 * commit finds its transcript again when the message runs
+		 * again. */
+		transcript_session_id_for(j->session_id, sizeof j->session_id, j->session_key,
+		                          j->sends.run_id, j->received_at);
+		j->session_unsaved = true;
+		run_prepare(j);
+		return;
+	}
 	transcript_new_session_id(j->session_id, sizeof j->session_id);
 	memset(&ns, 0, sizeof ns);
 	ns.key = j->session_key;
@@ -1617,6 +1641,7 @@ static int run_job_new(struct runner *r, const struct run_request *req, struct r
 	j->compact_only = req->compact_only;
 	j->redelivered = req->redelivered && !req->compact_only;
 	j->sends.run_id = req->inbox_id;
+	j->received_at = req->received_at;
 	j->new_session = req->new_session;
 	j->reset = req->reset;
 	j->ev = req->ev;

@@ -70,6 +70,9 @@ struct run_request {
 	/* The inbox entry the run answers (0: none): the message tool's keys
 	 * derive from it, so a replayed run sends nothing twice. */
 	int64_t inbox_id;
+	/* When the message was received (unix ms; 0: unknown): with inbox_id,
+	 * it names the session a first message starts (see runner.c). */
+	int64_t received_at;
 	/* /compact: compact the session's context now and answer with the
 	 * token counts; no model turn, text is not used (commands.h). */
 	bool compact_only;

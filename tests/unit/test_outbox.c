@@ -119,7 +119,7 @@ static int setup(void **state)
 	struct store_options so = {0};
 	struct outbox_options oo = {0};
 	struct store_outbox_new m = {"reply-1",           "fake", "default", "peer-1",
-	                             "{\"text\":\"hi\"}", 0,      0};
+	                             "{\"text\":\"hi\"}", 0,      0,         0};
 
 	assert_non_null(f);
 	g_fx = f;
@@ -235,12 +235,130 @@ static void test_outcome_after_free(void **state)
 	assert_string_equal(text, "claimed:reply-1");
 }
 
+struct taken {
+	struct fx *f;
+	size_t leased;
+	int calls;
+	int rc;
+	int held_after; /* sends the channel had when the commit's callback ended */
+};
+
+static void taken_cb(void *ud, int rc, const struct store_outbox_item *items, size_t n)
+{
+	struct taken *t = ud;
+
+	t->calls++;
+	t->rc = rc;
+	outbox_put_done(t->f->ob, t->leased, rc, items, n);
+	t->held_after = t->f->n_held;
+}
+
+static void inbox_put_cb(void *ud, int rc, int64_t id, bool dup)
+{
+	int64_t *out = ud;
+
+	(void)dup;
+	assert_int_equal(rc, SB_OK);
+	*out = id;
+}
+
+/* Commits a reply to a new inbox entry with the given lease. */
+static void commit_reply(struct fx *f, const char *key, int64_t lease, struct taken *t)
+{
+	struct store_inbox_new in = {"fake", "default", key, "{}", 0};
+	struct store_outbox_new m = {key, "fake", "default", "peer-1", "{\"text\":\"hi\"}",
+	                             0,   0,      lease};
+	int64_t id = 0;
+	int calls = t->calls;
+
+	assert_int_equal(store_inbox_put(f->st, &in, inbox_put_cb, &id), SB_OK);
+	for (int i = 0; i < 2000 && !id; i++)
+		uv_run(&f->loop, UV_RUN_NOWAIT), usleep(1000);
+	assert_true(id > 0);
+	t->f = f;
+	t->leased = lease > 0;
+	assert_int_equal(store_inbox_done_claimed(f->st, id, &m, 1, taken_cb, t), SB_OK);
+	run_until(f, &t->calls, calls + 1);
+	assert_int_equal(t->rc, SB_OK);
+}
+
+/* Once a claim has come back short, a reply is inserted claimed and goes to
+ * the channel from the commit's callback, with no claim of its own; a kick
+ * (an entry put pending) stops that until a claim has found the rest. */
+static void test_reply_sent_from_its_commit(void **state)
+{
+	struct fx *f = *state;
+	struct channel_send_result ok = {.rc = SB_OK, .retry_after_ms = -1, .channel_msg_id = "m"};
+	struct taken t = {0};
+	int64_t lease;
+	char text[128];
+
+	answer(f, 0, &ok);
+	for (int i = 0; i < 2000 && outbox_in_flight(f->ob); i++)
+		uv_run(&f->loop, UV_RUN_NOWAIT), usleep(1000);
+	lease = outbox_put_lease(f->ob);
+	assert_true(lease > 0);
+	commit_reply(f, "reply-2", lease, &t);
+	/* sent from the callback itself */
+	assert_int_equal(t.held_after, 2);
+	assert_string_equal(f->held[1].key, "reply-2");
+	assert_int_equal(f->held[1].attempt, 1);
+	q_text(f->path,
+	       "SELECT state || ':' || attempts FROM outbox WHERE idempotency_key = 'reply-2'",
+	       text, sizeof text);
+	assert_string_equal(text, "claimed:1");
+	answer(f, 1, &ok);
+	for (int i = 0; i < 2000 && outbox_in_flight(f->ob); i++)
+		uv_run(&f->loop, UV_RUN_NOWAIT), usleep(1000);
+	run_a_while(f, 20); /* the lazy "sent" mark */
+	q_text(f->path, "SELECT state FROM outbox WHERE idempotency_key = 'reply-2'", text,
+	       sizeof text);
+	assert_string_equal(text, "sent");
+	/* an entry put pending: claims take over until one comes back short */
+	outbox_kick(f->ob);
+	assert_int_equal(outbox_put_lease(f->ob), 0);
+	run_a_while(f, 100);
+	assert_true(outbox_put_lease(f->ob) > 0);
+	outbox_put_done(f->ob, 1, SB_ERR_STORE, NULL, 0); /* give the reservation back */
+}
+
+/* Leases are counted against max_in_flight with the sends out. */
+static void test_lease_bounded_by_in_flight(void **state)
+{
+	struct fx *f = *state;
+	struct channel_send_result ok = {.rc = SB_OK, .retry_after_ms = -1, .channel_msg_id = "m"};
+	struct taken t = {0};
+	int64_t lease;
+
+	answer(f, 0, &ok);
+	for (int i = 0; i < 2000 && outbox_in_flight(f->ob); i++)
+		uv_run(&f->loop, UV_RUN_NOWAIT), usleep(1000);
+	/* 32 in flight by default: 32 leases, then none */
+	for (int i = 0; i < 32; i++)
+		assert_true(outbox_put_lease(f->ob) > 0);
+	assert_int_equal(outbox_put_lease(f->ob), 0);
+	outbox_put_done(f->ob, 32, SB_ERR_STORE, NULL, 0);
+	lease = outbox_put_lease(f->ob);
+	assert_true(lease > 0);
+	/* a reply put pending (lease 0) is claimed as before */
+	outbox_put_done(f->ob, 1, SB_ERR_STORE, NULL, 0);
+	commit_reply(f, "reply-3", 0, &t);
+	outbox_kick(f->ob);
+	run_until(f, &f->n_held, 2);
+	assert_string_equal(f->held[1].key, "reply-3");
+	answer(f, 1, &ok);
+	for (int i = 0; i < 2000 && outbox_in_flight(f->ob); i++)
+		uv_run(&f->loop, UV_RUN_NOWAIT), usleep(1000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_confirmed_is_recorded, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_retry_honours_hint, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_outcome_after_free, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reply_sent_from_its_commit, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lease_bounded_by_in_flight, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
