@@ -219,7 +219,7 @@ struct store_options {
 	void *on_commit_ud;
 };
 
-#define STORE_LAZY_DONE_MS 2
+#define STORE_LAZY_DONE_MS 10
 #define STORE_LAZY_KV_MS 1000
 
 /* The largest max a claim accepts, and the most replies one inbox_done takes. */
