@@ -34,9 +34,11 @@
 #include <unistd.h>
 
 #include "agents/context/compact.h"
+#include "gateway/core/buf.h"
 #include "gateway/core/crash.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fsutil.h"
+#include "gateway/core/jsonw.h"
 #include "gateway/core/log.h"
 
 /* The longest line transcript_open looks back over to find the last entry,
@@ -439,7 +441,7 @@ static int transcript_write_header(int fd, const struct transcript_info *info)
 	              info->agent_id, "created", created);
 	if (!h)
 		goto out;
-	line = json_dumps(h, JSON_COMPACT);
+	line = jsonw_dumps(h, 0, NULL);
 	if (!line)
 		goto out;
 	/* The terminator of the dump becomes the newline: one write. */
@@ -567,12 +569,72 @@ out:
 
 /* ---- append, flush, close ---- */
 
+/* The keys the transcript sets on every entry; fields cannot override
+ * them. */
+static bool transcript_reserved_key(const struct transcript *t, const char *key)
+{
+	return strcmp(key, "type") == 0 || strcmp(key, "id") == 0 ||
+	       strcmp(key, "parent_id") == 0 || strcmp(key, "ts") == 0 ||
+	       (t->torn && strcmp(key, "follows_torn") == 0);
+}
+
+/* The entry's line, written straight into b: the newline a torn tail
+ * lacks, {"type","id","parent_id","ts"[,"follows_torn"], the fields in
+ * their order (but the reserved keys), the stamp on an assistant message
+ * that has none}, its newline. */
+static int transcript_line(struct buf *b, const struct transcript *t, const char *type,
+                           const char *id, const char *ts, const json_t *fields)
+{
+	const char *key;
+	json_t *v;
+	int rc;
+
+	rc = buf_reserve(b, 1024);
+	if (rc == SB_OK && t->need_nl)
+		rc = buf_append(b, "\n", 1);
+	if (rc == SB_OK)
+		rc = buf_puts(b, "{\"type\":");
+	if (rc == SB_OK)
+		rc = jsonw_append_string(b, type, strlen(type));
+	if (rc == SB_OK)
+		rc = buf_printf(b, ",\"id\":\"%s\",\"parent_id\":", id);
+	if (rc == SB_OK)
+		rc = t->last_id[0] ? jsonw_append_string(b, t->last_id, strlen(t->last_id))
+		                   : buf_puts(b, "null");
+	if (rc == SB_OK)
+		rc = buf_printf(b, ",\"ts\":\"%s\"%s", ts, t->torn ? ",\"follows_torn\":true" : "");
+	json_object_foreach((json_t *)fields, key, v)
+	{
+		if (rc != SB_OK)
+			break;
+		if (transcript_reserved_key(t, key))
+			continue;
+		rc = buf_append(b, ",", 1);
+		if (rc == SB_OK)
+			rc = jsonw_append_member(b, key, strlen(key), v, 0);
+	}
+	if (rc == SB_OK && t->stamp && strcmp(type, "message") == 0 &&
+	    !transcript_reserved_key(t, t->stamp_key) && !json_object_get(fields, t->stamp_key)) {
+		const char *role =
+		    json_string_value(json_object_get(json_object_get(fields, "message"), "role"));
+
+		if (role && strcmp(role, "assistant") == 0) {
+			rc = buf_append(b, ",", 1);
+			if (rc == SB_OK)
+				rc = jsonw_append_member(b, t->stamp_key, strlen(t->stamp_key),
+				                         t->stamp, 0);
+		}
+	}
+	if (rc == SB_OK)
+		rc = buf_append(b, "}\n", 2);
+	return rc;
+}
+
 int transcript_append(struct transcript *t, const char *type, const json_t *fields, char *id_out,
                       size_t id_size)
 {
-	char id[40], ts[40], *dump = NULL, *line = NULL;
-	const char *key;
-	json_t *e = NULL, *v;
+	char id[40], ts[40], *line = NULL;
+	struct buf lb;
 	size_t len;
 	int rc = SB_ERR_INVAL;
 
@@ -583,47 +645,20 @@ int transcript_append(struct transcript *t, const char *type, const json_t *fiel
 		goto out;
 	transcript_new_entry_id(id, sizeof id);
 	transcript_now_rfc3339(ts, sizeof ts);
+	buf_init(&lb, SIZE_MAX - 1);
+	rc = transcript_line(&lb, t, type, id, ts, fields);
+	if (rc != SB_OK) {
+		buf_free(&lb);
+		/* A field that cannot be written (not UTF-8) is the caller's
+		 * error; anything else is memory. */
+		rc = rc == SB_ERR_INVAL ? SB_ERR_INVAL : SB_ERR_NOMEM;
+		goto out;
+	}
+	len = lb.len;
+	line = buf_steal(&lb);
 	rc = SB_ERR_NOMEM;
-	e = json_pack("{s:s,s:s,s:o,s:s}", "type", type, "id", id, "parent_id",
-	              t->last_id[0] ? json_string(t->last_id) : json_null(), "ts", ts);
-	if (!e)
-		goto out;
-	if (t->torn && json_object_set_new(e, "follows_torn", json_true()) != 0)
-		goto out;
-	/* The fields cannot override what the transcript sets. */
-	json_object_foreach((json_t *)fields, key, v)
-	{
-		if (json_object_get(e, key))
-			continue;
-		if (json_object_set(e, key, v) != 0)
-			goto out;
-	}
-	if (t->stamp && strcmp(type, "message") == 0 && !json_object_get(e, t->stamp_key)) {
-		const char *role =
-		    json_string_value(json_object_get(json_object_get(e, "message"), "role"));
-
-		if (role && strcmp(role, "assistant") == 0 &&
-		    json_object_set(e, t->stamp_key, t->stamp) != 0)
-			goto out;
-	}
-	dump = json_dumps(e, JSON_COMPACT);
-	if (!dump)
-		goto out;
-	len = strlen(dump);
-	line = malloc(len + 3);
 	if (!line)
 		goto out;
-	{
-		size_t k = 0;
-
-		if (t->need_nl)
-			line[k++] = '\n';
-		memcpy(line + k, dump, len);
-		k += len;
-		line[k++] = '\n';
-		line[k] = '\0';
-		len = k;
-	}
 	rc = transcript_enqueue(t, TRANSCRIPT_LINE, line, len, NULL, NULL);
 	if (rc != SB_OK)
 		goto out;
@@ -635,8 +670,6 @@ int transcript_append(struct transcript *t, const char *type, const json_t *fiel
 	rc = SB_OK;
 out:
 	free(line);
-	free(dump);
-	json_decref(e);
 	return rc;
 }
 

@@ -10,6 +10,7 @@
 #include "agents/message.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
+#include "gateway/core/jsonw.h"
 
 /* A rendered tool result or input in the summary request keeps this much. */
 #define COMPACT_RENDER_ITEM_MAX 2000
@@ -344,7 +345,7 @@ int compact_plan_archive(const json_t *history, size_t keep_head, size_t keep_me
 	for (i = a; i < b; i++) {
 		json_t *line = json_pack("{sIsO}", "index", (json_int_t)i, "message",
 		                         json_array_get(history, i));
-		char *s = line ? json_dumps(line, JSON_COMPACT) : NULL;
+		char *s = line ? jsonw_dumps(line, 0, NULL) : NULL;
 
 		json_decref(line);
 		if (!s || buf_puts(&lines, s) || buf_puts(&lines, "\n")) {
@@ -426,7 +427,7 @@ static int compact_render(struct buf *out, const json_t *msg)
 			     compact_render_item(out, compact_str(v), json_string_length(v),
 			                         COMPACT_RENDER_ITEM_MAX * 4);
 		} else if (compact_type_is(b, "tool_use")) {
-			char *in = json_dumps(json_object_get(b, "input"), JSON_COMPACT);
+			char *in = jsonw_dumps(json_object_get(b, "input"), 0, NULL);
 
 			rc = buf_printf(out, "[assistant called %s] ",
 			                compact_str(json_object_get(b, "name"))) ||

@@ -23,6 +23,7 @@
 #include "agents/providers/provider_http.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
+#include "gateway/core/jsonw.h"
 
 #define OPENAI_DEFAULT_BASE_URL "https://api.openai.com/v1"
 /* The key of the text block among the tool calls' indexes. */
@@ -152,7 +153,7 @@ static json_t *openai_tool_call(const json_t *block)
 
 	if (!id || !name)
 		return NULL;
-	args = input ? json_dumps(input, JSON_COMPACT | JSON_ENCODE_ANY) : strdup("{}");
+	args = input ? jsonw_dumps(input, 0, NULL) : strdup("{}");
 	tc = json_object();
 	fn = json_object();
 	if (!args || !tc || !fn || json_object_set_new(fn, "name", json_string(name)) ||

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "gateway/core/err.h"
+#include "gateway/core/jsonw.h"
 #include "gateway/core/num.h"
 
 /* How a streamed body turned out, decided by its first non-blank byte. */
@@ -849,7 +850,7 @@ int provider_http_start(struct provider *p, const struct provider_http_api *api,
 	sse_init(&c->sse, PROVIDER_HTTP_MAX_EVENT, ph_on_event, c);
 	buf_init(&c->json, PROVIDER_HTTP_MAX_RESPONSE);
 	c->req_model = strdup(req->model ? req->model : "");
-	text = json_dumps(body, JSON_COMPACT);
+	text = jsonw_dumps(body, 0, NULL);
 	if (!c->req_model || !text)
 		goto out;
 

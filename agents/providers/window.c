@@ -17,6 +17,7 @@
 #include "agents/providers/provider_http.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
+#include "gateway/core/jsonw.h"
 #include "gateway/core/num.h"
 
 #define WINDOW_TIMEOUT_MS 5000
@@ -170,7 +171,7 @@ static void window_next(struct provider_probe *pr)
 	if (pr->stage <= WINDOW_PROPS && (pr->ollama || strstr(pr->base, ":11434"))) {
 		pr->stage = WINDOW_SHOW;
 		b = json_pack("{ss}", "model", pr->model);
-		text = b ? json_dumps(b, JSON_COMPACT) : NULL;
+		text = b ? jsonw_dumps(b, 0, NULL) : NULL;
 		json_decref(b);
 		snprintf(body, sizeof body, "%s", text ? text : "{}");
 		free(text);

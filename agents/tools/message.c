@@ -18,6 +18,7 @@
 #include "agents/tools/common.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
+#include "gateway/core/jsonw.h"
 #include "gateway/core/log.h"
 
 #define MESSAGE_KEY_BYTES 16
@@ -292,7 +293,7 @@ static int message_call(const struct tool_ctx *ctx, const json_t *input, tool_do
 	m->sends = ctx->sends;
 	message_key(ctx->sends, m->digest, m->key);
 	payload = json_pack("{s:s}", "text", tool_in_str(input, "text", ""));
-	if (!payload || !(m->payload = json_dumps(payload, JSON_COMPACT)))
+	if (!payload || !(m->payload = jsonw_dumps(payload, 0, NULL)))
 		goto out;
 	memset(&o, 0, sizeof o);
 	o.idempotency_key = m->key;

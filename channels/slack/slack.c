@@ -68,6 +68,7 @@
 #include "gateway/core/clock.h"
 #include "gateway/core/crash.h"
 #include "gateway/core/err.h"
+#include "gateway/core/jsonw.h"
 #include "gateway/core/log.h"
 
 #define SLACK_HDR_MAX 256
@@ -471,7 +472,7 @@ static void slack_sm_failed(struct slack *s, const char *why)
 static void slack_ack(struct slack *s, const char *envelope_id)
 {
 	json_t *o = json_pack("{ss}", "envelope_id", envelope_id);
-	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	char *text = o ? jsonw_dumps(o, 0, NULL) : NULL;
 
 	SB_CRASH_POINT("slack.envelope.ack");
 	if (text && s->ws && !s->closing)
@@ -512,7 +513,7 @@ static int slack_ingest_event(struct slack *s, const json_t *body, host_ingest_c
 		goto done;
 	}
 	s->last_event_ms = clock_wall_ms();
-	raw = json_dumps(json_object_get(body, "event"), JSON_COMPACT);
+	raw = jsonw_dumps(json_object_get(body, "event"), 0, NULL);
 	memset(&env, 0, sizeof env);
 	env.channel = "slack";
 	env.account = s->base.account;
@@ -917,7 +918,7 @@ static void slack_on_request(void *ud, struct host_http_req *r)
 	if (type && strcmp(type, "url_verification") == 0) {
 		const char *c = json_string_value(json_object_get(root, "challenge"));
 		json_t *o = json_pack("{ss}", "challenge", c ? c : "");
-		char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		char *text = o ? jsonw_dumps(o, 0, NULL) : NULL;
 
 		log_info("slack", "Request URL verified", LOG_S("account", s->base.account));
 		slack_respond(s, r, text && c ? 200 : 400, "application/json", text ? text : "{}");
@@ -1072,7 +1073,7 @@ static void slack_post_done(struct slack *s, void *ud, int rc, const struct http
 	if (x->i < x->n && x->key) {
 		json_t *o = json_pack("{sI ss}", "done", (json_int_t)x->i, "ts",
 		                      x->first_ts ? x->first_ts : "");
-		char *v = o ? json_dumps(o, JSON_COMPACT) : NULL;
+		char *v = o ? jsonw_dumps(o, 0, NULL) : NULL;
 
 		json_decref(o);
 		if (v && x->host->kv_put(x->host->ctx, x->ns, x->key, v, slack_send_progress_put,
@@ -1123,7 +1124,7 @@ static void slack_send_next(struct slack_send *x)
 	o = json_pack("{ssss}", "channel", x->channel, "text", x->chunks[x->i]);
 	if (o && x->thread_ts)
 		json_object_set_new(o, "thread_ts", json_string(x->thread_ts));
-	body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	body = o ? jsonw_dumps(o, 0, NULL) : NULL;
 	json_decref(o);
 	if (!body) {
 		slack_send_fail(x, SB_ERR_NOMEM, true, -1, "out of memory");

@@ -51,6 +51,7 @@
 #include "gateway/core/clock.h"
 #include "gateway/core/crash.h"
 #include "gateway/core/err.h"
+#include "gateway/core/jsonw.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
 
@@ -255,7 +256,7 @@ static int tg_api(struct tg *t, const char *method, json_t *body, long timeout_m
 	rc = SB_ERR_NOMEM;
 	if (!body)
 		body = json_object();
-	text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+	text = body ? jsonw_dumps(body, 0, NULL) : NULL;
 	ulen = strlen(t->api) + strlen(t->token) + strlen(method) + 8;
 	url = malloc(ulen);
 	c = calloc(1, sizeof *c);
@@ -622,7 +623,7 @@ static int tg_ingest_one(struct tg *t, const json_t *u, host_ingest_cb cb, void 
 		          LOG_I("update_id", n.update_id), LOG_S("why", n.skip));
 		return 0;
 	}
-	raw = json_dumps(u, JSON_COMPACT);
+	raw = jsonw_dumps(u, 0, NULL);
 	if (!raw)
 		return SB_ERR_NOMEM;
 	telegram_norm_envelope(&n, t->base.account, raw, clock_wall_ms(), &env);
@@ -1142,7 +1143,7 @@ static int tg_progress_save(struct tg *t, struct tg_job *j)
 	if (!key || !host->kv_put)
 		goto out;
 	o = json_pack("{sIss}", "done", (json_int_t)j->idx, "ids", j->ids ? j->ids : "");
-	v = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	v = o ? jsonw_dumps(o, 0, NULL) : NULL;
 	if (!v || !(op = tg_jkv_new(j)))
 		goto out;
 	rc = host->kv_put(host->ctx, t->ns, key, v, tg_progress_saved, op);

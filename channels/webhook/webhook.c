@@ -47,6 +47,7 @@
 #include "gateway/core/clock.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fmt.h"
+#include "gateway/core/jsonw.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
 
@@ -122,7 +123,7 @@ static void webhook_respond(const struct host *host, struct host_http_req *r, in
                             json_t *body_take, const char *const *headers)
 {
 	static const char oom[] = "{\"error\":\"out of memory\"}";
-	char *text = body_take ? json_dumps(body_take, JSON_COMPACT) : NULL;
+	char *text = body_take ? jsonw_dumps(body_take, 0, NULL) : NULL;
 
 	json_decref(body_take);
 	if (!text) {
@@ -816,7 +817,7 @@ static char *webhook_callback_body(const char *hook, const json_t *payload)
 		if (json_is_string(v))
 			json_object_set_new(o, copied[i][1], json_string(json_string_value(v)));
 	}
-	out = json_dumps(o, JSON_COMPACT);
+	out = jsonw_dumps(o, 0, NULL);
 	json_decref(o);
 	return out;
 }

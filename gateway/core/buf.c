@@ -15,7 +15,7 @@ void buf_init(struct buf *b, size_t max)
 	b->max = max;
 }
 
-static int buf_reserve(struct buf *b, size_t extra)
+int buf_reserve(struct buf *b, size_t extra)
 {
 	size_t need, cap;
 	char *p;

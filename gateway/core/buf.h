@@ -22,6 +22,11 @@ struct buf {
 /* Prepares an empty buffer that may grow up to max bytes. */
 void buf_init(struct buf *b, size_t max);
 
+/* Makes room for extra more bytes and the terminator, for a caller that
+ * writes into data + len itself (and then adds to len and terminates).
+ * Returns SB_OK, SB_ERR_TOOBIG or SB_ERR_NOMEM. */
+int buf_reserve(struct buf *b, size_t extra);
+
 /* Appends n bytes. Returns SB_OK, SB_ERR_TOOBIG or SB_ERR_NOMEM. */
 int buf_append(struct buf *b, const void *p, size_t n);
 

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "gateway/core/err.h"
+#include "gateway/core/jsonw.h"
 
 static const char *const envelope_kinds[] = {"direct", "group", "channel"};
 
@@ -88,7 +89,7 @@ char *envelope_to_json(const struct envelope *e)
 	    (e->own_reply && json_object_set_new(o, "own_reply", json_true())) ||
 	    json_object_set_new(o, "received_at", json_integer(e->received_at)))
 		goto out;
-	out = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	out = jsonw_dumps(o, JSONW_SORT_KEYS, NULL);
 out:
 	json_decref(o);
 	return out;
@@ -120,7 +121,7 @@ int envelope_from_json(const char *json, struct envelope *e)
 		if (json_is_string(v) && !envelope_fields[i].json)
 			copy = strdup(json_string_value(v));
 		else if (envelope_fields[i].json)
-			copy = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | JSON_SORT_KEYS);
+			copy = jsonw_dumps(v, JSONW_SORT_KEYS, NULL);
 		else
 			goto out;
 		if (!copy) {

@@ -14,6 +14,7 @@
 #include "gateway/core/err.h"
 #include "gateway/core/fmt.h"
 #include "gateway/core/fsutil.h"
+#include "gateway/core/jsonw.h"
 #include "gateway/core/log.h"
 
 #define BOOT_FIELD_MAX 256
@@ -154,7 +155,7 @@ static void boot_deliver(struct boot_item *it, const struct run_outcome *o)
 	p = json_pack("{s:s,s:s,s:s,s:s}", "text", o->result->text, "status",
 	              turn_end_name(o->result->end), "session_key", session_key, "agent",
 	              it->agent_id);
-	payload = p ? json_dumps(p, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	payload = p ? jsonw_dumps(p, JSONW_SORT_KEYS, NULL) : NULL;
 	json_decref(p);
 	bd = calloc(1, sizeof *bd);
 	if (bd)

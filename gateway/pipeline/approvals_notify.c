@@ -10,6 +10,7 @@
 #include "gateway/config/config.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fmt.h"
+#include "gateway/core/jsonw.h"
 #include "gateway/core/log.h"
 
 struct approvals_notify {
@@ -56,7 +57,7 @@ static void notify_send(struct approvals_notify *n, const struct approval_info *
 	struct host_outbound msg;
 	char key[80];
 	json_t *o = json_pack("{ss ss ss}", "text", text, "status", kind, "approval_id", a->id);
-	char *payload = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	char *payload = o ? jsonw_dumps(o, JSONW_SORT_KEYS, NULL) : NULL;
 
 	json_decref(o);
 	if (!payload || FMT(key, "%s:%s", kind, a->id) != SB_OK) {

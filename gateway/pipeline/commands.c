@@ -13,6 +13,7 @@
 #include "agents/message.h"
 #include "agents/transcript.h"
 #include "gateway/core/err.h"
+#include "gateway/core/jsonw.h"
 
 static const struct {
 	const char *name;
@@ -212,7 +213,7 @@ char *commands_session_meta_with(const char *meta, const char *model)
 		json_object_set_new(o, "model", json_string(model));
 	else
 		json_object_del(o, "model");
-	out = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	out = jsonw_dumps(o, JSONW_SORT_KEYS, NULL);
 	json_decref(o);
 	return out;
 }

@@ -21,6 +21,7 @@
 #include "gateway/core/err.h"
 #include "gateway/core/fmt.h"
 #include "gateway/core/invariant.h"
+#include "gateway/core/jsonw.h"
 #include "gateway/core/log.h"
 #include "gateway/core/strmap.h"
 #include "agents/transcript.h"
@@ -473,7 +474,7 @@ static char *active_reply_payload(struct active *a, const char *text, const char
 	if (e->peer_id)
 		json_object_set_new(o, "peer_id", json_string(e->peer_id));
 	json_object_set_new(o, "peer_kind", json_string(envelope_peer_kind_name(e->peer_kind)));
-	out = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+	out = jsonw_dumps(o, JSONW_SORT_KEYS, NULL);
 	json_decref(o);
 	return out;
 }
@@ -1085,7 +1086,7 @@ static void command_reply(struct command_ctx *c, const char *text)
 			json_object_set_new(o, "peer_id", json_string(e->peer_id));
 		json_object_set_new(o, "peer_kind",
 		                    json_string(envelope_peer_kind_name(e->peer_kind)));
-		payload = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+		payload = jsonw_dumps(o, JSONW_SORT_KEYS, NULL);
 		json_decref(o);
 	}
 	/* The key of any reply to this entry: one answer per message. */
@@ -1634,7 +1635,7 @@ static void pairing_requested(void *ud, int rc, const struct store_pairing *sp, 
 	if (o) {
 		if (e->thread_id)
 			json_object_set_new(o, "thread_id", json_string(e->thread_id));
-		payload = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS);
+		payload = jsonw_dumps(o, JSONW_SORT_KEYS, NULL);
 		json_decref(o);
 	}
 	snprintf(key, sizeof key, "pairing:%" PRId64, c->p->inbox_id);

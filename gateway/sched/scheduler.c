@@ -22,6 +22,7 @@
 #include "gateway/core/crash.h"
 #include "gateway/core/err.h"
 #include "gateway/core/fmt.h"
+#include "gateway/core/jsonw.h"
 #include "gateway/core/log.h"
 #include "gateway/core/num.h"
 #include "gateway/cron/cron.h"
@@ -190,7 +191,7 @@ static void sched_hb_save(struct scheduler *s, const struct sched_hb *h)
 	json_t *o = json_pack("{sI sI ss ss?}", "next_due", (json_int_t)h->next_due, "last_at",
 	                      (json_int_t)h->last_at, "last_status", h->last_status, "last_detail",
 	                      h->last_detail);
-	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	char *text = o ? jsonw_dumps(o, 0, NULL) : NULL;
 
 	json_decref(o);
 	SB_CRASH_POINT("sched.heartbeat.save");
@@ -319,7 +320,7 @@ void scheduler_route_seen(struct scheduler *s, const char *agent_id, const struc
 	o = json_pack("{ss ss ss ss}", "channel", env->channel, "account",
 	              env->account ? env->account : "default", "target", env->peer_id, "peer_kind",
 	              envelope_peer_kind_name(env->peer_kind));
-	text = o ? json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	text = o ? jsonw_dumps(o, JSONW_SORT_KEYS, NULL) : NULL;
 	json_decref(o);
 	if (!text)
 		return;
@@ -392,7 +393,7 @@ static int sched_ingest(struct scheduler *s, bool cron, const char *id, const ch
 {
 	struct envelope e;
 	struct sched_ingest *in = calloc(1, sizeof *in);
-	char *raw_text = raw ? json_dumps(raw, JSON_COMPACT) : NULL;
+	char *raw_text = raw ? jsonw_dumps(raw, 0, NULL) : NULL;
 	int rc = SB_ERR_NOMEM;
 
 	json_decref(raw);
@@ -586,7 +587,7 @@ static char *sched_state_json(const struct sched_job *j)
 	              "last_run_ms", (json_int_t)j->st.last_run_ms, "errors", j->st.errors,
 	              "auto_disabled", j->st.auto_disabled, "done", j->st.done, "last_status",
 	              j->last_status, "last_error", j->last_error);
-	char *text = o ? json_dumps(o, JSON_COMPACT) : NULL;
+	char *text = o ? jsonw_dumps(o, 0, NULL) : NULL;
 
 	json_decref(o);
 	return text;
@@ -925,7 +926,7 @@ static struct sched_job *sched_job_new(const json_t *spec_json, char *err, size_
 		return NULL;
 	}
 	canon = cron_spec_to_json(&j->spec);
-	j->spec_json = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	j->spec_json = canon ? jsonw_dumps(canon, JSONW_SORT_KEYS, NULL) : NULL;
 	json_decref(canon);
 	if (!j->spec_json) {
 		sched_job_free(j);

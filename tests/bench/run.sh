@@ -65,6 +65,8 @@ rm -f "$tg_out"
 "$build/bench_bindings"
 # The store: inbox_put throughput with group commit (256 outstanding) and one at a time (an fsync each).
 "$build/bench_store"
+# Compact JSON of the message path's values: jansson's json_dumps against the gateway's writer.
+"$build/bench_json"
 # The agent runtime: time per turn without model time (scripted provider, 3 tool calls) and memory per loaded session history.
 "$build/bench_turn"
 # Webhooks end to end: signed webhook -> scripted agent (one tool call) -> signed callback, at 1, 8 and 64

@@ -279,6 +279,48 @@ static void test_append_order_and_chain(void **state)
 	assert_int_equal(transcript_load("/nonexistent/x.jsonl", &l), SB_ERR_NOTFOUND);
 }
 
+/* The exact bytes of a line: the transcript's keys first, then the
+ * caller's fields in their order (a spoofed reserved key left out), then
+ * the stamp on an assistant message; compact JSON, text escaped. */
+static void test_line_bytes(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	char id1[40], id2[40], want[1024], *data, *line;
+	json_t *asst = msg_assistant_new(), *f, *stamp = json_pack("{s:s}", "model", "x/y");
+	const char *ts;
+	struct transcript_loaded l;
+
+	open_t(fx, &t);
+	append_text(t, "first", id1);
+	assert_int_equal(transcript_set_stamp(t, "usage", stamp), SB_OK);
+	msg_add_text(asst, "tab\there \"quoted\" \\ é €");
+	f = message_fields(asst);
+	json_object_set_new(f, "ts", json_string("spoofed"));
+	json_object_set_new(f, "z", json_integer(-1));
+	json_object_set_new(f, "a", json_pack("[b,n,{}]", 1));
+	assert_int_equal(transcript_append(t, "message", f, id2, sizeof id2), SB_OK);
+	json_decref(f);
+	close_t(fx, t);
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	ts = json_string_value(json_object_get(json_array_get(l.entries, 1), "ts"));
+	snprintf(want, sizeof want,
+	         "{\"type\":\"message\",\"id\":\"%s\",\"parent_id\":\"%s\",\"ts\":\"%s\","
+	         "\"message\":{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":"
+	         "\"tab\\there \\\"quoted\\\" \\\\ é €\"}]},\"z\":-1,\"a\":[true,null,{}],"
+	         "\"usage\":{\"model\":\"x/y\"}}\n",
+	         id2, id1, ts);
+	transcript_loaded_free(&l);
+	data = slurp(fx->path);
+	line = strstr(data, "{\"type\":\"message\",\"id\":\"");
+	assert_non_null(line);
+	line = strstr(line + 1, "{\"type\":\"message\",\"id\":\""); /* the second entry */
+	assert_non_null(line);
+	assert_string_equal(line, want);
+	free(data);
+	json_decref(stamp);
+}
+
 /* A cut tool call is repaired in the file once: the repair edits the loader
  * hands out, appended as a "repair" event, pair the file itself, and a note
  * the resumed run writes on the synthetic result loads. Both a cut call in
@@ -865,6 +907,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_header, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_append_order_and_chain, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_line_bytes, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_reopen_continues_chain, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_repair_written_once, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_repair_legacy_note, setup, teardown),
