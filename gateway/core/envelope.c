@@ -59,10 +59,20 @@ bool envelope_channel_trusted(const char *channel)
 #define ENVELOPE_NFIELDS (sizeof envelope_fields / sizeof *envelope_fields)
 #define ENVELOPE_STR(e, i) ((const char **)((char *)(e) + envelope_fields[i].offset))
 
+static int envelope_from_object(const json_t *o, struct envelope *e);
+
 char *envelope_to_json(const struct envelope *e)
+{
+	return envelope_to_json_copy(e, NULL);
+}
+
+char *envelope_to_json_copy(const struct envelope *e, struct envelope *copy)
 {
 	json_t *o = json_object();
 	char *out = NULL;
+
+	if (copy)
+		memset(copy, 0, sizeof *copy);
 
 	if (!o)
 		return NULL;
@@ -90,6 +100,10 @@ char *envelope_to_json(const struct envelope *e)
 	    json_object_set_new(o, "received_at", json_integer(e->received_at)))
 		goto out;
 	out = jsonw_dumps(o, JSONW_SORT_KEYS, NULL);
+	if (out && copy && envelope_from_object(o, copy) != SB_OK) {
+		free(out);
+		out = NULL;
+	}
 out:
 	json_decref(o);
 	return out;
@@ -106,7 +120,17 @@ void envelope_release(struct envelope *e)
 
 int envelope_from_json(const char *json, struct envelope *e)
 {
-	json_t *o = json_loads(json, 0, NULL), *v;
+	json_t *o = json_loads(json, 0, NULL);
+	int rc = envelope_from_object(o, e);
+
+	json_decref(o);
+	return rc;
+}
+
+/* The envelope in o (as envelope_to_json makes it); strings copied. */
+static int envelope_from_object(const json_t *o, struct envelope *e)
+{
+	json_t *v;
 	int rc = SB_ERR_INVAL;
 
 	memset(e, 0, sizeof *e);
@@ -143,6 +167,5 @@ int envelope_from_json(const char *json, struct envelope *e)
 out:
 	if (rc)
 		envelope_release(e);
-	json_decref(o);
 	return rc;
 }

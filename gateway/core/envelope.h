@@ -61,6 +61,12 @@ bool envelope_channel_trusted(const char *channel);
 /* Serialises e as a JSON object (caller frees). NULL on allocation failure. */
 char *envelope_to_json(const struct envelope *e);
 
+/* The same JSON, and in *copy (when not NULL) the envelope
+ * envelope_from_json would read back from it, without parsing it again
+ * (strings owned by copy; envelope_release). NULL on allocation failure,
+ * with *copy empty. */
+char *envelope_to_json_copy(const struct envelope *e, struct envelope *copy);
+
 /* Parses JSON made by envelope_to_json into *e; strings are owned by e and
  * released by envelope_release. Returns SB_OK or SB_ERR_INVAL. */
 int envelope_from_json(const char *json, struct envelope *e);

@@ -19,8 +19,8 @@ struct daemon_ingest {
 	struct daemon *d;
 	host_ingest_cb cb;
 	void *ud;
-	char *json;   /* the envelope stored, for a claimed entry's run */
-	bool claimed; /* inserted claimed: the dispatcher runs it once stored */
+	struct envelope env; /* a claimed entry's envelope as stored, for its run */
+	bool claimed;        /* inserted claimed: the dispatcher runs it once stored */
 };
 
 static void daemon_ingest_done(void *ud, int rc, int64_t id, bool duplicate)
@@ -36,17 +36,16 @@ static void daemon_ingest_done(void *ud, int rc, int64_t id, bool duplicate)
 		d->metrics.ingest_accepted++;
 	in->cb(in->ud, rc, id, duplicate);
 	if (in->claimed)
-		dispatcher_put_done(d->dispatcher, true, rc, id, duplicate, in->json);
+		dispatcher_put_done(d->dispatcher, true, rc, id, duplicate, &in->env);
 	else if (!rc && !duplicate)
 		dispatcher_kick(d->dispatcher);
-	free(in->json);
 	free(in);
 }
 
 static int daemon_ingest(void *ctx, const struct envelope *env, host_ingest_cb cb, void *ud)
 {
 	struct daemon *d = ctx;
-	struct store_inbox_new m;
+	struct store_inbox_new m = {0};
 	struct daemon_ingest *in;
 	char *json;
 	int rc;
@@ -55,32 +54,35 @@ static int daemon_ingest(void *ctx, const struct envelope *env, host_ingest_cb c
 		return SB_ERR_AGAIN;
 	if (!env->channel || !env->event_id)
 		return SB_ERR_INVAL;
-	in = malloc(sizeof *in);
-	json = envelope_to_json(env);
-	if (!in || !json) {
+	in = calloc(1, sizeof *in);
+	if (!in)
+		return SB_ERR_NOMEM;
+	/* When the dispatcher has room and nothing older waits in the inbox,
+	 * the entry goes in claimed and runs once its commit lands: one
+	 * commit less than a put and a claim. Its envelope is then kept as
+	 * the inbox holds it, so that the run does not read the JSON back. */
+	m.claim_lease_ms = dispatcher_put_lease(d->dispatcher);
+	in->claimed = m.claim_lease_ms > 0;
+	json = in->claimed ? envelope_to_json_copy(env, &in->env) : envelope_to_json(env);
+	if (!json) {
+		if (in->claimed)
+			dispatcher_put_done(d->dispatcher, true, SB_ERR_NOMEM, 0, false, &in->env);
 		free(in);
-		free(json);
 		return SB_ERR_NOMEM;
 	}
 	in->d = d;
 	in->cb = cb;
 	in->ud = ud;
-	in->json = json;
 	m.channel = env->channel;
 	m.account = env->account ? env->account : "default";
 	m.dedupe_key = env->event_id;
 	m.payload = json;
-	/* When the dispatcher has room and nothing older waits in the inbox,
-	 * the entry goes in claimed and runs once its commit lands: one
-	 * commit less than a put and a claim. */
-	m.claim_lease_ms = dispatcher_put_lease(d->dispatcher);
-	in->claimed = m.claim_lease_ms > 0;
 	rc = store_inbox_put(d->store, &m, daemon_ingest_done, in);
+	free(json); /* the store has its copy */
 	if (rc) {
 		if (in->claimed)
-			dispatcher_put_done(d->dispatcher, true, rc, 0, false, NULL);
+			dispatcher_put_done(d->dispatcher, true, rc, 0, false, &in->env);
 		d->metrics.ingest_rejected++;
-		free(json);
 		free(in);
 	}
 	return rc;

@@ -1705,13 +1705,11 @@ static void dispatch_explicit(struct dispatcher *d, struct pending *p)
 	dispatch_accept(d, p, &dec);
 }
 
+static void dispatch_pending(struct dispatcher *d, struct pending *p);
+
 static void dispatch_item(struct dispatcher *d, const struct store_inbox_item *it)
 {
 	struct pending *p = calloc(1, sizeof *p);
-	struct bindings_decision dec;
-	struct bindings_input in;
-	const struct bindings_table *table = d->opt.table(d->opt.ud);
-	int rc;
 
 	if (!p)
 		return;
@@ -1726,6 +1724,17 @@ static void dispatch_item(struct dispatcher *d, const struct store_inbox_item *i
 		pending_free(p);
 		return;
 	}
+	dispatch_pending(d, p);
+}
+
+/* Routes a held entry whose envelope is read. */
+static void dispatch_pending(struct dispatcher *d, struct pending *p)
+{
+	struct bindings_decision dec;
+	struct bindings_input in;
+	const struct bindings_table *table = d->opt.table(d->opt.ud);
+	int rc;
+
 	if (p->env.route_agent && (envelope_channel_trusted(p->env.channel) ||
 	                           dispatcher_channel_scheduled(p->env.channel))) {
 		dispatch_explicit(d, p);
@@ -1741,8 +1750,8 @@ static void dispatch_item(struct dispatcher *d, const struct store_inbox_item *i
 		         LOG_S("why", rc ? sb_strerror(rc) : dec.reason));
 		if (d->opt.metrics)
 			d->opt.metrics->route_refused++;
-		dispatch_done_silent(d, it->id);
-		dispatch_notify(d, it->id, SB_OK, "", "denied");
+		dispatch_done_silent(d, p->inbox_id);
+		dispatch_notify(d, p->inbox_id, SB_OK, "", "denied");
 		d->held--;
 		pending_free(p);
 		return;
@@ -1764,7 +1773,7 @@ static void dispatch_item(struct dispatcher *d, const struct store_inbox_item *i
 		                                p->env.sender_id ? p->env.sender_id : "",
 		                                pairing_requested, c)) {
 			free(c);
-			dispatch_done_silent(d, it->id);
+			dispatch_done_silent(d, p->inbox_id);
 			d->held--;
 			pending_free(p);
 		}
@@ -1776,8 +1785,8 @@ static void dispatch_item(struct dispatcher *d, const struct store_inbox_item *i
 		log_debug(
 		    "dispatch", "message not for the agent", LOG_S("session", dec.session_key),
 		    LOG_S("verdict", bindings_verdict_name(dec.verdict)), LOG_S("why", dec.reason));
-		dispatch_done_silent(d, it->id);
-		dispatch_notify(d, it->id, SB_OK, "", bindings_verdict_name(dec.verdict));
+		dispatch_done_silent(d, p->inbox_id);
+		dispatch_notify(d, p->inbox_id, SB_OK, "", bindings_verdict_name(dec.verdict));
 		d->held--;
 		pending_free(p);
 		return;
@@ -1884,21 +1893,25 @@ int64_t dispatcher_put_lease(struct dispatcher *d)
 }
 
 void dispatcher_put_done(struct dispatcher *d, bool claimed, int rc, int64_t id, bool duplicate,
-                         const char *payload)
+                         struct envelope *env)
 {
-	struct store_inbox_item it;
+	struct pending *p;
 
-	if (!d || !claimed)
-		return;
-	d->reserved--;
+	if (d && claimed)
+		d->reserved--;
 	/* Stored while closing: as for a claim, the next start runs it. A
 	 * duplicate is the existing entry, in whatever state it is. */
-	if (d->closed || rc || duplicate || !payload)
+	if (!d || !claimed || d->closed || rc || duplicate || !env || !env->channel ||
+	    !(p = calloc(1, sizeof *p))) {
+		if (env)
+			envelope_release(env);
 		return;
-	memset(&it, 0, sizeof it);
-	it.id = id;
-	it.payload = payload;
-	dispatch_item(d, &it);
+	}
+	p->inbox_id = id;
+	p->env = *env; /* the strings are the pending entry's now */
+	memset(env, 0, sizeof *env);
+	d->held++;
+	dispatch_pending(d, p);
 }
 
 void dispatcher_kick(struct dispatcher *d)

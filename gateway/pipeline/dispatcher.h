@@ -86,10 +86,12 @@ void dispatcher_start(struct dispatcher *d);
  * dispatcher_put_done. NULL gives 0. */
 int64_t dispatcher_put_lease(struct dispatcher *d);
 /* The put's result, for an entry put with dispatcher_put_lease's lease
- * (claimed; otherwise a no-op): a new entry (payload its envelope JSON,
- * borrowed) is dispatched at once. */
+ * (claimed; otherwise only env is released): a new entry is dispatched at
+ * once. env is the envelope as the inbox holds it (envelope_to_json_copy),
+ * taken: its strings are the dispatcher's, or released, and *env is left
+ * empty; NULL when there is none. */
 void dispatcher_put_done(struct dispatcher *d, bool claimed, int rc, int64_t id, bool duplicate,
-                         const char *payload);
+                         struct envelope *env);
 void dispatcher_kick(struct dispatcher *d);
 
 /* Stops claiming; runs in flight go on. */

@@ -460,6 +460,88 @@ static void test_envelope_roundtrip(void **state)
 	assert_int_equal(envelope_from_json("not json", &out), SB_ERR_INVAL);
 }
 
+/* Two envelopes hold the same: every string field (NULL or equal), the
+ * kind, the flags and the time. */
+static void assert_envelopes_equal(const struct envelope *a, const struct envelope *b)
+{
+	const char *const *fa[] = {
+	    &a->channel,   &a->account,     &a->event_id, &a->peer_id,     &a->parent_id,
+	    &a->thread_id, &a->guild_id,    &a->team_id,  &a->sender_id,   &a->sender_name,
+	    &a->text,      &a->attachments, &a->raw,      &a->route_agent, &a->route_session};
+	const char *const *fb[] = {
+	    &b->channel,   &b->account,     &b->event_id, &b->peer_id,     &b->parent_id,
+	    &b->thread_id, &b->guild_id,    &b->team_id,  &b->sender_id,   &b->sender_name,
+	    &b->text,      &b->attachments, &b->raw,      &b->route_agent, &b->route_session};
+
+	for (size_t i = 0; i < sizeof fa / sizeof *fa; i++) {
+		if (!*fa[i] || !*fb[i])
+			assert_ptr_equal(*fa[i], *fb[i]);
+		else
+			assert_string_equal(*fa[i], *fb[i]);
+	}
+	assert_int_equal(a->peer_kind, b->peer_kind);
+	assert_int_equal(a->mentioned, b->mentioned);
+	assert_int_equal(a->untrusted, b->untrusted);
+	assert_int_equal(a->own_reply, b->own_reply);
+	assert_int_equal(a->received_at, b->received_at);
+}
+
+/* The copy a claimed entry runs with is what reading its stored JSON back
+ * gives: raw and attachments normalised (keys sorted, text that is not
+ * JSON kept as a JSON string), a "null" raw dropped, empty strings kept. */
+static void test_envelope_copy_is_read_back(void **state)
+{
+	const struct envelope cases[] = {
+	    {.channel = "webhook",
+	     .account = "bench",
+	     .event_id = "e1",
+	     .peer_id = "c",
+	     .peer_kind = ENVELOPE_PEER_CHANNEL,
+	     .sender_id = "s",
+	     .text = "hi",
+	     .untrusted = true,
+	     .own_reply = true,
+	     .received_at = 1796411030403,
+	     .raw = "{\"z\":1,\"a\":{\"y\":[1,2],\"b\":null}}"},
+	    {.channel = "telegram",
+	     .event_id = "u:2",
+	     .raw = "not json at all",
+	     .attachments = "[{\"kind\":\"photo\",\"id\":\"x\"}]",
+	     .sender_name = "Zoë",
+	     .text = "",
+	     .mentioned = true},
+	    {.channel = "slack",
+	     .event_id = "Ev1",
+	     .raw = "null",
+	     .team_id = "T1",
+	     .thread_id = "1.2",
+	     .parent_id = "C1",
+	     .route_agent = "ops"},
+	    {.channel = "webchat",
+	     .event_id = "w",
+	     .raw = "\"a string\"",
+	     .route_agent = "main",
+	     .route_session = "agent:main:main",
+	     .peer_kind = ENVELOPE_PEER_DIRECT},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+		struct envelope copy, back;
+		char *json = envelope_to_json_copy(&cases[i], &copy), *plain;
+
+		assert_non_null(json);
+		plain = envelope_to_json(&cases[i]);
+		assert_string_equal(json, plain); /* the same text stored either way */
+		assert_int_equal(envelope_from_json(json, &back), SB_OK);
+		assert_envelopes_equal(&copy, &back);
+		envelope_release(&copy);
+		envelope_release(&back);
+		free(json);
+		free(plain);
+	}
+}
+
 static void test_metrics_render(void **state)
 {
 	struct metrics m;
@@ -715,6 +797,7 @@ int main(void)
 	    cmocka_unit_test(test_log_parse),
 	    cmocka_unit_test(test_log_line_json),
 	    cmocka_unit_test(test_envelope_roundtrip),
+	    cmocka_unit_test(test_envelope_copy_is_read_back),
 	    cmocka_unit_test(test_metrics_render),
 	    cmocka_unit_test(test_resolve),
 	    cmocka_unit_test(test_secrets),
