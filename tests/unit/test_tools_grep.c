@@ -671,6 +671,60 @@ static void test_stop_leaves_edit_undone(void **state)
 	if (stopped < 10)
 		fail_msg("the edit stopped at %d of its points, want 10 or more", stopped);
 }
+
+/* memory_search stopped while it syncs the index or queries it gives up
+ * with an error that says so, and leaves the index whole: the next search
+ * finds what is there. */
+static void test_stop_ends_memory_search(void **state)
+{
+	struct tool_memory mem = {0};
+	struct tool_ctx ctx;
+	char index[PATH_MAX], rel[64];
+	int stopped = 0, found = 0;
+
+	in_ws(index, ".memory-index.sqlite");
+	mem.index = index;
+	put_lines("MEMORY.md", 3, 5, 'z', " apple");
+	for (int i = 0; i < 20; i++) {
+		snprintf(rel, sizeof rel, "memory/2026-11-%02d.md", i + 1);
+		put_lines(rel, 200, 40, 'q', " pear");
+	}
+	/* the first rounds stop in the first sync, which indexes every file;
+	 * later ones let it finish, and then stop in later syncs or not */
+	for (unsigned n = 1, round = 0; round < 26; n *= 2, round++) {
+		struct result r = {0};
+		struct tool_run *run = NULL;
+		json_t *in = json_pack("{s:s}", "query", "apple");
+
+		ctx = base_ctx(120000);
+		ctx.memory = &mem;
+		tool_job_test_stop_after(n);
+		assert_int_equal(tool_memory_search.call(&ctx, in, on_done, &r, &run), SB_OK);
+		json_decref(in);
+		watch();
+		uv_run(&loop, UV_RUN_DEFAULT);
+		unwatch();
+		tool_job_test_stop_after(0);
+		assert_int_equal(r.calls, 1);
+		assert_non_null(r.content);
+		if (r.is_error) {
+			if (!strstr(r.content, "memory_search stopped at the time limit"))
+				fail_msg("stop %u: %s", n, r.content);
+			stopped++;
+		} else {
+			if (!strstr(r.content, "MEMORY.md:"))
+				fail_msg("stop %u: no hit: %s", n, r.content);
+			found++;
+			/* a changed file for the next round's sync to index */
+			snprintf(rel, sizeof rel, "memory/2026-11-%02d.md", (int)(round % 20) + 1);
+			put_lines(rel, 200, 40, 'q', round % 2 ? " plum" : " pear");
+		}
+		free(r.content);
+	}
+	/* a poll per file synced and per 1,000 SQLite steps */
+	if (stopped < 5 || found == 0)
+		fail_msg("memory_search stopped %d times and found %d times in 26", stopped, found);
+}
 #endif
 
 /* ---- the pool's share -------------------------------------------------- */
@@ -820,6 +874,7 @@ int main(void)
 	    T(test_stop_cuts_ls),
 	    T(test_stop_leaves_write_undone),
 	    T(test_stop_leaves_edit_undone),
+	    T(test_stop_ends_memory_search),
 #endif
 	    T(test_pool_keeps_a_thread),
 	    T(test_waiting_call_times_out),
