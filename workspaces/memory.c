@@ -252,6 +252,7 @@ static int memory_index_transcript(sqlite3_stmt *ins, const char *path, const ch
 /* ---- sync ---- */
 
 struct memory_sync {
+	const struct memory_scope *s;
 	sqlite3 *db;
 	sqlite3_stmt *get, *put, *touch, *del_chunks, *ins;
 	int64_t now;
@@ -269,6 +270,8 @@ static int memory_sync_file(struct memory_sync *ms, int root, const char *rel, c
 	bool known = false, same_stat = false, same_hash = false;
 	int rc, frc;
 
+	if (ms->s->stopped && ms->s->stopped(ms->s->stop_ud))
+		return SB_ERR_ABORTED;
 	ms->st.files++;
 	sqlite3_reset(ms->get);
 	sqlite3_bind_text(ms->get, 1, name, -1, SQLITE_TRANSIENT);
@@ -469,6 +472,21 @@ out:
 	return rc;
 }
 
+/* SQLite's progress handler: a nonzero answer interrupts the statement. */
+static int memory_progress(void *ud)
+{
+	const struct memory_scope *s = ud;
+
+	return s->stopped(s->stop_ud) ? 1 : 0;
+}
+
+/* Has db poll s->stopped (when set) while its statements run. */
+static void memory_watch_stop(sqlite3 *db, const struct memory_scope *s)
+{
+	if (s->stopped)
+		sqlite3_progress_handler(db, 1000, memory_progress, (void *)s);
+}
+
 static int memory_sync_db(sqlite3 *db, const struct memory_scope *s,
                           struct memory_sync_stats *stats)
 {
@@ -477,6 +495,7 @@ static int memory_sync_db(sqlite3 *db, const struct memory_scope *s,
 	int root = -1, rc;
 
 	memset(&ms, 0, sizeof ms);
+	ms.s = s;
 	ms.db = db;
 	ms.now = memory_now_ns();
 	ms.generation = ms.now;
@@ -488,6 +507,7 @@ static int memory_sync_db(sqlite3 *db, const struct memory_scope *s,
 		close(root);
 		return SB_ERR_STORE;
 	}
+	memory_watch_stop(db, s);
 	rc = SB_ERR_STORE;
 	if (sqlite3_prepare_v2(db, "SELECT size, mtime, hash, indexed FROM files WHERE path = ?",
 	                       -1, &ms.get, NULL) != SQLITE_OK ||
@@ -549,6 +569,10 @@ out:
 	sqlite3_finalize(ms.touch);
 	sqlite3_finalize(ms.del_chunks);
 	sqlite3_finalize(ms.ins);
+	if (rc != SB_OK && s->stopped && s->stopped(s->stop_ud))
+		rc = SB_ERR_ABORTED; /* a statement the progress handler interrupted */
+	/* the transaction's end is never interrupted */
+	sqlite3_progress_handler(db, 0, NULL, NULL);
 	if (rc == SB_OK && sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK)
 		rc = SB_ERR_STORE;
 	if (rc != SB_OK)
@@ -658,6 +682,7 @@ int memory_search(const struct memory_scope *s, const char *query, size_t limit,
 		rc = SB_ERR_NOMEM;
 		goto out;
 	}
+	memory_watch_stop(db, s);
 	while ((src = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *path = (const char *)sqlite3_column_text(st, 0);
 		const char *snip = (const char *)sqlite3_column_text(st, 4);
@@ -679,6 +704,8 @@ int memory_search(const struct memory_scope *s, const char *query, size_t limit,
 	hits = NULL;
 	rc = SB_OK;
 out:
+	if (rc == SB_ERR_STORE && s->stopped && s->stopped(s->stop_ud))
+		rc = SB_ERR_ABORTED;
 	if (rc == SB_ERR_STORE && db && why_size && !why[0])
 		snprintf(why, why_size, "the memory index failed: %s", sqlite3_errmsg(db));
 	json_decref(hits);

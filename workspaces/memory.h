@@ -49,6 +49,12 @@ struct memory_scope {
 	const char *workspace; /* absolute path of the workspace (trusted: config) */
 	const char *index;     /* the SQLite file (trusted: the gateway's home) */
 	const char *sessions;  /* the agent's transcripts' directory, or NULL: not indexed */
+	/* Polled per file synced and every 1,000 SQLite steps (may be NULL):
+	 * once it answers true, memory_sync and memory_search give up with
+	 * SB_ERR_ABORTED, the index as it was before. Runs on the caller's
+	 * thread. */
+	bool (*stopped)(void *ud);
+	void *stop_ud;
 };
 
 /* What a sync did (tests, logs). */
@@ -61,8 +67,8 @@ struct memory_sync_stats {
 };
 
 /* Brings the index up to date (as described above). SB_OK, SB_ERR_NOTFOUND
- * (no workspace), SB_ERR_STORE (the database), SB_ERR_IO, SB_ERR_NOMEM.
- * stats may be NULL. */
+ * (no workspace), SB_ERR_STORE (the database), SB_ERR_IO, SB_ERR_NOMEM,
+ * SB_ERR_ABORTED (s->stopped). stats may be NULL. */
 int memory_sync(const struct memory_scope *s, struct memory_sync_stats *stats);
 
 /* Syncs, then searches: query's words (letters, digits, '_' and any

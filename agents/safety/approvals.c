@@ -21,9 +21,12 @@ struct approval_scope {
 	char *agent_id;
 	char *session_key; /* NULL: every session of the agent */
 	char *scope;
-	/* Who asked ("channel:sender"; NULL: nobody named, as the control
-	 * plane): a scope approved for one sender covers that sender only, so
-	 * approving it for the agent does not let every sender run it. */
+	/* Who asked (asker_new: the channel, its account and the sender;
+	 * NULL: nobody named, as the control plane): a scope approved for one
+	 * sender covers that sender only, so approving it for the agent does
+	 * not let every sender run it. A sender id is only unique within one
+	 * account of a channel (two Telegram bots, two Slack workspaces), so
+	 * the account is part of it. */
 	char *asker;
 	struct approval_scope *next;
 };
@@ -174,24 +177,43 @@ static bool scope_covers(const char *granted, const char *asked)
 	       (n == 0 || granted[n - 1] == '/' || granted[n - 1] == ':');
 }
 
-/* "channel:sender" of a request into out, or NULL when it names nobody. */
-static const char *asker_of(const struct approval_request *req, char *out, size_t size)
+/* Who asked, as one key: "<len>:channel <len>:account <len>:sender", each
+ * part prefixed by its length so that no choice of ids (a ':' in a sender,
+ * an empty part) makes two askers one. A run without an account answers
+ * the channel's "default" one. NULL when the request names nobody, or on
+ * allocation failure (*nomem set). Caller frees. */
+static char *asker_new(const struct approval_request *req, bool *nomem)
 {
+	const char *ch = req->channel ? req->channel : "";
+	const char *acc = req->account && *req->account ? req->account : "default";
+	size_t n;
+	char *out;
+
+	*nomem = false;
 	if (!req->sender || !*req->sender)
 		return NULL;
-	snprintf(out, size, "%s:%s", req->channel ? req->channel : "", req->sender);
+	n = strlen(ch) + strlen(acc) + strlen(req->sender) + 3 * 24;
+	out = malloc(n);
+	if (!out) {
+		*nomem = true;
+		return NULL;
+	}
+	snprintf(out, n, "%zu:%s %zu:%s %zu:%s", strlen(ch), ch, strlen(acc), acc,
+	         strlen(req->sender), req->sender);
 	return out;
 }
 
 bool approvals_covered(const struct approvals *a, const struct approval_request *req)
 {
-	char buf[512];
-	const char *asker;
+	char *asker;
+	bool nomem, covered = false;
 
 	if (!a || !req->scope || !*req->scope || !req->agent_id)
 		return false;
-	asker = asker_of(req, buf, sizeof buf);
-	for (const struct approval_scope *s = a->scopes; s; s = s->next) {
+	asker = asker_new(req, &nomem);
+	if (nomem)
+		return false; /* not covered: asked again */
+	for (const struct approval_scope *s = a->scopes; s && !covered; s = s->next) {
 		if (strcmp(s->agent_id, req->agent_id) != 0)
 			continue;
 		if ((s->asker == NULL) != (asker == NULL) ||
@@ -200,10 +222,10 @@ bool approvals_covered(const struct approvals *a, const struct approval_request 
 		if (s->session_key &&
 		    (!req->session_key || strcmp(s->session_key, req->session_key) != 0))
 			continue;
-		if (scope_covers(s->scope, req->scope))
-			return true;
+		covered = scope_covers(s->scope, req->scope);
 	}
-	return false;
+	free(asker);
+	return covered;
 }
 
 static void wait_timed_out(uv_timer_t *t)
@@ -303,18 +325,22 @@ void approvals_cancel(struct approval_wait *w)
 
 static int approvals_remember(struct approvals *a, const struct approval_request *req, bool session)
 {
-	struct approval_scope *s = calloc(1, sizeof *s), **pp;
-	char buf[512];
-	const char *asker = asker_of(req, buf, sizeof buf);
+	struct approval_scope *s, **pp;
+	bool nomem;
+	char *asker = asker_new(req, &nomem);
 
-	if (!s)
+	if (nomem)
 		return SB_ERR_NOMEM;
+	s = calloc(1, sizeof *s);
+	if (!s) {
+		free(asker);
+		return SB_ERR_NOMEM;
+	}
 	s->agent_id = strdup(req->agent_id);
 	s->session_key = session && req->session_key ? strdup(req->session_key) : NULL;
 	s->scope = strdup(req->scope);
-	s->asker = asker ? strdup(asker) : NULL;
-	if (!s->agent_id || !s->scope || (session && req->session_key && !s->session_key) ||
-	    (asker && !s->asker)) {
+	s->asker = asker;
+	if (!s->agent_id || !s->scope || (session && req->session_key && !s->session_key)) {
 		free(s->agent_id);
 		free(s->session_key);
 		free(s->scope);

@@ -552,6 +552,15 @@ int sandbox_cgroup_remove(const char *path)
 	return errno == EBUSY ? SB_ERR_AGAIN : SB_ERR_IO;
 }
 
+/* A rule refusing a unix socket of one type (EACCES), its flags masked out
+ * (the kernel's SOCK_TYPE_MASK). */
+static int sock_type_rule(scmp_filter_ctx ctx, int syscall, int type)
+{
+	return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), syscall, 2,
+	                        SCMP_A0(SCMP_CMP_EQ, AF_UNIX),
+	                        SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, (scmp_datum_t)type));
+}
+
 int sandbox_seccomp_bpf(char **out, size_t *len)
 {
 	scmp_filter_ctx ctx;
@@ -577,6 +586,22 @@ int sandbox_seccomp_bpf(char **out, size_t *len)
 	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(connect), 0) != 0 ||
 	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EACCES), SCMP_SYS(sendto), 1,
 	                     SCMP_A4(SCMP_CMP_NE, 0)) != 0 ||
+	    /* A unix datagram socket needs no connect: sendmsg with an address
+	     * (behind a pointer, out of the filter's sight) reaches any
+	     * datagram socket in view, a host's /dev/log-style one. So no unix
+	     * socket of a type that sends by address: SOCK_DGRAM, SOCK_RAW
+	     * (which the kernel makes a datagram socket) and SOCK_SEQPACKET
+	     * (harmless unconnected, refused to keep the rule simple), from
+	     * socket() or socketpair() alike; a datagram pair's sendmsg takes an
+	     * address too. The type's low bits are compared
+	     * (SOCK_TYPE_MASK), so SOCK_NONBLOCK and SOCK_CLOEXEC do not
+	     * hide it. Stream sockets and pairs (and seqpacket pairs, whose
+	     * sendmsg ignores an address) stay. */
+	    sock_type_rule(ctx, SCMP_SYS(socket), SOCK_DGRAM) != 0 ||
+	    sock_type_rule(ctx, SCMP_SYS(socket), SOCK_RAW) != 0 ||
+	    sock_type_rule(ctx, SCMP_SYS(socket), SOCK_SEQPACKET) != 0 ||
+	    sock_type_rule(ctx, SCMP_SYS(socketpair), SOCK_DGRAM) != 0 ||
+	    sock_type_rule(ctx, SCMP_SYS(socketpair), SOCK_RAW) != 0 ||
 	    /* io_uring makes sockets and connects without these calls */
 	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(io_uring_setup), 0) != 0 ||
 	    seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(io_uring_enter), 0) != 0 ||

@@ -123,7 +123,9 @@ int sandbox_cgroup_remove(const char *path);
  * --seccomp (malloc'd into *out): socket and socketpair of any family but
  * AF_UNIX fail with EAFNOSUPPORT; connect, and sendto with an address,
  * with EACCES (a filter cannot read the address, and the only sockets left
- * are unix ones); io_uring with ENOSYS. SB_OK, SB_ERR_NOMEM, SB_ERR_IO. Any
+ * are unix ones); unix sockets that send by address (SOCK_DGRAM, SOCK_RAW,
+ * SOCK_SEQPACKET from socket, datagram ones from socketpair too) with
+ * EACCES; io_uring with ENOSYS. SB_OK, SB_ERR_NOMEM, SB_ERR_IO. Any
  * thread. */
 int sandbox_seccomp_bpf(char **out, size_t *len);
 

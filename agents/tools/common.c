@@ -141,6 +141,30 @@ static void tool_gate_unlink(struct tool_gate *g, struct tool_job *job)
 	job->next = NULL;
 }
 
+#ifdef SB_CRASH_POINTS
+/* Polls left before tool_job_stopped answers true (0: off, 1: from now). */
+static atomic_uint tool_job_test_polls;
+
+void tool_job_test_stop_after(unsigned n)
+{
+	atomic_store(&tool_job_test_polls, n);
+}
+
+bool tool_job_test_stop_now(void)
+{
+	unsigned v = atomic_load(&tool_job_test_polls);
+
+	while (v > 1 && !atomic_compare_exchange_weak(&tool_job_test_polls, &v, v - 1))
+		;
+	return v == 1;
+}
+#endif
+
+bool tool_job_stopped_cb(void *ud)
+{
+	return tool_job_stopped(ud);
+}
+
 static void tool_job_work(uv_work_t *req)
 {
 	struct tool_job *job = req->data;
@@ -613,14 +637,15 @@ int tool_dir_list(const char *abs, size_t max, struct tool_dirent **out, size_t 
 	*more = 0;
 	if (fd < 0)
 		return SB_ERR_IO;
-	rc = tool_dir_list_fd(fd, max, out, n, more);
+	rc = tool_dir_list_fd(fd, max, NULL, out, n, more);
 	close(fd);
 	return rc;
 }
 
-int tool_dir_list_fd(int dir_fd, size_t max, struct tool_dirent **out, size_t *n, size_t *more)
+int tool_dir_list_fd(int dir_fd, size_t max, const struct tool_job_result *job,
+                     struct tool_dirent **out, size_t *n, size_t *more)
 {
-	int rc = SB_ERR_IO;
+	int rc = SB_ERR_IO, done = SB_OK;
 	DIR *d = NULL;
 	struct dirent *de;
 	struct tool_dirent *ents = NULL, *grown;
@@ -641,6 +666,10 @@ int tool_dir_list_fd(int dir_fd, size_t max, struct tool_dirent **out, size_t *n
 		goto out;
 	}
 	for (;;) {
+		if (tool_job_stopped(job)) {
+			done = SB_ERR_ABORTED;
+			break;
+		}
 		errno = 0;
 		de = readdir(d);
 		if (!de) {
@@ -705,7 +734,7 @@ int tool_dir_list_fd(int dir_fd, size_t max, struct tool_dirent **out, size_t *n
 	*more = skipped;
 	ents = NULL;
 	cnt = 0;
-	rc = SB_OK;
+	rc = done;
 out:
 	tool_dir_free(ents, cnt);
 	if (d)

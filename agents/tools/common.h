@@ -49,11 +49,31 @@ struct tool_job_result {
 	int64_t timeout_ms;
 };
 
-/* Has the job been asked to stop? Pool thread (any thread). */
+#ifdef SB_CRASH_POINTS
+/* Tests only (builds with crash points): from the n-th poll of
+ * tool_job_stopped on, counted over every job, it answers true as if the
+ * job's deadline had just passed, so a test can stop a tool at an exact
+ * point of its work. 0 turns it off. Any thread. */
+void tool_job_test_stop_after(unsigned n);
+bool tool_job_test_stop_now(void);
+#endif
+
+/* Has the job been asked to stop (res NULL: no job, never)? Pool thread
+ * (any thread). */
 static inline bool tool_job_stopped(const struct tool_job_result *res)
 {
+	if (!res)
+		return false;
+#ifdef SB_CRASH_POINTS
+	if (tool_job_test_stop_now())
+		return true;
+#endif
 	return res->stop && atomic_load_explicit(res->stop, memory_order_relaxed);
 }
+
+/* tool_job_stopped as a callback (ud: the const struct tool_job_result *),
+ * for the stop polls of gateway/core/beneath.h. */
+bool tool_job_stopped_cb(void *ud);
 
 /* Runs on a pool thread. arg is the job's own copy of everything it needs
  * (it must not touch the tool_ctx, which is the loop's). */
@@ -143,9 +163,13 @@ struct tool_dirent {
 
 /* Lists the directory open at dirfd (borrowed; read from its own
  * descriptor), without "." and "..", sorted by name (strcmp), keeping at
- * most max entries; *more receives how many were left out. *out is the
- * caller's (tool_dir_free). SB_OK, SB_ERR_IO, SB_ERR_NOMEM. */
-int tool_dir_list_fd(int dir_fd, size_t max, struct tool_dirent **out, size_t *n, size_t *more);
+ * most max entries; *more receives how many were left out. job (may be
+ * NULL): its stop flag is polled at each entry; once set, the listing ends
+ * there and SB_ERR_ABORTED is returned with what was read (sorted; *more
+ * counts only what was seen). *out is the caller's (tool_dir_free), also
+ * with SB_ERR_ABORTED. SB_OK, SB_ERR_ABORTED, SB_ERR_IO, SB_ERR_NOMEM. */
+int tool_dir_list_fd(int dir_fd, size_t max, const struct tool_job_result *job,
+                     struct tool_dirent **out, size_t *n, size_t *more);
 
 /* tool_dir_list_fd of the directory at abs, a trusted path (tests). */
 int tool_dir_list(const char *abs, size_t max, struct tool_dirent **out, size_t *n, size_t *more);

@@ -33,14 +33,23 @@ static void edit_job_free(void *p)
 	free(j);
 }
 
-static size_t edit_count(const char *data, size_t len, const char *s, size_t n)
+/* Occurrences polled between two looks at the stop flag. */
+#define EDIT_POLL_EVERY 4096
+
+/* Occurrences of s in data; *stopped set (and the count cut) when the job
+ * was told to stop. */
+static size_t edit_count(const char *data, size_t len, const char *s, size_t n,
+                         const struct tool_job_result *res, bool *stopped)
 {
 	const char *p = data, *end = data + len, *hit;
 	size_t count = 0;
 
-	while ((hit = memmem(p, (size_t)(end - p), s, n)) != NULL) {
+	*stopped = tool_job_stopped(res);
+	while (!*stopped && (hit = memmem(p, (size_t)(end - p), s, n)) != NULL) {
 		count++;
 		p = hit + n;
+		if (count % EDIT_POLL_EVERY == 0)
+			*stopped = tool_job_stopped(res);
 	}
 	return count;
 }
@@ -54,7 +63,8 @@ static void edit_work(void *p, struct tool_job_result *res)
 	const char *last;
 	int pfd = -1;
 	const char *q, *end, *hit;
-	size_t len = 0, count;
+	size_t len = 0, count, i;
+	bool cut;
 	struct stat st;
 	struct buf out;
 	int rc;
@@ -82,9 +92,12 @@ static void edit_work(void *p, struct tool_job_result *res)
 	else
 		tool_fs_why(&fs, j->path, rel, rc, why, sizeof why);
 	if (rc == SB_OK)
-		rc = beneath_read_all(pfd, last, TOOL_FILE_MAX, &data, &len);
+		rc = beneath_read_all_until(pfd, last, TOOL_FILE_MAX, tool_job_stopped_cb, res,
+		                            &data, &len);
 	if (rc == SB_ERR_NOMEM)
 		goto out;
+	if (rc == SB_ERR_ABORTED)
+		goto stopped;
 	if (rc == SB_ERR_TOOBIG) {
 		tool_result_errorf(res, "%s is too large to edit (over %d MiB); use bash", j->path,
 		                   TOOL_FILE_MAX >> 20);
@@ -105,7 +118,9 @@ static void edit_work(void *p, struct tool_job_result *res)
 		                   j->path);
 		goto out;
 	}
-	count = edit_count(data, len, j->old_s, j->old_len);
+	count = edit_count(data, len, j->old_s, j->old_len, res, &cut);
+	if (cut)
+		goto stopped;
 	if (count == 0) {
 		tool_result_errorf(
 		    res,
@@ -123,9 +138,11 @@ static void edit_work(void *p, struct tool_job_result *res)
 		    count, j->path);
 		goto out;
 	}
-	for (q = data, end = data + len;
+	for (q = data, end = data + len, i = 0;
 	     (hit = memmem(q, (size_t)(end - q), j->old_s, j->old_len)) != NULL;
 	     q = hit + j->old_len) {
+		if (++i % EDIT_POLL_EVERY == 0 && tool_job_stopped(res))
+			goto stopped;
 		if ((rc = buf_append(&out, q, (size_t)(hit - q))) != SB_OK ||
 		    (rc = buf_append(&out, j->new_s, j->new_len)) != SB_OK)
 			break;
@@ -138,8 +155,10 @@ static void edit_work(void *p, struct tool_job_result *res)
 		tool_result_errorf(res, "the edited %s would be too large", j->path);
 		goto out;
 	}
-	if ((rc = beneath_write_atomic(pfd, last, out.data ? out.data : "", out.len, 0644)) !=
-	    SB_OK) {
+	if ((rc = beneath_write_atomic_until(pfd, last, out.data ? out.data : "", out.len, 0644,
+	                                     tool_job_stopped_cb, res)) != SB_OK) {
+		if (rc == SB_ERR_ABORTED)
+			goto stopped;
 		if (rc == SB_ERR_PERM)
 			tool_fs_why(&fs, j->path, rel, rc, why, sizeof why);
 		else
@@ -149,6 +168,12 @@ static void edit_work(void *p, struct tool_job_result *res)
 	}
 	tool_result_textf(res, "edited %s: replaced %zu occurrence%s", rel, count,
 	                  count == 1 ? "" : "s");
+	goto out;
+stopped:
+	tool_result_errorf(res,
+	                   "stopped at the time limit of %lld ms (or cancelled) before %s was "
+	                   "edited: it holds what it held before",
+	                   (long long)res->timeout_ms, j->path);
 out:
 	buf_free(&out);
 	free(data);

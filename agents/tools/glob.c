@@ -114,8 +114,11 @@ static void glob_walk_dir(struct glob_walk *g, int dirfd, const char *rel, size_
 		glob_walk_dir(g, dirfd, rel, si + 1, depth); /* "**" as no directory */
 	if (glob_stopped(g))
 		return;
-	if (tool_dir_list_fd(dirfd, GLOB_MAX_SCANNED, &ents, &n, &more) != SB_OK)
-		return; /* unreadable directories are skipped */
+	if (tool_dir_list_fd(dirfd, GLOB_MAX_SCANNED, g->job, &ents, &n, &more) != SB_OK) {
+		/* unreadable directories are skipped; a stop ends the walk */
+		tool_dir_free(ents, n);
+		return;
+	}
 	g->scanned += n + more;
 	for (i = 0; i < n && !glob_stopped(g); i++) {
 		if (strcmp(ents[i].name, ".git") == 0)

@@ -247,8 +247,12 @@ static void grep_dir(struct grep_state *g, int dirfd, const char *rel, const cha
 	bool want;
 	int sub;
 
-	if (depth > GREP_MAX_DEPTH || tool_dir_list_fd(dirfd, GREP_MAX_SCANNED, &ents, &n, &more))
+	if (depth > GREP_MAX_DEPTH)
 		return;
+	if (tool_dir_list_fd(dirfd, GREP_MAX_SCANNED, g->job, &ents, &n, &more) != SB_OK) {
+		tool_dir_free(ents, n); /* what a stop left */
+		return;
+	}
 	for (i = 0; i < n && !grep_stopped(g); i++) {
 		if (strcmp(ents[i].name, ".git") == 0)
 			continue;

@@ -37,6 +37,7 @@ static void ls_work(void *p, struct tool_job_result *res)
 	int fd = -1;
 	struct tool_dirent *ents = NULL;
 	size_t n = 0, more = 0, i, shown = 0;
+	bool cut;
 	struct stat st;
 	struct buf out;
 	int rc;
@@ -58,14 +59,15 @@ static void ls_work(void *p, struct tool_job_result *res)
 			tool_result_errorf(res, "%s", why);
 		goto out;
 	}
-	rc = tool_dir_list_fd(fd, LS_MAX_LISTED, &ents, &n, &more);
+	rc = tool_dir_list_fd(fd, LS_MAX_LISTED, res, &ents, &n, &more);
 	if (rc == SB_ERR_NOMEM)
 		goto out;
-	if (rc) {
+	cut = rc == SB_ERR_ABORTED;
+	if (rc && !cut) {
 		tool_result_errorf(res, "cannot list %s", j->path);
 		goto out;
 	}
-	if (n == 0) {
+	if (n == 0 && !cut) {
 		tool_result_text(res, "(empty directory)");
 		goto out;
 	}
@@ -75,10 +77,14 @@ static void ls_work(void *p, struct tool_job_result *res)
 			break;
 		shown++;
 	}
-	if (shown < n + more) {
-		out.max += 128;
+	out.max += 256;
+	if (shown < n + more)
 		(void)buf_printf(&out, "(%zu more entries not shown)\n", n + more - shown);
-	}
+	if (cut)
+		(void)buf_printf(&out,
+		                 "(cut at the time limit of %lld ms after reading %zu entries: the "
+		                 "listing above is incomplete)\n",
+		                 (long long)res->timeout_ms, n + more);
 	res->content = buf_steal(&out);
 	res->rc = res->content ? SB_OK : SB_ERR_NOMEM;
 	res->is_error = false;

@@ -33,8 +33,11 @@ static void msearch_job_free(void *p)
 static void msearch_work(void *p, struct tool_job_result *res)
 {
 	struct msearch_job *j = p;
-	struct memory_scope s = {.workspace = j->workspace, .index = j->index,
-	                         .sessions = j->sessions};
+	struct memory_scope s = {.workspace = j->workspace,
+	                         .index = j->index,
+	                         .sessions = j->sessions,
+	                         .stopped = tool_job_stopped_cb,
+	                         .stop_ud = res};
 	char why[512];
 	json_t *hits = NULL, *h;
 	struct buf out;
@@ -44,6 +47,13 @@ static void msearch_work(void *p, struct tool_job_result *res)
 	rc = memory_search(&s, j->query, (size_t)j->limit, &hits, NULL, why, sizeof why);
 	if (rc == SB_ERR_NOMEM)
 		return;
+	if (rc == SB_ERR_ABORTED) {
+		tool_result_errorf(res,
+		                   "memory_search stopped at the time limit of %lld ms (or "
+		                   "cancelled) before it found anything; the index is as it was",
+		                   (long long)res->timeout_ms);
+		return;
+	}
 	if (rc) {
 		tool_result_errorf(res, "memory_search failed: %s",
 		                   why[0] ? why : sb_strerror(rc));

@@ -90,9 +90,12 @@ static void write_work(void *p, struct tool_job_result *res)
 		size_t old_len = 0;
 		struct buf all;
 
-		rc = beneath_read_all(pfd, last, TOOL_FILE_MAX, &old, &old_len);
+		rc = beneath_read_all_until(pfd, last, TOOL_FILE_MAX, tool_job_stopped_cb, res,
+		                            &old, &old_len);
 		if (rc == SB_ERR_NOMEM)
 			goto out;
+		if (rc == SB_ERR_ABORTED)
+			goto stopped;
 		if (rc == SB_ERR_PERM || rc == SB_ERR_NOTFOUND) {
 			tool_fs_why(&fs, j->path, rel, rc, why, sizeof why);
 			goto fail;
@@ -109,8 +112,8 @@ static void write_work(void *p, struct tool_job_result *res)
 			rc = buf_append(&all, j->content, j->len);
 		free(old);
 		if (rc == SB_OK)
-			rc = beneath_write_atomic(pfd, last, all.data ? all.data : "", all.len,
-			                          0644);
+			rc = beneath_write_atomic_until(pfd, last, all.data ? all.data : "",
+			                                all.len, 0644, tool_job_stopped_cb, res);
 		if (rc == SB_OK)
 			tool_result_textf(res, "appended %zu bytes to %s (now %zu bytes)", j->len,
 			                  rel, all.len);
@@ -119,13 +122,23 @@ static void write_work(void *p, struct tool_job_result *res)
 			goto out;
 		goto fail_write;
 	}
-	rc = beneath_write_atomic(pfd, last, j->content, j->len, 0644);
+	rc = beneath_write_atomic_until(pfd, last, j->content, j->len, 0644, tool_job_stopped_cb,
+	                                res);
 	if (rc)
 		goto fail_write;
 	tool_result_textf(res, "wrote %zu bytes to %s (%s)", j->len, rel,
 	                  existed ? "replaced the old content" : "new file");
 	goto out;
 fail_write:
+	if (rc == SB_ERR_ABORTED) {
+	stopped:
+		tool_result_errorf(res,
+		                   "stopped at the time limit of %lld ms (or cancelled) before %s "
+		                   "was written: %s",
+		                   (long long)res->timeout_ms, j->path,
+		                   existed ? "it holds what it held before" : "it was not created");
+		goto out;
+	}
 	if (rc == SB_ERR_PERM)
 		tool_fs_why(&fs, j->path, rel, rc, why, sizeof why);
 	else

@@ -429,7 +429,17 @@ out:
 
 int beneath_read_all(int root, const char *path, size_t max, char **out, size_t *len)
 {
-	size_t cap = 4096, n = 0;
+	return beneath_read_all_until(root, path, max, NULL, NULL, out, len);
+}
+
+/* What one read or write of the _until functions moves at most: the
+ * distance between two polls of the stop callback. */
+#define BENEATH_IO_CHUNK (1 << 20)
+
+int beneath_read_all_until(int root, const char *path, size_t max, bool (*stopped)(void *),
+                           void *ud, char **out, size_t *len)
+{
+	size_t cap = 4096, n = 0, want;
 	char *b = NULL;
 	int fd, rc;
 
@@ -457,7 +467,12 @@ int beneath_read_all(int root, const char *path, size_t max, char **out, size_t 
 			b = nb;
 			cap *= 2;
 		}
-		r = read(fd, b + n, cap - 1 - n);
+		if (stopped && stopped(ud)) {
+			rc = SB_ERR_ABORTED;
+			goto out;
+		}
+		want = cap - 1 - n;
+		r = read(fd, b + n, want < BENEATH_IO_CHUNK ? want : BENEATH_IO_CHUNK);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
@@ -497,6 +512,12 @@ int beneath_read_in(const char *dir, const char *path, size_t max, char **out, s
 }
 
 int beneath_write_atomic(int root, const char *path, const void *data, size_t len, mode_t mode)
+{
+	return beneath_write_atomic_until(root, path, data, len, mode, NULL, NULL);
+}
+
+int beneath_write_atomic_until(int root, const char *path, const void *data, size_t len,
+                               mode_t mode, bool (*stopped)(void *), void *ud)
 {
 	char rel[BENEATH_PATH_MAX], tmp[256];
 	const char *last, *p = data;
@@ -539,8 +560,13 @@ int beneath_write_atomic(int root, const char *path, const void *data, size_t le
 		goto out;
 	}
 	while (len) {
-		ssize_t w = write(fd, p, len);
+		ssize_t w;
 
+		if (stopped && stopped(ud)) {
+			rc = SB_ERR_ABORTED;
+			goto out;
+		}
+		w = write(fd, p, len < BENEATH_IO_CHUNK ? len : BENEATH_IO_CHUNK);
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {
@@ -550,12 +576,21 @@ int beneath_write_atomic(int root, const char *path, const void *data, size_t le
 		p += w;
 		len -= (size_t)w;
 	}
+	if (stopped && stopped(ud)) {
+		rc = SB_ERR_ABORTED;
+		goto out;
+	}
 	if (fsync(fd) != 0 || close(fd) != 0) {
 		fd = -1;
 		rc = SB_ERR_IO;
 		goto out;
 	}
 	fd = -1;
+	/* the last point at which a stop leaves the old file as it was */
+	if (stopped && stopped(ud)) {
+		rc = SB_ERR_ABORTED;
+		goto out;
+	}
 	SB_CRASH_POINT("beneath.atomic.rename");
 	/* rename replaces what is at last now, whatever it became since the
 	 * check (a symlink is replaced, never followed; a directory refuses). */

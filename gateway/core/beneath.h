@@ -90,6 +90,12 @@ int beneath_rename(int root, const char *from, const char *to);
  * it holds more than max. */
 int beneath_read_all(int root, const char *path, size_t max, char **out, size_t *len);
 
+/* beneath_read_all that calls stopped(ud) (may be NULL) before each read
+ * of at most 1 MiB, and gives up with SB_ERR_ABORTED (nothing in *out)
+ * once it answers true. Any thread (stopped runs on the caller's). */
+int beneath_read_all_until(int root, const char *path, size_t max, bool (*stopped)(void *),
+                           void *ud, char **out, size_t *len);
+
 /* beneath_read_all from a fresh root at dir (beneath_root): for a caller
  * that reads one file of a workspace (HEARTBEAT.md, BOOT.md). */
 int beneath_read_in(const char *dir, const char *path, size_t max, char **out, size_t *len);
@@ -101,6 +107,13 @@ int beneath_read_in(const char *dir, const char *path, size_t max, char **out, s
  * is at path now must be absent or a regular file (a symlink or a
  * directory there: SB_ERR_PERM). The parents must exist. */
 int beneath_write_atomic(int root, const char *path, const void *data, size_t len, mode_t mode);
+
+/* beneath_write_atomic that calls stopped(ud) (may be NULL) before each
+ * write of at most 1 MiB, before the fsync and before the rename; once it
+ * answers true the temporary file is removed, path is left as it was, and
+ * SB_ERR_ABORTED is returned. */
+int beneath_write_atomic_until(int root, const char *path, const void *data, size_t len,
+                               mode_t mode, bool (*stopped)(void *), void *ud);
 
 /* Folds path lexically as described above into out (size bytes): no
  * leading "/", no ".", no "..", no empty components; "" for the root.

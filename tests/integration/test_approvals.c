@@ -15,6 +15,9 @@
  * 3. In another session the same command is asked for again; the operator
  *    denies it with `switchboard approvals deny`; the file never appears,
  *    the model gets the denial as a tool result and still answers.
+ * 4. Two Telegram bots (two fakes): a call approved for the agent at user
+ *    555's request through one bot is not asked again through it; user 555
+ *    through the other bot is asked again.
  */
 #include <errno.h>
 #include <poll.h>
@@ -574,12 +577,184 @@ static void test_telegram_sender_told_it_waits(void **state)
 	harness_rmrf(home);
 }
 
+/* How many accepted sends to chat 555 hold needle. */
+static int tg_sent_count(int port, const char *needle)
+{
+	json_t *st = tg_ctl(port, "GET", "/_ctl/state", NULL), *m;
+	size_t i;
+	int n = 0;
+
+	json_array_foreach(json_object_get(st, "sent"), i, m)
+	{
+		const char *t = json_string_value(json_object_get(m, "text"));
+
+		n += json_integer_value(json_object_get(m, "outcome")) == 200 &&
+		     json_integer_value(json_object_get(m, "chat_id")) == 555 && t &&
+		     strstr(t, needle);
+	}
+	json_decref(st);
+	return n;
+}
+
+/* A private message from user 555 to the bot behind the fake at port. */
+static void tg_say(int port, json_int_t message_id, const char *text)
+{
+	json_decref(tg_ctl(port, "POST", "/_ctl/update",
+	                   json_pack("{s{sIs{sIsbss}s{sIss}sIss}}", "message", "message_id",
+	                             message_id, "from", "id", (json_int_t)555, "is_bot", 0,
+	                             "first_name", "Ana", "chat", "id", (json_int_t)555, "type",
+	                             "private", "date", (json_int_t)time(NULL), "text", text)));
+}
+
+/* Waits (up to 10 s) for a send to 555 holding needle; its index or -1. */
+static int tg_wait_sent(int port, const char *needle)
+{
+	int at = -1;
+
+	for (int i = 0; i < 200 && at < 0; i++) {
+		at = tg_sent_index(port, needle);
+		if (at < 0)
+			usleep(50000);
+	}
+	return at;
+}
+
+/* The id of the oldest pending approval (up to 10 s), into id ("" when
+ * none came), and its sender. */
+static void first_pending(const char *home, char *id, size_t size, char *sender, size_t ssize)
+{
+	const char *ls[] = {"approvals", "list", "--json", NULL};
+	struct buf out;
+
+	id[0] = sender[0] = '\0';
+	for (int i = 0; i < 100 && !*id; i++) {
+		json_t *list, *a;
+
+		buf_init(&out, 1 << 20);
+		if (harness_cli(home, &out, ls) == 0 && out.data &&
+		    (list = json_loads(out.data, 0, NULL)) != NULL) {
+			a = json_array_get(json_object_get(list, "approvals"), 0);
+			if (json_string_value(json_object_get(a, "id"))) {
+				snprintf(id, size, "%s",
+				         json_string_value(json_object_get(a, "id")));
+				snprintf(sender, ssize, "%s",
+				         json_string_value(json_object_get(a, "sender"))
+				             ? json_string_value(json_object_get(a, "sender"))
+				             : "");
+			}
+			json_decref(list);
+		}
+		buf_free(&out);
+		if (!*id)
+			usleep(100000);
+	}
+}
+
+/* An approval for the agent at user 555's request, through one Telegram
+ * bot, covers 555's later calls through that bot; the same user id
+ * through a second bot of the gateway is another person, and is asked
+ * again: they hear that it waits, and the operator gets a request. */
+static void test_agent_scope_is_per_account(void **state)
+{
+	const char *init[] = {"init", NULL};
+	const char *targs1[] = {"111111:TEST-one", NULL}, *targs2[] = {"222222:TEST-two", NULL};
+	struct harness_peer one, two;
+	struct harness_daemon d;
+	char home[512], path[700], cfg[2048], id[64], sender[64];
+	struct buf out;
+	int made_one, made_two, asked_one, wait_b, made_b;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	assert_int_equal(harness_peer_start(&one, "fake_telegram.js", targs1), 0);
+	assert_int_equal(harness_peer_start(&two, "fake_telegram.js", targs2), 0);
+	snprintf(cfg, sizeof cfg,
+	         "providers:\n"
+	         "  - {id: s, api: scripted, script: script.yaml}\n"
+	         "agents:\n"
+	         "  - id: main\n"
+	         "    default: true\n"
+	         "    model: s/x\n"
+	         "    sandbox: full\n"
+	         "    permissions:\n"
+	         "      - {ask_commands: [touch]}\n"
+	         "security: {approval_timeout: 60s}\n"
+	         "channels:\n"
+	         "  telegram:\n"
+	         "    dm_policy: open\n"
+	         "    allow_from: [\"*\"]\n"
+	         "    accounts:\n"
+	         "      - {id: one, token: \"111111:TEST-one\", api_base: "
+	         "\"http://127.0.0.1:%d\", poll_timeout: 1s, typing: false, parse_mode: plain}\n"
+	         "      - {id: two, token: \"222222:TEST-two\", api_base: "
+	         "\"http://127.0.0.1:%d\", poll_timeout: 1s, typing: false, parse_mode: plain}\n",
+	         one.port, two.port);
+	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
+	assert_int_equal(harness_write_file(path, cfg), 0);
+	snprintf(path, sizeof path, "%s/script.yaml", home);
+	assert_int_equal(harness_write_file(
+	                     path, "steps:\n"
+	                           "  - match: \"make a\"\n"
+	                           "    tool_calls: [{name: bash, input: {command: \"touch a\"}}]\n"
+	                           "  - {match: \"@never@\", text: \"made a\"}\n"
+	                           "  - match: \"make b\"\n"
+	                           "    tool_calls: [{name: bash, input: {command: \"touch b\"}}]\n"
+	                           "  - {match: \"@never@\", text: \"made b\"}\n"),
+	                 0);
+	assert_int_equal(harness_cli(home, NULL, init), 0);
+	assert_int_equal(harness_daemon_start(&d, home, NULL), 0);
+	assert_int_equal(harness_wait_ready(&d, 20000), 0);
+
+	/* through bot one: asked, approved for the agent */
+	tg_say(one.port, 900, "please make a");
+	first_pending(home, id, sizeof id, sender, sizeof sender);
+	if (*id) {
+		const char *approve[] = {"approvals", "approve", id, "--scope", "agent", NULL};
+
+		buf_init(&out, 1 << 20);
+		(void)harness_cli(home, &out, approve);
+		buf_free(&out);
+	}
+	made_one = tg_wait_sent(one.port, "made a");
+	/* through bot one again: not asked */
+	tg_say(one.port, 901, "please make b");
+	made_two = tg_wait_sent(one.port, "made b");
+	asked_one = tg_sent_count(one.port, "Waiting for the operator's approval");
+	/* the same user id through bot two: asked again */
+	tg_say(two.port, 902, "please make b");
+	wait_b = tg_wait_sent(two.port, "Waiting for the operator's approval to run bash");
+	first_pending(home, id, sizeof id, sender, sizeof sender);
+	made_b = tg_sent_index(two.port, "made b");
+	if (*id) {
+		const char *deny[] = {"approvals", "deny", id, NULL};
+
+		buf_init(&out, 1 << 20);
+		(void)harness_cli(home, &out, deny);
+		buf_free(&out);
+	}
+	assert_int_equal(harness_daemon_stop(&d, SIGTERM, 20000), 0);
+	harness_peer_stop(&one);
+	harness_peer_stop(&two);
+	if (made_one < 0 || made_two < 0)
+		fail_msg("through bot one: reply a at %d, reply b at %d", made_one, made_two);
+	/* one wait notice on bot one: for the first call only */
+	if (asked_one != 1)
+		fail_msg("%d wait notices through bot one, want 1 (the second call was covered)",
+		         asked_one);
+	if (wait_b < 0 || !*id || strcmp(sender, "555") != 0 || made_b >= 0)
+		fail_msg("user 555 through bot two was not asked again: wait notice at %d, "
+		         "approval \"%s\" of \"%s\", reply before an answer at %d",
+		         wait_b, id, sender, made_b);
+	harness_rmrf(home);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_approve_for_the_session_then_cached),
 	    cmocka_unit_test(test_deny_from_the_cli_in_another_session),
 	    cmocka_unit_test(test_telegram_sender_told_it_waits),
+	    cmocka_unit_test(test_agent_scope_is_per_account),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -1009,6 +1009,31 @@ static void test_executor_approvals(void **state)
 	assert_false(result_error(&r, 0));
 	json_decref(r.results);
 	json_decref(msg);
+	/* the same sender id through another account of the channel (a second
+	 * Telegram bot, another Slack workspace) is another person: asked
+	 * again; through the "default" account named as such, the same one */
+	ctx.account = "second-bot";
+	memset(&r, 0, sizeof r);
+	start_exec(&r, &ctx, "[[\"bash\",{\"command\":\"touch by-42-elsewhere\"}]]", &ex, &msg);
+	run_until(&r, is_requested);
+	if (r.done)
+		fail_msg("42 on another account ran it without being asked: %s",
+		         result_text(&r, 0));
+	assert_int_equal(r.requested, 1);
+	assert_int_equal(approvals_resolve(ap, r.last_id, APPROVAL_DENY, "test"), SB_OK);
+	run_until(&r, is_done);
+	assert_true(result_error(&r, 0));
+	json_decref(r.results);
+	json_decref(msg);
+	ctx.account = "default";
+	memset(&r, 0, sizeof r);
+	start_exec(&r, &ctx, "[[\"bash\",{\"command\":\"touch agent-wide-3\"}]]", &ex, &msg);
+	run_until(&r, is_done);
+	assert_int_equal(r.requested, 0);
+	assert_false(result_error(&r, 0));
+	json_decref(r.results);
+	json_decref(msg);
+	ctx.account = NULL;
 	p.sender = "43";
 	memset(&r, 0, sizeof r);
 	start_exec(&r, &ctx, "[[\"bash\",{\"command\":\"touch by-another\"}]]", &ex, &msg);

@@ -454,6 +454,99 @@ static void test_seccomp_without_network(void **state)
 	unlink(sa.sun_path);
 }
 
+/* Datagrams to a unix socket of the host's that the command can see (here:
+ * one the test binds in the workspace; on a host, a `/dev/log`-style
+ * socket in view). No connect is needed for a datagram, and sendmsg's
+ * address is behind a pointer the filter cannot read: without network the
+ * command cannot make a unix socket that sends by address at all. */
+static void test_unix_datagrams_without_network(void **state)
+{
+	static const char probe[] =
+	    "import socket\n"
+	    "U, A = socket.AF_UNIX, 'host.dgram'\n"
+	    "def t(name, f):\n"
+	    "    try:\n"
+	    "        f()\n"
+	    "        print(name, 'ok')\n"
+	    "    except OSError as e:\n"
+	    "        print(name + ':', e.strerror)\n"
+	    "def sock(ty):\n"
+	    "    return lambda: socket.socket(U, ty).sendmsg([b'from inside'], [], 0, A)\n"
+	    "def pair(ty):\n"
+	    "    def f():\n"
+	    "        a, b = socket.socketpair(U, ty)\n"
+	    "        if ty == socket.SOCK_DGRAM:\n"
+	    "            a.sendmsg([b'from a pair'], [], 0, A)\n"
+	    "        else:\n"
+	    "            a.sendall(b'to b')\n"
+	    "            assert b.recv(64) == b'to b'\n"
+	    "    return f\n"
+	    "t('dgram', sock(socket.SOCK_DGRAM))\n"
+	    "t('dgram-flags', sock(socket.SOCK_DGRAM | socket.SOCK_NONBLOCK | "
+	    "socket.SOCK_CLOEXEC))\n"
+	    "t('raw', sock(socket.SOCK_RAW))\n"
+	    "t('seqpacket', lambda: socket.socket(U, socket.SOCK_SEQPACKET))\n"
+	    "t('stream', lambda: socket.socket(U, socket.SOCK_STREAM))\n"
+	    "t('pair-dgram', pair(socket.SOCK_DGRAM))\n"
+	    "t('pair-stream', pair(socket.SOCK_STREAM))\n"
+	    "t('pair-seqpacket', pair(socket.SOCK_SEQPACKET))\n";
+	static const char *const refused[] = {"dgram: Permission denied",
+	                                      "dgram-flags: Permission denied",
+	                                      "raw: Permission denied",
+	                                      "seqpacket: Permission denied",
+	                                      "pair-dgram: Permission denied",
+	                                      "stream ok",
+	                                      "pair-stream ok",
+	                                      "pair-seqpacket ok"};
+	struct sandbox_policy p;
+	struct outcome o;
+	struct sockaddr_un sa;
+	char got[64];
+	ssize_t n;
+	int lfd;
+
+	(void)state;
+	need_bwrap();
+	if (access("/usr/bin/python3", X_OK) != 0)
+		fail_msg("/usr/bin/python3 is needed (scripts/deps.sh)");
+	put(fx.ws, "probe.py", probe);
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	assert_true(snprintf(sa.sun_path, sizeof sa.sun_path, "%s/host.dgram", fx.ws) <
+	            (int)sizeof sa.sun_path);
+	lfd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	assert_true(lfd >= 0);
+	assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+	assert_int_equal(chmod(sa.sun_path, 0777), 0);
+
+	policy_init(&p, SANDBOX_WORKSPACE_WRITE);
+	assert_int_equal(run(&p, "/usr/bin/python3 probe.py 2>&1", 20000, &o), SB_OK);
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+		if (!strstr(o.out, refused[i]))
+			fail_msg("without network, no \"%s\": %s", refused[i], o.out);
+	n = recv(lfd, got, sizeof got, MSG_DONTWAIT);
+	if (n >= 0)
+		fail_msg("the host's datagram socket received \"%.*s\" from the sandbox", (int)n,
+		         got);
+	/* with network the filter is off, and the same datagram arrives: the
+	 * listener is in reach of the command, so the silence above is the
+	 * filter's */
+	p.network = true;
+	assert_int_equal(run(&p, "/usr/bin/python3 probe.py 2>&1", 20000, &o), SB_OK);
+	if (!strstr(o.out, "dgram ok"))
+		fail_msg("with network: %s", o.out);
+	n = recv(lfd, got, sizeof got, MSG_DONTWAIT);
+	assert_true(n > 0);
+	assert_memory_equal(got, "from inside", 11);
+	while (recv(lfd, got, sizeof got, MSG_DONTWAIT) > 0)
+		;
+	close(lfd);
+	unlink(sa.sun_path);
+	assert_true(snprintf(sa.sun_path, sizeof sa.sun_path, "%s/probe.py", fx.ws) <
+	            (int)sizeof sa.sun_path);
+	unlink(sa.sun_path);
+}
+
 /* The process limit: RLIMIT_NPROC of the sandbox's user, counted in the
  * sandbox's own user namespace. A fork bomb fails to fork past it and is
  * killed with its sandbox at the time limit; the test process (the same
@@ -580,6 +673,7 @@ int main(void)
 	    cmocka_unit_test(test_properties_from_inside),
 	    cmocka_unit_test(test_view_allow_list),
 	    cmocka_unit_test(test_seccomp_without_network),
+	    cmocka_unit_test(test_unix_datagrams_without_network),
 	    cmocka_unit_test(test_process_limit),
 	    cmocka_unit_test(test_read_only_and_network),
 	    cmocka_unit_test(test_missing_bwrap_refuses),

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <jansson.h>
@@ -475,6 +476,257 @@ static void test_job_deaf_to_stop(void **state)
 	free(r.content);
 }
 
+/* ---- ls, write and edit stop where they are ----------------------------- */
+
+#ifdef SB_CRASH_POINTS
+/* Runs tool with input (taken) to completion; the result's content is the
+ * caller's. */
+static struct result run_tool(const struct tool_def *tool, json_t *in)
+{
+	struct tool_ctx ctx = base_ctx(120000);
+	struct result r = {0};
+	struct tool_run *run = NULL;
+
+	assert_non_null(in);
+	assert_int_equal(tool->call(&ctx, in, on_done, &r, &run), SB_OK);
+	json_decref(in);
+	watch();
+	uv_run(&loop, UV_RUN_DEFAULT);
+	unwatch();
+	assert_int_equal(r.calls, 1);
+	assert_int_equal(r.rc, SB_OK);
+	assert_non_null(r.content);
+	return r;
+}
+
+/* The bytes of ws/rel (NULL when absent), into *len. */
+static char *slurp(const char *rel, size_t *len)
+{
+	char path[PATH_MAX], *b = NULL;
+	FILE *f;
+	long n;
+
+	in_ws(path, rel);
+	f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	assert_int_equal(fseek(f, 0, SEEK_END), 0);
+	n = ftell(f);
+	assert_true(n >= 0);
+	rewind(f);
+	b = malloc((size_t)n + 1);
+	assert_non_null(b);
+	assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+	b[n] = '\0';
+	fclose(f);
+	*len = (size_t)n;
+	return b;
+}
+
+/* How many entries the workspace's top directory holds (a temporary file
+ * left behind shows here). */
+static int top_entries(void)
+{
+	DIR *d = opendir(ws);
+	struct dirent *de;
+	int n = 0;
+
+	assert_non_null(d);
+	while ((de = readdir(d)))
+		n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+	closedir(d);
+	return n;
+}
+
+/* The deadline (or a cancel) arriving while ls reads a large directory:
+ * the listing ends there, and says it is incomplete. */
+static void test_stop_cuts_ls(void **state)
+{
+	struct result r;
+	char rel[64];
+	size_t lines;
+
+	for (int i = 0; i < 300; i++) {
+		snprintf(rel, sizeof rel, "big/e%03d", i);
+		put_lines(rel, 0, 0, 'a', "");
+	}
+	r = run_tool(&tool_ls, json_pack("{s:s}", "path", "big"));
+	assert_false(r.is_error);
+	assert_null(strstr(r.content, "cut at the time limit"));
+	free(r.content);
+
+	tool_job_test_stop_after(100);
+	r = run_tool(&tool_ls, json_pack("{s:s}", "path", "big"));
+	tool_job_test_stop_after(0);
+	assert_false(r.is_error);
+	lines = 0;
+	for (const char *q = r.content; (q = strstr(q, "\ne")); q++)
+		lines++;
+	if (!strstr(r.content, "(cut at the time limit of 120000 ms after reading ") ||
+	    !strstr(r.content, "the listing above is incomplete") || lines >= 300)
+		fail_msg("ls did not stop at the deadline: [%.300s]", r.content);
+	free(r.content);
+}
+
+/* A write stopped at any point of its work leaves the file as it was (or
+ * absent) and no temporary file beside it; one that was not stopped
+ * replaced it whole. */
+static void test_stop_leaves_write_undone(void **state)
+{
+	const size_t big = (3u << 20) + 17;
+	char *content = malloc(big + 1), *got;
+	int stopped = 0, entries;
+	struct result r;
+	size_t len;
+
+	assert_non_null(content);
+	memset(content, 'x', big);
+	content[big] = '\0';
+	put_lines("w.txt", 1, 3, 'o', "");
+	entries = top_entries();
+	for (unsigned n = 1; n <= 10; n++) {
+		tool_job_test_stop_after(n);
+		r = run_tool(&tool_write,
+		             json_pack("{s:s,s:s%}", "path", "w.txt", "content", content, big));
+		tool_job_test_stop_after(0);
+		got = slurp("w.txt", &len);
+		assert_non_null(got);
+		if (r.is_error) {
+			if (!strstr(r.content, "before w.txt was written: it holds what it held "
+			                       "before"))
+				fail_msg("stop %u: %s", n, r.content);
+			assert_int_equal(len, 4);
+			assert_memory_equal(got, "ooo\n", 4);
+			stopped++;
+		} else {
+			assert_int_equal(len, big);
+			/* put it back for the next round */
+			put_lines("w.txt", 1, 3, 'o', "");
+		}
+		assert_int_equal(top_entries(), entries);
+		free(got);
+		free(r.content);
+	}
+	/* a chunk at a time (three chunks, the fsync and the rename) */
+	if (stopped < 5)
+		fail_msg("the write stopped at %d of its points, want 5 or more", stopped);
+
+	/* a new file stopped is not created; an append stopped while it
+	 * reads the old part appends nothing */
+	tool_job_test_stop_after(1);
+	r = run_tool(&tool_write, json_pack("{s:s,s:s}", "path", "new.txt", "content", "n"));
+	tool_job_test_stop_after(0);
+	assert_true(r.is_error);
+	assert_non_null(strstr(r.content, "it was not created"));
+	assert_null(slurp("new.txt", &len));
+	free(r.content);
+	tool_job_test_stop_after(1);
+	r = run_tool(&tool_write,
+	             json_pack("{s:s,s:s,s:b}", "path", "w.txt", "content", "more", "append", 1));
+	tool_job_test_stop_after(0);
+	assert_true(r.is_error);
+	got = slurp("w.txt", &len);
+	assert_int_equal(len, 4);
+	free(got);
+	free(r.content);
+	free(content);
+}
+
+/* An edit stopped while it reads, counts, replaces or writes leaves the
+ * file as it was; one that was not stopped changed every occurrence. */
+static void test_stop_leaves_edit_undone(void **state)
+{
+	int stopped = 0, entries;
+	struct result r;
+	char *got;
+	size_t len;
+
+	put_lines("e.txt", 20000, 1, 'a', "");
+	entries = top_entries();
+	for (unsigned n = 1; n <= 40; n++) {
+		tool_job_test_stop_after(n);
+		r = run_tool(&tool_edit,
+		             json_pack("{s:s,s:s,s:s,s:b}", "path", "e.txt", "old_string", "a",
+		                       "new_string", "bb", "replace_all", 1));
+		tool_job_test_stop_after(0);
+		got = slurp("e.txt", &len);
+		assert_non_null(got);
+		if (r.is_error) {
+			if (!strstr(r.content, "before e.txt was edited: it holds what it held"))
+				fail_msg("stop %u: %s", n, r.content);
+			assert_int_equal(len, 40000);
+			assert_null(strchr(got, 'b'));
+			stopped++;
+		} else {
+			assert_int_equal(len, 60000);
+			assert_null(strchr(got, 'a'));
+			put_lines("e.txt", 20000, 1, 'a', "");
+		}
+		assert_int_equal(top_entries(), entries);
+		free(got);
+		free(r.content);
+	}
+	/* the read, every 4096 occurrences counted and replaced, the write's
+	 * chunk, fsync and rename */
+	if (stopped < 10)
+		fail_msg("the edit stopped at %d of its points, want 10 or more", stopped);
+}
+
+/* memory_search stopped while it syncs the index or queries it gives up
+ * with an error that says so, and leaves the index whole: the next search
+ * finds what is there. */
+static void test_stop_ends_memory_search(void **state)
+{
+	struct tool_memory mem = {0};
+	struct tool_ctx ctx;
+	char index[PATH_MAX], rel[64];
+	int stopped = 0, found = 0;
+
+	in_ws(index, ".memory-index.sqlite");
+	mem.index = index;
+	put_lines("MEMORY.md", 3, 5, 'z', " apple");
+	for (int i = 0; i < 20; i++) {
+		snprintf(rel, sizeof rel, "memory/2026-11-%02d.md", i + 1);
+		put_lines(rel, 200, 40, 'q', " pear");
+	}
+	/* the first rounds stop in the first sync, which indexes every file;
+	 * later ones let it finish, and then stop in later syncs or not */
+	for (unsigned n = 1, round = 0; round < 26; n *= 2, round++) {
+		struct result r = {0};
+		struct tool_run *run = NULL;
+		json_t *in = json_pack("{s:s}", "query", "apple");
+
+		ctx = base_ctx(120000);
+		ctx.memory = &mem;
+		tool_job_test_stop_after(n);
+		assert_int_equal(tool_memory_search.call(&ctx, in, on_done, &r, &run), SB_OK);
+		json_decref(in);
+		watch();
+		uv_run(&loop, UV_RUN_DEFAULT);
+		unwatch();
+		tool_job_test_stop_after(0);
+		assert_int_equal(r.calls, 1);
+		assert_non_null(r.content);
+		if (r.is_error) {
+			if (!strstr(r.content, "memory_search stopped at the time limit"))
+				fail_msg("stop %u: %s", n, r.content);
+			stopped++;
+		} else {
+			if (!strstr(r.content, "MEMORY.md:"))
+				fail_msg("stop %u: no hit: %s", n, r.content);
+			found++;
+			/* a changed file for the next round's sync to index */
+			snprintf(rel, sizeof rel, "memory/2026-11-%02d.md", (int)(round % 20) + 1);
+			put_lines(rel, 200, 40, 'q', round % 2 ? " plum" : " pear");
+		}
+		free(r.content);
+	}
+	/* a poll per file synced and per 1,000 SQLite steps */
+	if (stopped < 5 || found == 0)
+		fail_msg("memory_search stopped %d times and found %d times in 26", stopped, found);
+}
+#endif
+
 /* ---- the pool's share -------------------------------------------------- */
 
 #define PIN_MAX 8
@@ -618,6 +870,12 @@ int main(void)
 	    T(test_time_limit_cuts_grep),
 	    T(test_cancel_running_grep),
 	    T(test_job_deaf_to_stop),
+#ifdef SB_CRASH_POINTS
+	    T(test_stop_cuts_ls),
+	    T(test_stop_leaves_write_undone),
+	    T(test_stop_leaves_edit_undone),
+	    T(test_stop_ends_memory_search),
+#endif
 	    T(test_pool_keeps_a_thread),
 	    T(test_waiting_call_times_out),
 	};
