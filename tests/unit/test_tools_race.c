@@ -9,6 +9,13 @@
  * the same name as the one inside, with secret bytes, and a file whose name
  * is a secret. No result may ever carry either, and nothing may ever be
  * written outside. Runs with openat2 and again with the component walk.
+ *
+ * The same for the bootstrap files the gateway reads into every system
+ * prompt: SOUL.md flips between a regular file and a symlink to the secret
+ * outside (RENAME_EXCHANGE again) while the prompt is built thousands of
+ * times, with the workspace cache and without; the secret never reaches
+ * the prompt, and both sides of the race are seen (SOUL.md included, and
+ * refused as not a regular file).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,9 +40,12 @@
 
 #include "agents/tool.h"
 #include "gateway/core/beneath.h"
+#include "gateway/core/buf.h"
 #include "gateway/core/err.h"
+#include "workspaces/workspace.h"
 
 #define RACE_ROUNDS 700 /* of the six tools, per resolution mode */
+#define PROMPT_ROUNDS 3000 /* prompts built, per resolution mode */
 #define SECRET "gateway-token-7f3e9a"
 #define SECRET_NAME "secret-name-c41d"
 
@@ -206,6 +216,66 @@ static void race(bool walk)
 	assert_true(atomic_load(&flips) > RACE_ROUNDS);
 }
 
+static void *soul_flipper(void *arg)
+{
+	while (!atomic_load(&stop)) {
+		if (syscall(SYS_renameat2, AT_FDCWD, "SOUL.md", AT_FDCWD, "SOUL.md.alt",
+		            RENAME_EXCHANGE) == 0)
+			atomic_fetch_add(&flips, 1);
+	}
+	return NULL;
+}
+
+static void prompt_race(bool walk)
+{
+	struct prompt_options opt = {.agent_id = "main", .main_session = true};
+	struct workspace_cache *cache = NULL;
+	char p[PATH_MAX];
+	long included = 0, refused = 0;
+
+	beneath_force_walk(walk);
+	assert_non_null(getcwd(cwd, sizeof cwd));
+	put(ws, "SOUL.md", "the soul of the agent\n");
+	put(ws, "AGENTS.md", "how it works\n");
+	put(outside, "token", SECRET "\n");
+	snprintf(p, sizeof p, "%s/token", outside);
+	assert_int_equal(chdir(ws), 0);
+	assert_int_equal(symlink(p, "SOUL.md.alt"), 0);
+	assert_int_equal(workspace_cache_new(&cache), SB_OK);
+	atomic_store(&stop, false);
+	atomic_store(&flips, 0);
+	assert_int_equal(pthread_create(&th, NULL, soul_flipper, NULL), 0);
+	th_started = true;
+	for (int i = 0; i < PROMPT_ROUNDS; i++) {
+		struct workspace_version ver;
+		struct buf out;
+
+		buf_init(&out, 1 << 20);
+		assert_int_equal(workspace_snapshot(i % 2 ? cache : NULL, ws, &opt, &out, &ver),
+		                 SB_OK);
+		if (strstr(out.data, SECRET))
+			fail_msg("the prompt holds the file behind the symlink (round %d, %ld "
+			         "flips):\n%s",
+			         i, atomic_load(&flips), out.data);
+		if (strstr(out.data, "the soul of the agent"))
+			included++;
+		if (strstr(out.data, "[not included: SOUL.md is not a regular file"))
+			refused++;
+		buf_free(&out);
+	}
+	atomic_store(&stop, true);
+	pthread_join(th, NULL);
+	th_started = false;
+	workspace_cache_free(cache);
+	assert_int_equal(chdir(cwd), 0);
+	beneath_force_walk(false);
+	assert_true(atomic_load(&flips) > PROMPT_ROUNDS);
+	/* Both sides of the race were hit. */
+	if (!included || !refused)
+		fail_msg("the race was not run: %ld prompts with SOUL.md, %ld refusing it",
+		         included, refused);
+}
+
 static int setup(void **state)
 {
 	if (uv_loop_init(&loop) != 0)
@@ -240,11 +310,23 @@ static void test_race_walk(void **state)
 	race(true);
 }
 
+static void test_prompt_race_openat2(void **state)
+{
+	prompt_race(false);
+}
+
+static void test_prompt_race_walk(void **state)
+{
+	prompt_race(true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_race_openat2, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_race_walk, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_prompt_race_openat2, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_prompt_race_walk, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
