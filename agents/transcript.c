@@ -89,16 +89,24 @@ struct transcript {
 	bool recorded;     /* taken: the caller keeps the bytes durable, close syncs nothing */
 };
 
-/* Keeps a copy of bytes about to be written (loop thread, or open). */
+/* Gives up keeping what this open writes: the close syncs the file. */
+static void transcript_keep_none(struct transcript *t)
+{
+	free(t->pending);
+	t->pending = NULL;
+	t->pending_len = t->pending_cap = 0;
+	t->pending_over = true;
+}
+
+/* Keeps a copy of bytes about to be written (loop thread, or open). Beyond
+ * TRANSCRIPT_PENDING_MAX, or without memory for the copy, nothing more is
+ * kept and the append goes on: the close then syncs the file. */
 static int transcript_keep(struct transcript *t, const char *p, size_t len)
 {
 	if (t->pending_over)
 		return SB_OK;
 	if (t->pending_len + len > TRANSCRIPT_PENDING_MAX) {
-		free(t->pending);
-		t->pending = NULL;
-		t->pending_len = t->pending_cap = 0;
-		t->pending_over = true;
+		transcript_keep_none(t);
 		return SB_OK;
 	}
 	if (t->pending_len + len > t->pending_cap) {
@@ -108,8 +116,10 @@ static int transcript_keep(struct transcript *t, const char *p, size_t len)
 		while (cap < t->pending_len + len)
 			cap *= 2;
 		np = realloc(t->pending, cap);
-		if (!np)
-			return SB_ERR_NOMEM;
+		if (!np) {
+			transcript_keep_none(t);
+			return SB_OK;
+		}
 		t->pending = np;
 		t->pending_cap = cap;
 	}

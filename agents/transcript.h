@@ -88,7 +88,8 @@ int transcript_flush(struct transcript *t, void (*cb)(void *ud, int rc), void *u
  * just before transcript_close, which then syncs nothing: the caller
  * keeps the bytes durable (the store's copy, gateway/pipeline/xsync.h)
  * until the file is synced. SB_OK; SB_ERR_INVAL (appends still queued,
- * closing); SB_ERR_TOOBIG (over 8 MiB: nothing kept, the close syncs);
+ * closing); SB_ERR_TOOBIG (over 8 MiB, or no memory for the copy: nothing
+ * kept, the close syncs);
  * the first write error (the close syncs what there is). Loop thread. */
 int transcript_take_pending(struct transcript *t, int64_t *offset, char **bytes, size_t *len);
 

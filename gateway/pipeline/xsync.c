@@ -315,6 +315,12 @@ static void xsync_repair_done(uv_work_t *w, int status)
 	struct xsync *x = j->x;
 	int rc = SB_OK;
 
+	if (x->closing) {
+		/* Stopped while it ran: the store may be gone, and nobody waits. */
+		xsync_job_free(j);
+		xsync_unref(x);
+		return;
+	}
 	if (status != 0 || j->rc != SB_OK || j->failed) {
 		/* The rows stay: the next start tries again. */
 		log_error("transcript",
@@ -344,7 +350,7 @@ static void xsync_listed(void *ud, int rc, const struct store_transcript_lines *
 	struct xsync *x = j->x;
 
 	if (rc != SB_OK || !n || x->closing) {
-		if (j->cb)
+		if (j->cb && !x->closing)
 			j->cb(j->ud, rc);
 		xsync_job_free(j);
 		xsync_unref(x);
@@ -375,7 +381,7 @@ static void xsync_listed(void *ud, int rc, const struct store_transcript_lines *
 	if (uv_queue_work(x->loop, &j->work, xsync_repair_work, xsync_repair_done) == 0)
 		return;
 nomem:
-	if (j->cb)
+	if (j->cb && !x->closing)
 		j->cb(j->ud, SB_ERR_NOMEM);
 	xsync_job_free(j);
 	xsync_unref(x);

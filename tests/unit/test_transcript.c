@@ -1059,6 +1059,33 @@ static void test_take_needs_flush(void **state)
 	close_t(fx, t);
 }
 
+/* More than 8 MiB written by one open is not kept (the close syncs the
+ * file instead); the appends themselves all go through. */
+static void test_take_too_big(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	struct transcript_loaded l;
+	int64_t off;
+	char *bytes, *big = malloc((1 << 20) + 1);
+	size_t len;
+
+	assert_non_null(big);
+	memset(big, 'x', 1 << 20);
+	big[1 << 20] = '\0';
+	open_t(fx, &t);
+	for (int i = 0; i < 9; i++)
+		append_text(t, big, NULL);
+	flush_t(fx, t);
+	assert_int_equal(transcript_take_pending(t, &off, &bytes, &len), SB_ERR_TOOBIG);
+	assert_null(bytes);
+	close_t(fx, t);
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(json_array_size(l.messages), 9);
+	transcript_loaded_free(&l);
+	free(big);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1079,6 +1106,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_take_and_restore, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_restore_torn_tail, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_take_needs_flush, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_take_too_big, setup, teardown),
 	    cmocka_unit_test(test_session_ids),
 	    cmocka_unit_test_setup_teardown(test_context_bookkeeping, setup, teardown),
 	};
