@@ -70,26 +70,31 @@ static void xsync_dirs_free(struct xsync_dirs *d)
 	d->overflow = false;
 }
 
-/* Adds path's directory to d (once). SB_OK, SB_ERR_NOMEM. */
-static int xsync_dirs_add(struct xsync_dirs *d, const char *path)
+/* Adds the directory dir[0, len) to d (once). SB_OK, SB_ERR_NOMEM. */
+static int xsync_dirs_put(struct xsync_dirs *d, const char *dir, size_t len)
 {
-	const char *slash = strrchr(path, '/');
-	size_t len = slash ? (size_t)(slash - path) : 1;
-
-	if (slash == path)
-		len = 1;
 	for (size_t i = 0; i < d->n; i++)
-		if (strlen(d->v[i]) == len && memcmp(d->v[i], slash ? path : ".", len) == 0)
+		if (strlen(d->v[i]) == len && memcmp(d->v[i], dir, len) == 0)
 			return SB_OK;
 	if (d->n == XSYNC_DIRS_MAX) {
 		d->overflow = true;
 		return SB_OK;
 	}
-	d->v[d->n] = strndup(slash ? path : ".", len);
+	d->v[d->n] = strndup(dir, len);
 	if (!d->v[d->n])
 		return SB_ERR_NOMEM;
 	d->n++;
 	return SB_OK;
+}
+
+/* Adds the directory that holds the file at path. */
+static int xsync_dirs_add(struct xsync_dirs *d, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	if (!slash)
+		return xsync_dirs_put(d, ".", 1);
+	return xsync_dirs_put(d, path, slash == path ? 1 : (size_t)(slash - path));
 }
 
 static void xsync_unref(struct xsync *x)
@@ -113,20 +118,22 @@ static int xsync_sync_dirs(const struct xsync_dirs *d)
 	}
 	for (size_t i = 0; i < d->n; i++) {
 		struct stat st;
-		bool done = false;
+		bool done = false, known;
 		int fd = open(d->v[i], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 
 		if (fd < 0) {
-			rc = SB_ERR_IO;
+			/* Removed since (by the operator): nothing of it to sync. */
+			if (errno != ENOENT)
+				rc = SB_ERR_IO;
 			continue;
 		}
-		if (fstat(fd, &st) == 0)
-			for (size_t k = 0; k < n_devs; k++)
-				done = done || devs[k] == st.st_dev;
+		known = fstat(fd, &st) == 0;
+		for (size_t k = 0; known && k < n_devs; k++)
+			done = done || devs[k] == st.st_dev;
 		if (!done) {
 			if (syncfs(fd) != 0)
 				rc = SB_ERR_IO;
-			else if (n_devs < XSYNC_DIRS_MAX)
+			else if (known && n_devs < XSYNC_DIRS_MAX)
 				devs[n_devs++] = st.st_dev;
 		}
 		close(fd);
@@ -187,7 +194,8 @@ static void xsync_sync_done(uv_work_t *w, int status)
 		if (j->upto > x->max_id)
 			x->max_id = j->upto;
 		for (size_t i = 0; i < j->dirs.n; i++)
-			if (xsync_dirs_add(&x->waiting, j->dirs.v[i]) != SB_OK)
+			if (xsync_dirs_put(&x->waiting, j->dirs.v[i], strlen(j->dirs.v[i])) !=
+			    SB_OK)
 				x->waiting.overflow = true;
 		if (j->dirs.overflow)
 			x->waiting.overflow = true;
