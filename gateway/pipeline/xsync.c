@@ -59,6 +59,9 @@ struct xsync {
 	size_t refs;    /* the timer handle, store callbacks and the job in flight */
 	bool busy;      /* a sync job is on the pool */
 	int64_t max_id; /* highest committed row not yet given to a job */
+	/* The highest row the start-up repair saw: only a repair trims rows
+	 * up to it, so that one it could not restore stays for the next. */
+	int64_t floor;
 	struct xsync_dirs waiting;
 };
 
@@ -183,8 +186,9 @@ static void xsync_sync_done(uv_work_t *w, int status)
 
 	x->busy = false;
 	if (status == 0 && j->rc == SB_OK) {
-		if (!x->closing &&
-		    store_transcript_trim(x->store, j->upto, xsync_trimmed, NULL) != SB_OK)
+		if (!x->closing && j->upto > x->floor &&
+		    store_transcript_trim(x->store, x->floor, j->upto, xsync_trimmed, NULL) !=
+		        SB_OK)
 			log_warn("transcript", "cannot queue the trim of synced transcript lines");
 	} else {
 		/* Kept, and tried again with the next sync. */
@@ -342,7 +346,7 @@ static void xsync_repair_done(uv_work_t *w, int status)
 			         "files",
 			         LOG_I("files", (int64_t)j->restored_files),
 			         LOG_I("bytes", (int64_t)j->restored_bytes));
-		if (store_transcript_trim(x->store, j->upto, xsync_trimmed, NULL) != SB_OK)
+		if (store_transcript_trim(x->store, 0, j->upto, xsync_trimmed, NULL) != SB_OK)
 			log_warn("transcript",
 			         "cannot queue the trim of restored transcript lines");
 	}
@@ -364,6 +368,9 @@ static void xsync_listed(void *ud, int rc, const struct store_transcript_lines *
 		xsync_unref(x);
 		return;
 	}
+	for (size_t i = 0; i < n; i++)
+		if (v[i].id > x->floor)
+			x->floor = v[i].id;
 	j->rows = calloc(n, sizeof *j->rows);
 	if (!j->rows)
 		goto nomem;

@@ -43,8 +43,9 @@ int xsync_record(struct xsync *x, const char *path, int64_t offset, const char *
 
 /* Start-up: restores every file from the rows left by the last run, syncs
  * them and trims the rows; cb runs once, later, with SB_OK or the store's
- * error (a file that cannot be restored is logged and its row kept); not
- * at all when xsync_close comes first. */
+ * error (a file that cannot be restored is logged and the rows kept: the
+ * syncer's trims never reach the rows this repair saw); not at all when
+ * xsync_close comes first. */
 int xsync_repair(struct xsync *x, void (*cb)(void *ud, int rc), void *ud);
 
 /* Stops the timer; rows committed and not yet synced stay in the store

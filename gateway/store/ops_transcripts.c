@@ -39,16 +39,17 @@ void store_reply_transcript_put(struct store_op *op)
 		a->cb(op->ud, op->rc, op->rc == SB_OK ? a->id : 0, false);
 }
 
-int store_transcript_trim(struct store *s, int64_t upto, store_done_cb cb, void *ud)
+int store_transcript_trim(struct store *s, int64_t after, int64_t upto, store_done_cb cb, void *ud)
 {
 	struct store_op *op = NULL;
 	int rc = SB_ERR_INVAL;
 
-	if (upto < 1)
+	if (after < 0 || upto <= after)
 		goto out;
 	if ((rc = store_op_new(s, STORE_OP_TRANSCRIPT_TRIM, ud, &op)) != SB_OK)
 		goto out;
 	op->a.transcript_trim.cb = cb;
+	op->a.transcript_trim.after = after;
 	op->a.transcript_trim.upto = upto;
 	op->lazy_ms = STORE_LAZY_KV_MS;
 	return store_op_submit(s, op);

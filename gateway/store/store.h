@@ -448,10 +448,10 @@ int store_cron_run_list(struct store *s, const char *job_id, size_t limit, store
  * (bounded by the runs in flight). */
 int store_transcript_put(struct store *s, const struct store_transcript_lines *l, store_put_cb cb,
                          void *ud);
-/* Forgets every row with id <= upto (their files are synced). Lazy: it
- * commits with the next batch that writes, or within STORE_LAZY_KV_MS.
- * Never SB_ERR_AGAIN. */
-int store_transcript_trim(struct store *s, int64_t upto, store_done_cb cb, void *ud);
+/* Forgets every row with after < id <= upto (their files are synced;
+ * after >= 0). Lazy: it commits with the next batch that writes, or within
+ * STORE_LAZY_KV_MS. Never SB_ERR_AGAIN. */
+int store_transcript_trim(struct store *s, int64_t after, int64_t upto, store_done_cb cb, void *ud);
 /* Every row, by id (at most STORE_LIST_MAX): what start-up repair
  * compares with the files. */
 int store_transcript_list(struct store *s, store_transcript_list_cb cb, void *ud);

@@ -192,7 +192,7 @@ struct store_args_transcript_put {
 	int64_t id;
 };
 struct store_args_transcript_trim {
-	int64_t upto;
+	int64_t after, upto;
 	store_done_cb cb;
 };
 struct store_args_transcript_list {

@@ -1640,9 +1640,11 @@ static void test_transcript_pending(void **state)
 	/* Bad arguments queue nothing. */
 	b.len = 0;
 	assert_int_equal(store_transcript_put(f->st, &b, put_cb, NULL), SB_ERR_INVAL);
-	assert_int_equal(store_transcript_trim(f->st, 0, done_cb, NULL), SB_ERR_INVAL);
-	/* Lazy: nothing is written until another write commits. */
-	assert_int_equal(store_transcript_trim(f->st, pa.id, done_cb, &t), SB_OK);
+	assert_int_equal(store_transcript_trim(f->st, 0, 0, done_cb, NULL), SB_ERR_INVAL);
+	assert_int_equal(store_transcript_trim(f->st, -1, 1, done_cb, NULL), SB_ERR_INVAL);
+	/* Lazy: nothing is written until another write commits. Only the
+	 * rows after `after` go: those up to it stay. */
+	assert_int_equal(store_transcript_trim(f->st, pa.id, pb.id, done_cb, &t), SB_OK);
 	uv_run(&f->loop, UV_RUN_NOWAIT);
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM transcript_pending"), 2);
 	{
@@ -1656,7 +1658,7 @@ static void test_transcript_pending(void **state)
 	assert_int_equal(t.rc, SB_OK);
 	tlist_wait(f, &l);
 	assert_int_equal(l.n, 1);
-	assert_int_equal(l.id[0], pb.id);
+	assert_int_equal(l.id[0], pa.id);
 }
 
 /* From version 4 the step adds the table and keeps what is there. */

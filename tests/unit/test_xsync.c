@@ -202,12 +202,40 @@ static void test_repair(void **state)
 	assert_int_equal(done, 1);
 }
 
+/* A row the repair could not restore (its directory cannot be made) is
+ * kept for the next start: the syncer's later trims leave it alone. */
+static void test_unrestored_row_kept(void **state)
+{
+	struct fx *f = *state;
+	struct store_transcript_lines l = {0, "/proc/self/no-such/s.jsonl", 0, LINES,
+	                                   strlen(LINES)};
+	int done = 0;
+
+	assert_int_equal(store_transcript_put(f->st, &l, put_done, &done), SB_OK);
+	while (!done)
+		uv_run(&f->loop, UV_RUN_ONCE);
+	done = 0;
+	assert_int_equal(xsync_repair(f->x, repaired, &done), SB_OK);
+	while (!done)
+		uv_run(&f->loop, UV_RUN_ONCE);
+	assert_int_equal(done, 1);
+	assert_int_equal(rows(f), 1);
+	/* A run's row after it is synced and trimmed; the other stays. */
+	assert_int_equal(fs_write_new(f->path, LINES, strlen(LINES), 0600), SB_OK);
+	assert_int_equal(xsync_record(f->x, f->path, 0, LINES, strlen(LINES)), SB_OK);
+	wait_rows(f, 2);
+	wait_rows(f, 1);
+	run_for(f, 300);
+	assert_int_equal(rows(f), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_record_sync_trim, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_removed_directory, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_repair, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_unrestored_row_kept, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("xsync", tests, NULL, NULL);
 }

@@ -7,7 +7,8 @@
 
 static const char SQ_TRANSCRIPT_PUT[] =
     "INSERT INTO transcript_pending (path, file_offset, created_at, bytes) VALUES (?1, ?2, ?3, ?4)";
-static const char SQ_TRANSCRIPT_TRIM[] = "DELETE FROM transcript_pending WHERE id <= ?1";
+static const char SQ_TRANSCRIPT_TRIM[] =
+    "DELETE FROM transcript_pending WHERE id > ?1 AND id <= ?2";
 static const char SQ_TRANSCRIPT_LIST[] =
     "SELECT id, path, file_offset, bytes FROM transcript_pending"
     " ORDER BY id LIMIT ?1";
@@ -39,7 +40,8 @@ int sq_run_transcript_trim(struct sq_store *s, struct store_op *op)
 
 	if (rc != SB_OK)
 		goto out;
-	sqlite3_bind_int64(st, 1, op->a.transcript_trim.upto);
+	sqlite3_bind_int64(st, 1, op->a.transcript_trim.after);
+	sqlite3_bind_int64(st, 2, op->a.transcript_trim.upto);
 	rc = sq_step_update(s, st, "transcript_trim", NULL);
 out:
 	sq_finish(st);
