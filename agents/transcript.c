@@ -48,6 +48,9 @@
 /* Bytes waiting in the queue before transcript_append says SB_ERR_AGAIN. */
 #define TRANSCRIPT_QUEUE_MAX ((size_t)64 << 20)
 #define TRANSCRIPT_ID_BYTES 12
+/* The most bytes one open keeps for transcript_take_pending; beyond it the
+ * close syncs the file itself. */
+#define TRANSCRIPT_PENDING_MAX ((size_t)8 << 20)
 
 enum transcript_item_kind { TRANSCRIPT_LINE, TRANSCRIPT_FLUSH, TRANSCRIPT_CLOSE };
 
@@ -77,7 +80,55 @@ struct transcript {
 	uv_work_t work;
 	char *stamp_key; /* transcript_set_stamp */
 	json_t *stamp;
+	/* What this open wrote, from the file offset base: the bytes
+	 * transcript_take_pending hands over (header included for a file it
+	 * started). */
+	int64_t base;
+	char *pending;
+	size_t pending_len, pending_cap;
+	bool pending_over; /* more than TRANSCRIPT_PENDING_MAX: not kept */
+	bool created;      /* this open created the file (its directory entry is new) */
+	bool recorded;     /* taken: the caller keeps the bytes durable, close syncs nothing */
 };
+
+/* Gives up keeping what this open writes: the close syncs the file. */
+static void transcript_keep_none(struct transcript *t)
+{
+	free(t->pending);
+	t->pending = NULL;
+	t->pending_len = t->pending_cap = 0;
+	t->pending_over = true;
+}
+
+/* Keeps a copy of bytes about to be written (loop thread, or open). Beyond
+ * TRANSCRIPT_PENDING_MAX, or without memory for the copy, nothing more is
+ * kept and the append goes on: the close then syncs the file. */
+static int transcript_keep(struct transcript *t, const char *p, size_t len)
+{
+	if (t->pending_over)
+		return SB_OK;
+	if (t->pending_len + len > TRANSCRIPT_PENDING_MAX) {
+		transcript_keep_none(t);
+		return SB_OK;
+	}
+	if (t->pending_len + len > t->pending_cap) {
+		size_t cap = t->pending_cap ? t->pending_cap : 4096;
+		char *np;
+
+		while (cap < t->pending_len + len)
+			cap *= 2;
+		np = realloc(t->pending, cap);
+		if (!np) {
+			transcript_keep_none(t);
+			return SB_OK;
+		}
+		t->pending = np;
+		t->pending_cap = cap;
+	}
+	memcpy(t->pending + t->pending_len, p, len);
+	t->pending_len += len;
+	return SB_OK;
+}
 
 /* ---- time and ids ---- */
 
@@ -199,6 +250,27 @@ static int transcript_write_line(int fd, const char *p, size_t len)
 	return SB_OK;
 }
 
+/* Syncs the directory that holds path (its new entry). Blocking. */
+static int transcript_sync_dir(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char dir[PATH_MAX];
+	int fd, rc = SB_OK;
+
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else if (snprintf(dir, sizeof dir, "%.*s", slash == path ? 1 : (int)(slash - path), path) >=
+	         (int)sizeof dir)
+		return SB_ERR_TOOBIG;
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return SB_ERR_IO;
+	if (fsync(fd) != 0)
+		rc = SB_ERR_IO;
+	close(fd);
+	return rc;
+}
+
 /* Thread pool: writes the batch in order. Touches only the batch, fd and
  * batch_err, which the loop thread leaves alone while busy. */
 static void transcript_work(uv_work_t *w)
@@ -211,7 +283,13 @@ static void transcript_work(uv_work_t *w)
 			t->batch_err = transcript_write_line(t->fd, it->line, it->len);
 		}
 		if (it->kind == TRANSCRIPT_CLOSE && t->fd >= 0) {
-			if (fdatasync(t->fd) != 0 && t->batch_err == SB_OK)
+			/* Unless the caller keeps the bytes durable elsewhere
+			 * (transcript_take_pending), they are synced here, and a
+			 * new file's directory entry with them. */
+			if (!t->recorded && fdatasync(t->fd) != 0 && t->batch_err == SB_OK)
+				t->batch_err = SB_ERR_IO;
+			if (!t->recorded && t->created && t->batch_err == SB_OK &&
+			    transcript_sync_dir(t->path) != SB_OK)
 				t->batch_err = SB_ERR_IO;
 			if (close(t->fd) != 0 && t->batch_err == SB_OK)
 				t->batch_err = SB_ERR_IO;
@@ -226,6 +304,7 @@ static void transcript_free(struct transcript *t)
 	if (t->fd >= 0)
 		close(t->fd);
 	free(t->path);
+	free(t->pending);
 	free(t->stamp_key);
 	json_decref(t->stamp);
 	free(t);
@@ -429,7 +508,7 @@ static char *transcript_dirname(const char *path)
 	return strndup(path, slash == path ? 1 : (size_t)(slash - path));
 }
 
-static int transcript_write_header(int fd, const struct transcript_info *info)
+static int transcript_write_header(int fd, const struct transcript_info *info, struct transcript *t)
 {
 	char created[40], *line = NULL;
 	json_t *h;
@@ -454,7 +533,9 @@ static int transcript_write_header(int fd, const struct transcript_info *info)
 		line = withnl;
 		line[len] = '\n';
 		line[len + 1] = '\0';
-		rc = transcript_write_line(fd, line, len + 1);
+		rc = transcript_keep(t, line, len + 1);
+		if (rc == SB_OK)
+			rc = transcript_write_line(fd, line, len + 1);
 	}
 out:
 	free(line);
@@ -462,21 +543,22 @@ out:
 	return rc;
 }
 
-/* Writes the header to path.new, syncs it, renames it to path and syncs
- * the directory. */
-static int transcript_create(const char *path, const char *dir, const struct transcript_info *info)
+/* Writes the header to path.new and renames it to path: the file appears
+ * whole or not at all. Nothing is synced here: the close syncs the file and
+ * its directory, or the caller keeps the bytes durable in the store
+ * (transcript_take_pending), off the message's critical path. */
+static int transcript_create(const char *path, const struct transcript_info *info,
+                             struct transcript *t)
 {
 	char tmp[PATH_MAX];
-	int fd, rc, dfd;
+	int fd, rc;
 
 	if (snprintf(tmp, sizeof tmp, "%s.new", path) >= (int)sizeof tmp)
 		return SB_ERR_TOOBIG;
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0600);
 	if (fd < 0)
 		return SB_ERR_IO;
-	rc = transcript_write_header(fd, info);
-	if (rc == SB_OK && fsync(fd) != 0)
-		rc = SB_ERR_IO;
+	rc = transcript_write_header(fd, info, t);
 	if (close(fd) != 0 && rc == SB_OK)
 		rc = SB_ERR_IO;
 	if (rc == SB_OK)
@@ -488,12 +570,7 @@ static int transcript_create(const char *path, const char *dir, const struct tra
 		return rc;
 	}
 	SB_CRASH_POINT("transcript.header.rename");
-	dfd = open(dir ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd >= 0) {
-		if (fsync(dfd) != 0)
-			rc = SB_ERR_IO;
-		close(dfd);
-	}
+	t->created = true;
 	return rc;
 }
 
@@ -527,7 +604,7 @@ int transcript_open(struct transcript **out, uv_loop_t *loop, const char *path,
 	if (stat(path, &st) != 0 ? errno == ENOENT : st.st_size == 0) {
 		/* A new transcript appears whole or not at all: its header is
 		 * written to a temporary file that is renamed into place. */
-		rc = transcript_create(path, dir, info);
+		rc = transcript_create(path, info, t);
 		if (rc != SB_OK)
 			goto out;
 	}
@@ -546,6 +623,8 @@ int transcript_open(struct transcript **out, uv_loop_t *loop, const char *path,
 			if (ftruncate(t->fd, 0) != 0)
 				goto out;
 			st.st_size = 0;
+			t->pending_len = 0;
+			t->pending_over = false;
 		} else {
 			t->need_nl = tail.need_nl;
 			t->torn = tail.torn;
@@ -553,9 +632,12 @@ int transcript_open(struct transcript **out, uv_loop_t *loop, const char *path,
 		}
 	}
 	if (st.st_size == 0) {
-		rc = transcript_write_header(t->fd, info);
+		t->pending_len = 0;
+		rc = transcript_write_header(t->fd, info, t);
 		if (rc != SB_OK)
 			goto out;
+	} else if (!t->created) {
+		t->base = (int64_t)st.st_size;
 	}
 	*out = t;
 	t = NULL;
@@ -659,9 +741,19 @@ int transcript_append(struct transcript *t, const char *type, const json_t *fiel
 	rc = SB_ERR_NOMEM;
 	if (!line)
 		goto out;
-	rc = transcript_enqueue(t, TRANSCRIPT_LINE, line, len, NULL, NULL);
-	if (rc != SB_OK)
-		goto out;
+	{
+		size_t kept = t->pending_len;
+
+		rc = transcript_keep(t, line, len);
+		if (rc != SB_OK)
+			goto out;
+		rc = transcript_enqueue(t, TRANSCRIPT_LINE, line, len, NULL, NULL);
+		if (rc != SB_OK) {
+			if (!t->pending_over)
+				t->pending_len = kept;
+			goto out;
+		}
+	}
 	line = NULL;
 	t->need_nl = t->torn = false;
 	memcpy(t->last_id, id, sizeof id);
@@ -703,6 +795,33 @@ int transcript_flush(struct transcript *t, void (*cb)(void *ud, int rc), void *u
 	return transcript_enqueue(t, TRANSCRIPT_FLUSH, NULL, 0, cb, ud);
 }
 
+int transcript_take_pending(struct transcript *t, int64_t *offset, char **bytes, size_t *len)
+{
+	*offset = 0;
+	*bytes = NULL;
+	*len = 0;
+	if (!t || t->closing || t->busy || t->head)
+		return SB_ERR_INVAL;
+	if (t->err)
+		return t->err;
+	if (t->pending_over)
+		return SB_ERR_TOOBIG;
+	*offset = t->base;
+	*bytes = t->pending;
+	*len = t->pending_len;
+	t->base += (int64_t)t->pending_len;
+	t->pending = NULL;
+	t->pending_len = t->pending_cap = 0;
+	t->recorded = true;
+	return SB_OK;
+}
+
+void transcript_sync_on_close(struct transcript *t)
+{
+	if (t)
+		t->recorded = false;
+}
+
 void transcript_close(struct transcript *t)
 {
 	if (!t || t->closing)
@@ -716,6 +835,87 @@ void transcript_close(struct transcript *t)
 			log_error("transcript", "close failed (out of memory)",
 			          LOG_S("path", t->path));
 	}
+}
+
+/* ---- restore ---- */
+
+int transcript_restore(const char *path, int64_t offset, const char *bytes, size_t len,
+                       size_t *restored)
+{
+	struct stat st;
+	char *dir = NULL, *have = NULL;
+	size_t n = 0, from = 0;
+	off_t at;
+	int fd = -1, rc = SB_ERR_INVAL;
+
+	*restored = 0;
+	if (!path || !bytes || offset < 0 || !len || len > TRANSCRIPT_FILE_MAX)
+		goto out;
+	rc = SB_ERR_IO;
+	dir = transcript_dirname(path);
+	if (dir && fs_mkdirs(dir, 0700) != SB_OK)
+		goto out;
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
+	if (fd < 0 || fstat(fd, &st) != 0)
+		goto out;
+	at = (off_t)offset;
+	if (st.st_size < at) {
+		/* Bytes before these are gone and the store does not hold
+		 * them: what it holds goes at the end, on a line of its own. */
+		char last = '\n';
+
+		if (st.st_size > 0 && transcript_pread_all(fd, &last, 1, st.st_size - 1) != SB_OK)
+			goto out;
+		at = st.st_size;
+		if (last != '\n') {
+			SB_CRASH_POINT("transcript.restore");
+			if (pwrite(fd, "\n", 1, at) != 1)
+				goto out;
+			at++;
+		}
+		log_warn("transcript",
+		         "bytes before the stored ones are missing; appended at the end",
+		         LOG_S("path", path), LOG_I("offset", offset), LOG_I("size", st.st_size));
+	} else {
+		n = (size_t)(st.st_size - at) < len ? (size_t)(st.st_size - at) : len;
+		rc = SB_ERR_NOMEM;
+		have = malloc(n ? n : 1);
+		if (!have)
+			goto out;
+		rc = transcript_pread_all(fd, have, n, at);
+		if (rc != SB_OK)
+			goto out;
+		rc = SB_ERR_IO;
+		/* What the file holds of them is kept; a different tail (torn,
+		 * or not what was committed) is written over. */
+		from = memcmp(have, bytes, n) == 0 ? n : 0;
+	}
+	if (from < len) {
+		const char *p = bytes + from;
+		size_t left = len - from;
+		off_t pos = at + (off_t)from;
+
+		SB_CRASH_POINT("transcript.restore");
+		while (left) {
+			ssize_t w = pwrite(fd, p, left, pos);
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				goto out;
+			p += w;
+			left -= (size_t)w;
+			pos += w;
+		}
+		*restored = len - from;
+	}
+	rc = SB_OK;
+out:
+	if (fd >= 0 && close(fd) != 0 && rc == SB_OK)
+		rc = SB_ERR_IO;
+	free(have);
+	free(dir);
+	return rc;
 }
 
 /* ---- load ---- */

@@ -11,7 +11,10 @@
  *   {"type":"event","id":"...","parent_id":"...","ts":"...","event":"tool_end",...}
  *
  * Each entry is one write(2) of a whole line to a file opened O_APPEND, done
- * on the libuv thread pool, one at a time, in order. Entry ids are 24 random
+ * on the libuv thread pool, one at a time, in order. Nothing is synced on
+ * the way: the close syncs the file (and a new file's directory), unless
+ * the caller took the bytes to keep them durable itself
+ * (transcript_take_pending: the gateway's store, until a batched sync). Entry ids are 24 random
  * hex characters; "parent_id" is null for the first entry; "ts" is RFC 3339
  * UTC with milliseconds. A crash can leave at most the last line torn;
  * loading detects and ignores it. The file is never cut: a later append
@@ -77,6 +80,33 @@ int transcript_set_stamp(struct transcript *t, const char *key, const json_t *va
 /* Calls cb (later, on the loop) once every append made so far is written,
  * with SB_OK or the first write error. SB_ERR_INVAL after close. */
 int transcript_flush(struct transcript *t, void (*cb)(void *ud, int rc), void *ud);
+
+/* Hands over what this open wrote to the file: the bytes from *offset
+ * (the file's size when it was opened, 0 for a file it started, header
+ * included) to its end, in *bytes (the caller frees it; NULL when *len is
+ * 0). Call it after transcript_flush reported every append written and
+ * just before transcript_close, which then syncs nothing: the caller
+ * keeps the bytes durable (the store's copy, gateway/pipeline/xsync.h)
+ * until the file is synced. SB_OK; SB_ERR_INVAL (appends still queued,
+ * closing); SB_ERR_TOOBIG (over 8 MiB, or no memory for the copy: nothing
+ * kept, the close syncs);
+ * the first write error (the close syncs what there is). Loop thread. */
+int transcript_take_pending(struct transcript *t, int64_t *offset, char **bytes, size_t *len);
+
+/* Undoes transcript_take_pending's promise: the close syncs the file (the
+ * caller could not keep the bytes). Loop thread. */
+void transcript_sync_on_close(struct transcript *t);
+
+/* Makes [offset, offset + len) of the file at path hold bytes, the kept
+ * copy of what a run wrote (transcript_take_pending): a missing file is
+ * created (and its directories), what the file holds of them already is
+ * kept, the rest written; a tail that differs (torn, or not what was
+ * kept) is written over. A file shorter than offset gets the bytes at its
+ * end, on a fresh line. Syncs nothing (the caller syncs the file system).
+ * *restored: bytes written (0 when the file held them all). Blocking
+ * (start-up). SB_OK, SB_ERR_INVAL, SB_ERR_IO, SB_ERR_NOMEM. */
+int transcript_restore(const char *path, int64_t offset, const char *bytes, size_t len,
+                       size_t *restored);
 
 /* Flushes, closes and frees (asynchronously; the loop must run). */
 void transcript_close(struct transcript *t);

@@ -503,6 +503,9 @@ static void daemon_close_all(struct daemon *d)
 	d->boot = NULL;
 	runner_free(d->runner);
 	d->runner = NULL;
+	/* Freed once the store's last callbacks to it have run. */
+	xsync_close(d->xsync);
+	d->xsync = NULL;
 	approvals_notify_free(d->approvals);
 	d->approvals = NULL;
 	daemon_gen_unref(d->gen);
@@ -762,6 +765,9 @@ static int daemon_start_pipeline(struct daemon *d)
 	if ((rc = approvals_notify_new(&d->approvals, &d->loop, d->events, &d->host)))
 		return rc;
 	ro.approvals = d->approvals;
+	if ((rc = xsync_new(&d->xsync, &d->loop, d->store)))
+		return rc;
+	ro.xsync = d->xsync;
 	if ((rc = runner_new(&d->runner, &ro)))
 		return rc;
 	memset(&dopt, 0, sizeof dopt);
@@ -950,9 +956,25 @@ static void daemon_recovered(void *ud, int rc, int64_t inbox, int64_t outbox)
 		log_warn("gateway", "cannot start the BOOT.md runs");
 }
 
+/* Transcripts are whole again (what a crash of the machine lost from
+ * their files is written back from the store); then the claims. */
+static void daemon_repaired(void *ud, int rc)
+{
+	struct daemon *d = ud;
+
+	if (rc == SB_OK)
+		rc = store_recover(d->store, daemon_recovered, d);
+	if (rc) {
+		log_error("gateway", "store recovery failed; not starting",
+		          LOG_S("error", sb_strerror(rc)));
+		daemon_shutdown(d);
+		daemon_close_all(d);
+	}
+}
+
 static int daemon_recover(struct daemon *d)
 {
-	return store_recover(d->store, daemon_recovered, d);
+	return xsync_repair(d->xsync, daemon_repaired, d);
 }
 
 static void daemon_watch_config(struct daemon *d)

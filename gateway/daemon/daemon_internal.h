@@ -69,6 +69,7 @@ struct daemon {
 	char listen_bind[256];
 	struct events *events;
 	struct runner *runner;
+	struct xsync *xsync; /* transcripts' durable copy until synced (gateway/pipeline/xsync.h) */
 	struct approvals *approvals; /* gate 3 (gateway/pipeline/approvals_notify.h) */
 	struct dispatcher *dispatcher;
 	struct outbox *outbox;

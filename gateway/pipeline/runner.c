@@ -360,6 +360,22 @@ static void run_restart(struct run_job *j)
 	run_prepare(j);
 }
 
+/* The bytes the run wrote go to the store, to commit with its reply
+ * (xsync.h); the close then syncs nothing. Without a syncer, or when the
+ * store does not take them, the close syncs the file. */
+static void run_keep_transcript(struct run_job *j)
+{
+	int64_t off;
+	char *bytes = NULL;
+	size_t len = 0;
+
+	if (!j->r->opt.xsync || transcript_take_pending(j->transcript, &off, &bytes, &len) != SB_OK)
+		return;
+	if (len && xsync_record(j->r->opt.xsync, j->path, off, bytes, len) != SB_OK)
+		transcript_sync_on_close(j->transcript);
+	free(bytes);
+}
+
 static void run_flushed(void *ud, int rc)
 {
 	struct run_job *j = ud;
@@ -367,6 +383,8 @@ static void run_flushed(void *ud, int rc)
 	if (rc)
 		log_warn("agent", "transcript write failed", LOG_S("path", j->path),
 		         LOG_S("error", sb_strerror(rc)));
+	else
+		run_keep_transcript(j);
 	transcript_close(j->transcript);
 	j->transcript = NULL;
 	if (j->restart && !j->aborted) {

@@ -19,6 +19,7 @@
 #include "gateway/config/config.h"
 #include "gateway/core/host.h"
 #include "gateway/obs/metrics.h"
+#include "gateway/pipeline/xsync.h"
 #include "gateway/store/store.h"
 
 struct runner;
@@ -42,6 +43,10 @@ struct runner_options {
 	 * (agents/safety/approvals.h); NULL = nobody can be asked, such calls are
 	 * denied (the CLI's `agent run`). */
 	struct approvals *approvals;
+	/* Where a finished run's transcript bytes are kept durable until a
+	 * batched sync (gateway/pipeline/xsync.h); NULL: each transcript is
+	 * synced when it closes (the CLI's `agent run`). */
+	struct xsync *xsync;
 };
 
 struct run_request {

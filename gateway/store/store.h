@@ -166,6 +166,17 @@ struct store_cron_run {
 	const char *session_key; /* where it ran; may be NULL */
 };
 
+/* Transcript bytes a run appended to a transcript file (agents/transcript.h),
+ * kept until the file is known to be synced to disk: the bytes [offset,
+ * offset + len) of the file at path. */
+struct store_transcript_lines {
+	int64_t id; /* on list: the row (ascending with commit order) */
+	const char *path;
+	int64_t offset;
+	const char *bytes; /* len bytes (not NUL-terminated on put) */
+	size_t len;
+};
+
 struct store_stats {
 	int64_t inbox_pending;  /* not yet done (pending or claimed) */
 	int64_t outbox_pending; /* not yet sent or failed for good */
@@ -202,6 +213,8 @@ typedef void (*store_device_list_cb)(void *ud, int rc, const struct store_device
 typedef void (*store_session_list_cb)(void *ud, int rc, const struct store_session *v, size_t n);
 typedef void (*store_cron_jobs_cb)(void *ud, int rc, const struct store_cron_job *v, size_t n);
 typedef void (*store_cron_runs_cb)(void *ud, int rc, const struct store_cron_run *v, size_t n);
+typedef void (*store_transcript_list_cb)(void *ud, int rc, const struct store_transcript_lines *v,
+                                         size_t n);
 
 /* Called on the loop thread after each group commit (for metrics). */
 typedef void (*store_commit_cb)(void *ud, double seconds, size_t ops, int rc);
@@ -426,7 +439,26 @@ int store_cron_run_add(struct store *s, const struct store_cron_run *r, size_t k
 int store_cron_run_list(struct store *s, const char *job_id, size_t limit, store_cron_runs_cb cb,
                         void *ud);
 
+/* ---- transcript lines not yet synced (gateway/pipeline/xsync.c) ---- */
+
+/* Keeps the bytes a run appended to a transcript file (path, offset and
+ * bytes required, len 1..STORE_TRANSCRIPT_BYTES_MAX) until the file is
+ * synced; queued in the same loop iteration as the run's inbox_done, it
+ * commits with it. The callback gets the row's id. Never SB_ERR_AGAIN
+ * (bounded by the runs in flight). */
+int store_transcript_put(struct store *s, const struct store_transcript_lines *l, store_put_cb cb,
+                         void *ud);
+/* Forgets every row with after < id <= upto (their files are synced;
+ * after >= 0). Lazy: it commits with the next batch that writes, or within
+ * STORE_LAZY_KV_MS. Never SB_ERR_AGAIN. */
+int store_transcript_trim(struct store *s, int64_t after, int64_t upto, store_done_cb cb, void *ud);
+/* Every row, by id (at most STORE_LIST_MAX): what start-up repair
+ * compares with the files. */
+int store_transcript_list(struct store *s, store_transcript_list_cb cb, void *ud);
+
+#define STORE_TRANSCRIPT_BYTES_MAX ((size_t)16 << 20)
+
 /* The schema version the SQLite backend migrates to. */
-#define STORE_SQLITE_SCHEMA_VERSION 4
+#define STORE_SQLITE_SCHEMA_VERSION 5
 
 #endif

@@ -79,7 +79,10 @@
 	X(CRON_JOB_DELETE, cron_job_delete, STORE_OP_QUEUED)                                       \
 	X(CRON_JOB_LIST, cron_job_list, STORE_OP_READS)                                            \
 	X(CRON_RUN_ADD, cron_run_add, STORE_OP_QUEUED)                                             \
-	X(CRON_RUN_LIST, cron_run_list, STORE_OP_READS)
+	X(CRON_RUN_LIST, cron_run_list, STORE_OP_READS)                                            \
+	X(TRANSCRIPT_PUT, transcript_put, STORE_OP_FINISHES)                                       \
+	X(TRANSCRIPT_TRIM, transcript_trim, STORE_OP_FINISHES)                                     \
+	X(TRANSCRIPT_LIST, transcript_list, STORE_OP_READS)
 
 #define STORE_OP_ENUM_(K, n, f) STORE_OP_##K,
 enum store_op_kind { STORE_OPS(STORE_OP_ENUM_) STORE_OP__COUNT };
@@ -179,6 +182,22 @@ struct store_args_session_list {
 	size_t limit;
 	store_session_list_cb cb;
 	struct store_session *v;
+	size_t n;
+};
+
+/* transcript lines not yet synced to their file (gateway/store/ops_transcripts.c) */
+struct store_args_transcript_put {
+	struct store_transcript_lines l;
+	store_put_cb cb;
+	int64_t id;
+};
+struct store_args_transcript_trim {
+	int64_t after, upto;
+	store_done_cb cb;
+};
+struct store_args_transcript_list {
+	store_transcript_list_cb cb;
+	struct store_transcript_lines *v;
 	size_t n;
 };
 

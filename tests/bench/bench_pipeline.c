@@ -21,7 +21,7 @@
  * gateway's CPU time (/proc/PID/stat, all threads) and I/O counters
  * (/proc/PID/io). Then, when `perf` can count tracepoints here, a separate
  * counting phase of the same load (COUNT_MESSAGES, default a quarter of
- * MESSAGES, at least 50) gives its system calls and fsync/fdatasync calls
+ * MESSAGES, at least 50) gives its system calls and fsync/fdatasync/syncfs calls
  * (perf stat -p, enabled only while those messages flow; kept out of the
  * timed phase because the tracepoints slow each call). With --echo the
  * gateway is replaced by a child process that answers 202 and calls back at
@@ -794,11 +794,12 @@ static bool perf_start(struct perf *p, const char *dir, int target)
 			dup2(null, 1);
 			dup2(null, 2);
 		}
-		execlp(
-		    "perf", "perf", "stat", "-x", ",", "-o", p->out_path, "--delay", "-1",
-		    "--control", ctl, "-e",
-		    "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync,raw_syscalls:sys_enter",
-		    "-p", pid, (char *)NULL);
+		execlp("perf", "perf", "stat", "-x", ",", "-o", p->out_path, "--delay", "-1",
+		       "--control", ctl, "-e",
+		       "syscalls:sys_enter_fsync,syscalls:sys_enter_fdatasync,syscalls:sys_enter_"
+		       "syncfs,"
+		       "raw_syscalls:sys_enter",
+		       "-p", pid, (char *)NULL);
 		_exit(127);
 	}
 	for (int i = 0; p->pid > 0 && i < 500; i++) {
@@ -814,17 +815,19 @@ static bool perf_start(struct perf *p, const char *dir, int target)
 	return true;
 }
 
-/* Stops perf and reads its counts: fsync, fdatasync, all system calls. */
-static bool perf_stop(struct perf *p, long long counts[3])
+/* Stops perf and reads its counts: fsync, fdatasync, all system calls,
+ * syncfs (the batched sync of transcripts: one call for many files). */
+static bool perf_stop(struct perf *p, long long counts[4])
 {
-	static const char *const names[3] = {
-	    "syscalls:sys_enter_fsync", "syscalls:sys_enter_fdatasync", "raw_syscalls:sys_enter"};
+	static const char *const names[4] = {"syscalls:sys_enter_fsync",
+	                                     "syscalls:sys_enter_fdatasync",
+	                                     "raw_syscalls:sys_enter", "syscalls:sys_enter_syncfs"};
 	char line[512];
 	int found = 0;
 	FILE *f;
 
 	perf_end(p);
-	counts[0] = counts[1] = counts[2] = 0;
+	counts[0] = counts[1] = counts[2] = counts[3] = 0;
 	if (!(f = fopen(p->out_path, "r")))
 		return false;
 	while (fgets(line, sizeof line, f)) {
@@ -835,7 +838,7 @@ static bool perf_stop(struct perf *p, long long counts[3])
 		c3 = strchr(c2 + 1, ',');
 		if (c3)
 			*c3 = '\0';
-		for (int i = 0; i < 3; i++)
+		for (int i = 0; i < 4; i++)
 			if (strcmp(c2 + 1, names[i]) == 0 && line[0] != '<') {
 				counts[i] = strtoll(line, NULL, 10);
 				found++;
@@ -843,7 +846,7 @@ static bool perf_stop(struct perf *p, long long counts[3])
 	}
 	fclose(f);
 	unlink(p->out_path);
-	return found == 3;
+	return found == 4;
 }
 
 /* ---- the gateway ---- */
@@ -1219,7 +1222,7 @@ int main(int argc, char **argv)
 		 * so the timed figures above come from the phase without it). */
 		if (!echo && have_perf) {
 			struct perf perf;
-			long long counts[3];
+			long long counts[4];
 			bool ok = perf_start(&perf, home, gw);
 
 			if (!measure_level(b, c, count_messages, gw, ok ? &perf : NULL, &f))
@@ -1230,11 +1233,13 @@ int main(int argc, char **argv)
 				printf("%sc%d_gateway_syscalls_per_msg: %.1f\n", prefix, c,
 				       (double)counts[2] / (double)f.n);
 				printf("%sc%d_gateway_fsyncs_per_msg: %.2f\n", prefix, c,
-				       (double)(counts[0] + counts[1]) / (double)f.n);
+				       (double)(counts[0] + counts[1] + counts[3]) / (double)f.n);
 				printf("%sc%d_gateway_fsync_calls_per_msg: %.2f\n", prefix, c,
 				       (double)counts[0] / (double)f.n);
 				printf("%sc%d_gateway_fdatasync_calls_per_msg: %.2f\n", prefix, c,
 				       (double)counts[1] / (double)f.n);
+				printf("%sc%d_gateway_syncfs_calls_per_msg: %.3f\n", prefix, c,
+				       (double)counts[3] / (double)f.n);
 				printf("%sc%d_counted_gateway_cpu_us_per_msg: %.0f\n", prefix, c,
 				       f.gw_cpu_us);
 			} else {

@@ -1564,6 +1564,121 @@ static void test_close_flushes_and_refuses(void **state)
 	assert_int_equal(g_calls, N + 1);
 }
 
+/* ---- transcript bytes kept until their file is synced ---- */
+
+struct tlist_res {
+	int calls;
+	int rc;
+	size_t n;
+	int64_t id[4];
+	int64_t offset[4];
+	char path[4][64];
+	char bytes[4][64];
+};
+
+static void tlist_cb(void *ud, int rc, const struct store_transcript_lines *v, size_t n)
+{
+	struct tlist_res *r = ud;
+
+	r->calls++;
+	r->rc = rc;
+	r->n = n;
+	for (size_t i = 0; i < n && i < 4; i++) {
+		r->id[i] = v[i].id;
+		r->offset[i] = v[i].offset;
+		copy_str(r->path[i], sizeof r->path[i], v[i].path);
+		assert_true(v[i].len < sizeof r->bytes[i]);
+		memcpy(r->bytes[i], v[i].bytes, v[i].len);
+		r->bytes[i][v[i].len] = '\0';
+	}
+	g_calls++;
+}
+
+static void tlist_wait(struct fx *f, struct tlist_res *r)
+{
+	memset(r, 0, sizeof *r);
+	assert_int_equal(store_transcript_list(f->st, tlist_cb, r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r->rc, SB_OK);
+}
+
+/* A run's transcript bytes commit with its inbox_done (one commit), come
+ * back in order with their offsets, and a trim forgets those up to an id
+ * lazily, with the next write. */
+static void test_transcript_pending(void **state)
+{
+	struct fx *f = *state;
+	struct store_transcript_lines a = {0, "/h/a.jsonl", 0, "{\"type\":\"session\"}\n", 19};
+	struct store_transcript_lines b = {0, "/h/a.jsonl", 19, "{\"x\":1}\n", 8};
+	struct put_res pa = {0}, pb = {0};
+	struct done_res d = {0}, t = {0};
+	struct tlist_res l;
+	int64_t inbox;
+	size_t commits;
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	inbox = put_inbox_wait(f, "t-1", "{}");
+	commits = f->commits;
+
+	assert_int_equal(store_transcript_put(f->st, &a, put_cb, &pa), SB_OK);
+	assert_int_equal(store_inbox_done(f->st, inbox, NULL, 0, done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 2);
+	assert_int_equal(pa.rc, SB_OK);
+	assert_int_equal(d.rc, SB_OK);
+	assert_int_equal(f->commits, commits + 1);
+	assert_int_equal(store_transcript_put(f->st, &b, put_cb, &pb), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_true(pb.id > pa.id);
+	tlist_wait(f, &l);
+	assert_int_equal(l.n, 2);
+	assert_int_equal(l.id[0], pa.id);
+	assert_string_equal(l.path[0], "/h/a.jsonl");
+	assert_int_equal(l.offset[0], 0);
+	assert_string_equal(l.bytes[0], "{\"type\":\"session\"}\n");
+	assert_int_equal(l.offset[1], 19);
+	assert_string_equal(l.bytes[1], "{\"x\":1}\n");
+	/* Bad arguments queue nothing. */
+	b.len = 0;
+	assert_int_equal(store_transcript_put(f->st, &b, put_cb, NULL), SB_ERR_INVAL);
+	assert_int_equal(store_transcript_trim(f->st, 0, 0, done_cb, NULL), SB_ERR_INVAL);
+	assert_int_equal(store_transcript_trim(f->st, -1, 1, done_cb, NULL), SB_ERR_INVAL);
+	/* Lazy: nothing is written until another write commits. Only the
+	 * rows after `after` go: those up to it stay. */
+	assert_int_equal(store_transcript_trim(f->st, pa.id, pb.id, done_cb, &t), SB_OK);
+	uv_run(&f->loop, UV_RUN_NOWAIT);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM transcript_pending"), 2);
+	{
+		struct put_res r2 = {0};
+
+		put_inbox(f, "default", "t-2", "{}", &r2);
+		wait_calls(f, g_calls + 2);
+		assert_int_equal(r2.rc, SB_OK);
+	}
+	assert_int_equal(t.calls, 1);
+	assert_int_equal(t.rc, SB_OK);
+	tlist_wait(f, &l);
+	assert_int_equal(l.n, 1);
+	assert_int_equal(l.id[0], pa.id);
+}
+
+/* From version 4 the step adds the table and keeps what is there. */
+static void test_transcript_pending_migration(void **state)
+{
+	struct fx *f = *state;
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	put_inbox_wait(f, "kept", "{}");
+	fx_close(f);
+	q_exec(f->path, "DROP TABLE transcript_pending; PRAGMA user_version = 4;");
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sqlite_master WHERE name ="
+	                                " 'transcript_pending'"),
+	                 0);
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(q_int(f->path, "PRAGMA user_version"), STORE_SQLITE_SCHEMA_VERSION);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM transcript_pending"), 0);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE dedupe_key = 'kept'"), 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1591,6 +1706,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_begin_failure_acknowledges_nothing, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_close_flushes_and_refuses, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_transcript_pending, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_transcript_pending_migration, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);

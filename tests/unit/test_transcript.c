@@ -902,6 +902,232 @@ static void test_session_ids(void **state)
 	assert_int_equal(strlen(a), 4);
 }
 
+/* ---- the bytes a run wrote, kept elsewhere and restored ---- */
+
+static void flushed_cb(void *ud, int rc)
+{
+	*(int *)ud = rc == SB_OK ? 1 : -1;
+}
+
+static void flush_t(struct fixture *fx, struct transcript *t)
+{
+	int done = 0;
+
+	assert_int_equal(transcript_flush(t, flushed_cb, &done), SB_OK);
+	while (!done)
+		uv_run(&fx->loop, UV_RUN_ONCE);
+	assert_int_equal(done, 1);
+}
+
+struct kept {
+	int64_t offset;
+	char *bytes;
+	size_t len;
+};
+
+static void take_t(struct transcript *t, struct kept *k)
+{
+	assert_int_equal(transcript_take_pending(t, &k->offset, &k->bytes, &k->len), SB_OK);
+	assert_true(k->len > 0);
+}
+
+static void restore_k(struct fixture *fx, const struct kept *k, size_t want)
+{
+	size_t restored = 99;
+
+	assert_int_equal(transcript_restore(fx->path, k->offset, k->bytes, k->len, &restored),
+	                 SB_OK);
+	assert_int_equal(restored, want);
+}
+
+static size_t file_size(const char *path)
+{
+	struct stat st;
+
+	assert_int_equal(stat(path, &st), 0);
+	return (size_t)st.st_size;
+}
+
+/* What two opens wrote (a new file with its header, then lines at the end
+ * of the existing one) comes back whole from the kept bytes after the file
+ * lost them (a crash of the machine before a sync), and is not written
+ * twice when the file has them. */
+static void test_take_and_restore(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	struct transcript_loaded l;
+	struct kept a, b;
+	static const char *const three[] = {"one", "two", "three"};
+	char *whole;
+
+	open_t(fx, &t);
+	append_text(t, "one", NULL);
+	append_text(t, "two", NULL);
+	flush_t(fx, t);
+	take_t(t, &a);
+	close_t(fx, t);
+	whole = slurp(fx->path);
+	assert_int_equal(a.offset, 0);
+	assert_int_equal(a.len, strlen(whole));
+	assert_memory_equal(a.bytes, whole, a.len);
+	free(whole);
+
+	open_t(fx, &t);
+	append_text(t, "three", NULL);
+	flush_t(fx, t);
+	take_t(t, &b);
+	close_t(fx, t);
+	assert_int_equal(b.offset, (int64_t)a.len);
+	assert_int_equal(file_size(fx->path), a.len + b.len);
+	whole = slurp(fx->path);
+
+	/* The file has them: nothing is written. */
+	restore_k(fx, &a, 0);
+	restore_k(fx, &b, 0);
+	assert_int_equal(file_size(fx->path), a.len + b.len);
+
+	/* Gone with its directory entry: written again, whole. */
+	assert_int_equal(unlink(fx->path), 0);
+	restore_k(fx, &a, a.len);
+	restore_k(fx, &b, b.len);
+	{
+		char *again = slurp(fx->path);
+
+		assert_string_equal(again, whole);
+		free(again);
+	}
+	/* Only the second open's lines lost, the file cut short. */
+	assert_int_equal(truncate(fx->path, (off_t)a.len), 0);
+	restore_k(fx, &a, 0);
+	restore_k(fx, &b, b.len);
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.torn, 0);
+	assert_message_texts(l.messages, three, 3);
+	transcript_loaded_free(&l);
+
+	/* An empty file (its blocks never reached the disk). */
+	assert_int_equal(truncate(fx->path, 0), 0);
+	restore_k(fx, &a, a.len);
+	restore_k(fx, &b, b.len);
+	{
+		char *again = slurp(fx->path);
+
+		assert_string_equal(again, whole);
+		free(again);
+	}
+	free(whole);
+	free(a.bytes);
+	free(b.bytes);
+}
+
+/* A tail torn inside the kept bytes is completed (only the missing part
+ * is written); one that differs from them (zeros where the machine lost
+ * the blocks) is written over; a torn line after them, which no commit
+ * holds, stays and is still reported torn by load. */
+static void test_restore_torn_tail(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	struct transcript_loaded l;
+	struct kept a;
+	static const char *const two[] = {"one", "two"};
+	size_t cut;
+
+	open_t(fx, &t);
+	append_text(t, "one", NULL);
+	append_text(t, "two", NULL);
+	flush_t(fx, t);
+	take_t(t, &a);
+	close_t(fx, t);
+
+	cut = a.len - 10;
+	assert_int_equal(truncate(fx->path, (off_t)cut), 0);
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.torn, 1);
+	transcript_loaded_free(&l);
+	restore_k(fx, &a, a.len - cut);
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.torn, 0);
+	assert_message_texts(l.messages, two, 2);
+	transcript_loaded_free(&l);
+
+	{
+		int fd = open(fx->path, O_WRONLY);
+		char zeros[16] = {0};
+
+		assert_true(fd >= 0);
+		assert_int_equal(pwrite(fd, zeros, sizeof zeros, (off_t)(a.len - 40)),
+		                 (ssize_t)sizeof zeros);
+		close(fd);
+	}
+	restore_k(fx, &a, a.len);
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.torn, 0);
+	assert_message_texts(l.messages, two, 2);
+	transcript_loaded_free(&l);
+
+	append_raw(fx->path, "{\"type\":\"message\",\"id\":\"tor");
+	restore_k(fx, &a, 0);
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.torn, 1);
+	assert_message_texts(l.messages, two, 2);
+	transcript_loaded_free(&l);
+	free(a.bytes);
+}
+
+/* Nothing to hand over while appends are queued; after a write error the
+ * error is the answer (the close syncs what there is). */
+static void test_take_needs_flush(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	int64_t off;
+	char *bytes;
+	size_t len;
+
+	open_t(fx, &t);
+	append_text(t, "one", NULL);
+	assert_int_equal(transcript_take_pending(t, &off, &bytes, &len), SB_ERR_INVAL);
+	assert_null(bytes);
+	flush_t(fx, t);
+	assert_int_equal(transcript_take_pending(t, &off, &bytes, &len), SB_OK);
+	assert_non_null(bytes);
+	free(bytes);
+	/* Taken: the next take has only what came after. */
+	assert_int_equal(transcript_take_pending(t, &off, &bytes, &len), SB_OK);
+	assert_int_equal(len, 0);
+	free(bytes);
+	close_t(fx, t);
+}
+
+/* More than 8 MiB written by one open is not kept (the close syncs the
+ * file instead); the appends themselves all go through. */
+static void test_take_too_big(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t;
+	struct transcript_loaded l;
+	int64_t off;
+	char *bytes, *big = malloc((1 << 20) + 1);
+	size_t len;
+
+	assert_non_null(big);
+	memset(big, 'x', 1 << 20);
+	big[1 << 20] = '\0';
+	open_t(fx, &t);
+	for (int i = 0; i < 9; i++)
+		append_text(t, big, NULL);
+	flush_t(fx, t);
+	assert_int_equal(transcript_take_pending(t, &off, &bytes, &len), SB_ERR_TOOBIG);
+	assert_null(bytes);
+	close_t(fx, t);
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(json_array_size(l.messages), 9);
+	transcript_loaded_free(&l);
+	free(big);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -920,6 +1146,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_burst_in_order, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_flush_when_idle, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_write_failure, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_take_and_restore, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_restore_torn_tail, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_take_needs_flush, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_take_too_big, setup, teardown),
 	    cmocka_unit_test(test_session_ids),
 	    cmocka_unit_test_setup_teardown(test_context_bookkeeping, setup, teardown),
 	};

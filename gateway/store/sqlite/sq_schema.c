@@ -120,6 +120,14 @@ static const char *const sq_migrations[] = {
     "  session_key TEXT"
     ");"
     "CREATE INDEX IF NOT EXISTS cron_runs_job ON cron_runs (job_id, id);",
+    /* 5: transcript bytes kept until their file is synced */
+    "CREATE TABLE IF NOT EXISTS transcript_pending ("
+    "  id INTEGER PRIMARY KEY,"
+    "  path TEXT NOT NULL,"
+    "  file_offset INTEGER NOT NULL,"
+    "  created_at INTEGER NOT NULL,"
+    "  bytes BLOB NOT NULL"
+    ");",
 };
 
 _Static_assert(sizeof sq_migrations / sizeof *sq_migrations == STORE_SQLITE_SCHEMA_VERSION,
