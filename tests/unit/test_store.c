@@ -459,12 +459,29 @@ static void test_open_migrates(void **state)
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
 	                                " AND name IN ('inbox_claim', 'outbox_claim')"),
 	                 2);
+	/* A new file has small pages (fewer bytes per commit). */
+	assert_int_equal(q_int(f->path, "PRAGMA page_size"), 1024);
 	put_inbox_wait(f, "kept", "{\"a\":1}");
 	fx_close(f);
 
 	/* Reopening an up-to-date database migrates nothing and keeps data. */
 	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
 	assert_int_equal(q_int(f->path, "PRAGMA user_version"), STORE_SQLITE_SCHEMA_VERSION);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE dedupe_key = 'kept'"), 1);
+}
+
+/* A database made with 4 KiB pages (before new files got 1 KiB) keeps
+ * them: it opens, migrates and stores as before. */
+static void test_old_page_size_kept(void **state)
+{
+	struct fx *f = *state;
+
+	q_exec(f->path, "PRAGMA page_size = 4096; CREATE TABLE older (a); DROP TABLE older;");
+	assert_int_equal(q_int(f->path, "PRAGMA page_size"), 4096);
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(q_int(f->path, "PRAGMA user_version"), STORE_SQLITE_SCHEMA_VERSION);
+	assert_int_equal(q_int(f->path, "PRAGMA page_size"), 4096);
+	put_inbox_wait(f, "kept", "{\"a\":1}");
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE dedupe_key = 'kept'"), 1);
 }
 
@@ -1683,6 +1700,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_open_migrates, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_old_page_size_kept, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_future_version_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_inbox_roundtrip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_inbox_dedupe, setup, teardown),

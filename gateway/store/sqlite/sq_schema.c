@@ -13,6 +13,16 @@
 #include "gateway/core/log.h"
 #include "gateway/store/sqlite/sq.h"
 
+/* The page size of a new database. Every commit writes each page it
+ * changed to the WAL whole (and the checkpoint again to the file), and a
+ * message's commits change a few rows in many b-trees (the tables, their
+ * indexes, sqlite_sequence): with 1 KiB pages instead of SQLite's 4 KiB
+ * the store wrote 40 % fewer bytes per message at one sender
+ * (bench_pipeline: 136 KB -> 80 KB), for about 10 % more system calls (a
+ * pwrite per page) and no measurable CPU (docs/performance.md). */
+#define SQ_PAGE_SIZE 1024
+#define SQ_PAGE_SIZE_TEXT "1024"
+
 /* Each step moves the schema from version i to i + 1 in one transaction.
  * Append only: a step that has shipped is never edited. */
 static const char *const sq_migrations[] = {
@@ -299,6 +309,11 @@ int sq_schema_open(struct sq_store *s, int64_t busy_timeout_ms)
 		goto out;
 	/* Refuse a newer schema before changing anything in the file. */
 	if ((rc = sq_schema_version(s, &version)) != SB_OK)
+		goto out;
+	/* A new file gets SQ_PAGE_SIZE pages (a file that has any is left as
+	 * it is: SQLite changes the size of an empty database only). */
+	if (version == 0 &&
+	    (rc = sq_exec_text(s, "PRAGMA page_size = " SQ_PAGE_SIZE_TEXT, "page_size")) != SB_OK)
 		goto out;
 	/* WAL before the first migration, so that it is a WAL transaction. */
 	if ((rc = sq_pragma(s, "PRAGMA journal_mode = WAL", NULL, mode, sizeof mode)) != SB_OK)
