@@ -2056,7 +2056,11 @@ static void turn_setup_context(struct turn *t)
 		compact_limits_default(&t->limits);
 	tokens_ledger_init(&t->ledger);
 	if (t->tools_cached)
-		tokens_ledger_set_fixed_est(&t->ledger, t->opt.system, t->tools_tokens);
+		tokens_ledger_set_fixed_tokens(
+		    &t->ledger,
+		    tokens_text_cache_estimate(t->opt.system_cache, t->opt.system,
+		                               t->opt.system ? strlen(t->opt.system) : 0, NULL),
+		    t->tools_tokens);
 	else
 		tokens_ledger_set_fixed(&t->ledger, t->opt.system, t->tools_json);
 	if (lp && json_is_number(json_object_get(lp, "calibration")))

@@ -159,6 +159,9 @@ struct turn_options {
 	const char *const *tools; /* tool names the agent may use; NULL = all */
 	size_t n_tools;
 	struct turn_tools_cache *tools_cache; /* borrowed; NULL = build the list per run */
+	/* The system prompt's estimate, looked up here first (loop thread
+	 * only); borrowed; NULL = estimated per run. */
+	struct tokens_text_cache *system_cache;
 	/* Tools besides the built-in ones (the agent's MCP servers',
 	 * agents/mcp/mcp.h): sorted by name, none named like a built-in one,
 	 * borrowed until done. Always offered and allowed (the gates still

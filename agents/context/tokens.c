@@ -143,6 +143,76 @@ int64_t tokens_estimate_text(const char *s, size_t n)
 	return s ? (tk_text((const unsigned char *)s, n) + 99) / 100 : 0;
 }
 
+struct tokens_text_entry {
+	char *text; /* a copy, to compare with */
+	size_t len;
+	int64_t est;
+	uint64_t used; /* the lookup that used it last */
+};
+
+struct tokens_text_cache {
+	struct tokens_text_entry v[TOKENS_TEXT_CACHE_MAX];
+	size_t n;
+	uint64_t clock;
+};
+
+int tokens_text_cache_new(struct tokens_text_cache **out)
+{
+	*out = calloc(1, sizeof **out);
+	return *out ? SB_OK : SB_ERR_NOMEM;
+}
+
+void tokens_text_cache_free(struct tokens_text_cache *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->n; i++)
+		free(c->v[i].text);
+	free(c);
+}
+
+int64_t tokens_text_cache_estimate(struct tokens_text_cache *c, const char *s, size_t n, bool *hit)
+{
+	struct tokens_text_entry *e;
+	size_t i, slot;
+	char *copy;
+
+	if (hit)
+		*hit = false;
+	if (!c || !s || n > TOKENS_TEXT_CACHE_BYTES)
+		return tokens_estimate_text(s, n);
+	for (i = 0; i < c->n; i++) {
+		e = &c->v[i];
+		if (e->len == n && memcmp(e->text, s, n) == 0) {
+			e->used = ++c->clock;
+			if (hit)
+				*hit = true;
+			return e->est;
+		}
+	}
+	copy = malloc(n + 1);
+	if (!copy)
+		return tokens_estimate_text(s, n); /* uncached, still right */
+	memcpy(copy, s, n);
+	copy[n] = '\0';
+	slot = c->n;
+	if (c->n == TOKENS_TEXT_CACHE_MAX) {
+		slot = 0;
+		for (i = 1; i < c->n; i++)
+			if (c->v[i].used < c->v[slot].used)
+				slot = i;
+		free(c->v[slot].text);
+	} else {
+		c->n++;
+	}
+	e = &c->v[slot];
+	e->text = copy;
+	e->len = n;
+	e->est = tokens_estimate_text(s, n);
+	e->used = ++c->clock;
+	return e->est;
+}
+
 /* Hundredths of a token of a JSON value: its strings' text, one token per
  * member or element and one per container for the structure. */
 static int64_t tk_json(const json_t *v, int depth)
@@ -208,6 +278,11 @@ void tokens_ledger_set_fixed(struct tokens_ledger *l, const char *system, const 
 void tokens_ledger_set_fixed_est(struct tokens_ledger *l, const char *system, int64_t tools_est)
 {
 	l->fixed = tokens_estimate_text(system, system ? strlen(system) : 0) + tools_est;
+}
+
+void tokens_ledger_set_fixed_tokens(struct tokens_ledger *l, int64_t system_est, int64_t tools_est)
+{
+	l->fixed = system_est + tools_est;
 }
 
 void tokens_ledger_set_scale(struct tokens_ledger *l, double scale)

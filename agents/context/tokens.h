@@ -48,6 +48,24 @@ int64_t tokens_estimate_text(const char *s, size_t n);
 /* The estimate of a JSON value as the model reads it; 0 for NULL. */
 int64_t tokens_estimate_json(const json_t *v);
 
+/* A few texts' estimates, for a text that is estimated again and again
+ * unchanged (an agent's system prompt, built per run from the same files):
+ * a hit costs a comparison of the text, not its estimate. At most
+ * TOKENS_TEXT_CACHE_MAX texts (the least recently used one goes); a text
+ * longer than TOKENS_TEXT_CACHE_BYTES is estimated each time. */
+#define TOKENS_TEXT_CACHE_MAX 8
+#define TOKENS_TEXT_CACHE_BYTES (1024 * 1024)
+
+struct tokens_text_cache;
+
+/* SB_OK or SB_ERR_NOMEM. */
+int tokens_text_cache_new(struct tokens_text_cache **out);
+/* NULL is a no-op. */
+void tokens_text_cache_free(struct tokens_text_cache *c);
+/* tokens_estimate_text(s, n), from c when c has the same text (c NULL:
+ * estimated). *hit (may be NULL) says whether it came from c. */
+int64_t tokens_text_cache_estimate(struct tokens_text_cache *c, const char *s, size_t n, bool *hit);
+
 struct tokens_ledger {
 	const json_t **seen; /* the message each estimate was made for */
 	int64_t *est;        /* unscaled estimates */
@@ -68,6 +86,9 @@ void tokens_ledger_free(struct tokens_ledger *l);
 void tokens_ledger_set_fixed(struct tokens_ledger *l, const char *system, const json_t *tools);
 /* The same, with the tool list's tokens_estimate_json already known. */
 void tokens_ledger_set_fixed_est(struct tokens_ledger *l, const char *system, int64_t tools_est);
+/* The same, with both estimates known (tokens_estimate_text of the system
+ * prompt, tokens_estimate_json of the tool list). */
+void tokens_ledger_set_fixed_tokens(struct tokens_ledger *l, int64_t system_est, int64_t tools_est);
 
 /* Starts from an earlier calibration (a session's last one); ignored when
  * not within [TOKENS_SCALE_MIN, TOKENS_SCALE_MAX]. */

@@ -25,6 +25,13 @@ int fs_mkdirs(const char *path, mode_t mode)
 	n = strlen(tmp);
 	while (n > 1 && tmp[n - 1] == '/')
 		tmp[--n] = '\0';
+	/* Mostly the directory is there already (a run's sessions directory,
+	 * asked for per message): one call says so. Only a missing parent
+	 * sends it down the path. */
+	if (mkdir(tmp, mode) == 0 || errno == EEXIST)
+		return SB_OK;
+	if (errno != ENOENT)
+		return SB_ERR_IO;
 	for (char *p = tmp + 1; *p; p++) {
 		if (*p != '/')
 			continue;

@@ -8,7 +8,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
-/* mkdir -p with mode for each created directory. SB_OK or SB_ERR_IO. */
+/* mkdir -p with mode for each created directory; a directory that exists
+ * costs one system call. SB_OK or SB_ERR_IO. */
 int fs_mkdirs(const char *path, mode_t mode);
 
 /* Creates path with mode and writes data, durably (fsync); SB_ERR_EXISTS if

@@ -37,6 +37,7 @@
 #include "gateway/core/fsutil.h"
 #include "gateway/config/runtime.h"
 #include "gateway/core/log.h"
+#include "gateway/core/rng.h"
 #include "gateway/daemon/daemon_internal.h"
 
 #define DAEMON_STATS_MS 1000
@@ -1033,6 +1034,9 @@ int daemon_run(const struct daemon_options *opt)
 	metrics_init(&d->metrics);
 	cfg_errors_init(&errs);
 	signal(SIGPIPE, SIG_IGN);
+	/* Random bytes in batches, not a system call per id (rng.h). */
+	if (rng_install() != SB_OK)
+		log_warn("gateway", "cannot install the batched random source; using libsodium's");
 	if (sodium_init() < 0) {
 		log_error("gateway", "libsodium failed to initialise");
 		goto out_free;

@@ -51,6 +51,7 @@ struct runner {
 	size_t active;
 	struct workspace_cache *ws_cache; /* the workspaces' files, shared by the jobs */
 	struct turn_tools_cache *tools;   /* the agents' tool lists, shared by the jobs */
+	struct tokens_text_cache *system_tokens; /* the system prompts' estimates, likewise */
 	struct mcp_hub *mcp;              /* the agents' MCP servers */
 };
 
@@ -181,7 +182,14 @@ int runner_new(struct runner **out, const struct runner_options *opt)
 		free(r);
 		return SB_ERR_NOMEM;
 	}
+	if (tokens_text_cache_new(&r->system_tokens) != SB_OK) {
+		turn_tools_cache_free(r->tools);
+		workspace_cache_free(r->ws_cache);
+		free(r);
+		return SB_ERR_NOMEM;
+	}
 	if (mcp_hub_new(&r->mcp, opt->loop, &mo) != SB_OK) {
+		tokens_text_cache_free(r->system_tokens);
 		turn_tools_cache_free(r->tools);
 		workspace_cache_free(r->ws_cache);
 		free(r);
@@ -197,6 +205,7 @@ void runner_free(struct runner *r)
 		mcp_hub_close(r->mcp);
 		workspace_cache_free(r->ws_cache);
 		turn_tools_cache_free(r->tools);
+		tokens_text_cache_free(r->system_tokens);
 	}
 	free(r);
 }
@@ -1056,6 +1065,7 @@ static void run_start_turn(struct run_job *j)
 	to.inbox_id = j->sends.run_id;
 	run_tool_names(j, &to.tools, &to.n_tools);
 	to.tools_cache = j->r->tools;
+	to.system_cache = j->r->system_tokens;
 	to.extra_tools = mcp_catalog_tools(j->mcp, &to.n_extra_tools, &to.extra_key);
 	if (a->web.fetch) {
 		j->web.allow = &a->web.policy;
@@ -1464,7 +1474,9 @@ static void run_preview_finish(struct run_job *j)
 	p.n_notes = j->n_notes;
 	/* Sized the way the turn sizes its first request (turn.c). */
 	tokens_ledger_init(&ledger);
-	tokens_ledger_set_fixed_est(&ledger, p.system, tools_tokens);
+	tokens_ledger_set_fixed_tokens(
+	    &ledger, tokens_text_cache_estimate(j->r->system_tokens, p.system, p.system_len, NULL),
+	    tools_tokens);
 	if (lp && json_is_number(json_object_get(lp, "calibration")))
 		tokens_ledger_set_scale(&ledger,
 		                        json_number_value(json_object_get(lp, "calibration")));

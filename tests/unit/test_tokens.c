@@ -192,6 +192,53 @@ static void test_ledger_calibration(void **state)
 	buf_free(&text);
 }
 
+/* The cache gives each text its own estimate: a text seen before from the
+ * cache, a changed text of the same length afresh, and the least recently
+ * used text makes way for a new one. */
+static void test_text_cache(void **state)
+{
+	struct tokens_text_cache *c;
+	const char *a = "You are a helpful agent. Answer briefly.";
+	char b[64], name[32];
+	bool hit;
+	int64_t ea = tokens_estimate_text(a, strlen(a)), eb;
+
+	(void)state;
+	assert_int_equal(tokens_text_cache_new(&c), SB_OK);
+	assert_int_equal(tokens_text_cache_estimate(c, a, strlen(a), &hit), ea);
+	assert_false(hit);
+	assert_int_equal(tokens_text_cache_estimate(c, a, strlen(a), &hit), ea);
+	assert_true(hit);
+	/* Same length, other text: estimated, not the cached figure. */
+	snprintf(b, sizeof b, "%s", a);
+	memcpy(b, "1234567890 1234567890 1234", 26);
+	eb = tokens_estimate_text(b, strlen(b));
+	assert_true(eb != ea);
+	assert_int_equal(tokens_text_cache_estimate(c, b, strlen(b), &hit), eb);
+	assert_false(hit);
+	assert_int_equal(tokens_text_cache_estimate(c, a, strlen(a), &hit), ea);
+	assert_true(hit);
+	/* A prefix is another text. */
+	assert_int_equal(tokens_text_cache_estimate(c, a, 10, &hit), tokens_estimate_text(a, 10));
+	assert_false(hit);
+	/* Filled past its size, the least recently used text (b) goes. */
+	for (int i = 0; i < TOKENS_TEXT_CACHE_MAX; i++) {
+		snprintf(name, sizeof name, "prompt number %d", i);
+		assert_int_equal(tokens_text_cache_estimate(c, a, strlen(a), NULL), ea);
+		assert_int_equal(tokens_text_cache_estimate(c, name, strlen(name), NULL),
+		                 tokens_estimate_text(name, strlen(name)));
+	}
+	assert_int_equal(tokens_text_cache_estimate(c, a, strlen(a), &hit), ea);
+	assert_true(hit);
+	assert_int_equal(tokens_text_cache_estimate(c, b, strlen(b), &hit), eb);
+	assert_false(hit);
+	/* Without a cache, the estimate. */
+	assert_int_equal(tokens_text_cache_estimate(NULL, a, strlen(a), &hit), ea);
+	assert_false(hit);
+	tokens_text_cache_free(c);
+	tokens_text_cache_free(NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -199,6 +246,7 @@ int main(void)
 	    cmocka_unit_test(test_cjk_and_cyrillic),
 	    cmocka_unit_test(test_json_reads_text),
 	    cmocka_unit_test(test_ledger_calibration),
+	    cmocka_unit_test(test_text_cache),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
