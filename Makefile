@@ -17,7 +17,7 @@ TSANBUILD := build/tsan
 # The unit tests whose work crosses threads: the store's writer thread and
 # the libuv thread pool (transcripts, tools, workspaces, run preparation).
 TSAN_TESTS := test_store test_pairing test_outbox test_transcript test_tools test_turn \
-              test_executor test_workspace
+              test_executor test_workspace test_xsync
 SWITCHBOARD_HOME ?= $(HOME)/.switchboard
 export SWITCHBOARD_HOME
 

@@ -13,6 +13,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,14 @@ struct xsync_dirs {
 struct xsync_job {
 	uv_work_t work;
 	struct xsync *x;
+	/* A sync runs on a thread of its own (syncfs waits for every dirty
+	 * page of the file system, other programs' too, which can take
+	 * seconds): it never holds a pool thread, and a stop does not wait
+	 * for it. mu guards finished and abandoned. */
+	pthread_t thread;
+	pthread_mutex_t mu;
+	bool finished;  /* the thread is done and has woken the loop */
+	bool abandoned; /* closed while it ran: the thread frees the job */
 	struct xsync_dirs dirs;
 	int64_t upto;
 	int rc;
@@ -54,9 +64,11 @@ struct xsync {
 	uv_loop_t *loop;
 	struct store *store;
 	uv_timer_t timer;
+	uv_async_t done;           /* a sync thread finished */
+	struct xsync_job *syncing; /* the sync thread's job, or NULL */
 	bool timer_open;
 	bool closing;
-	size_t refs;    /* the timer handle, store callbacks and the job in flight */
+	size_t refs;    /* the two handles, store callbacks and a repair in flight */
 	bool busy;      /* a sync job is on the pool */
 	int64_t max_id; /* highest committed row not yet given to a job */
 	/* The highest row the start-up repair saw: only a repair trims rows
@@ -165,9 +177,33 @@ static void xsync_trimmed(void *ud, int rc)
 
 /* ---- the batched sync ---- */
 
-static void xsync_sync_work(uv_work_t *w)
+/* Tests: a sync thread waits here while held (a file system that takes
+ * its time); held counts the threads waiting or not yet returned. */
+static atomic_bool xsync_hold;
+static atomic_int xsync_held;
+
+void xsync_test_hold(bool on)
 {
-	struct xsync_job *j = w->data;
+	atomic_store(&xsync_hold, on);
+}
+
+int xsync_test_held(void)
+{
+	return atomic_load(&xsync_held);
+}
+
+static void *xsync_sync_thread(void *arg)
+{
+	struct xsync_job *j = arg;
+	bool abandoned;
+
+	if (atomic_load(&xsync_hold)) {
+		atomic_fetch_add(&xsync_held, 1);
+		while (atomic_load(&xsync_hold))
+			usleep(1000);
+	} else {
+		atomic_fetch_add(&xsync_held, 1);
+	}
 
 	/* Written, not yet on disk: a crash of the machine here loses them
 	 * from the files, and the store's rows bring them back. */
@@ -175,17 +211,43 @@ static void xsync_sync_work(uv_work_t *w)
 	j->rc = xsync_sync_dirs(&j->dirs);
 	if (j->rc == SB_OK)
 		SB_CRASH_POINT("transcript.sync.after");
+	pthread_mutex_lock(&j->mu);
+	abandoned = j->abandoned;
+	if (!abandoned) {
+		j->finished = true;
+		uv_async_send(&j->x->done); /* x lives: its close takes mu first */
+	}
+	pthread_mutex_unlock(&j->mu);
+	if (abandoned) {
+		/* The gateway stopped while this ran: the rows stay in the
+		 * store, and the next start checks them against the files. */
+		pthread_mutex_destroy(&j->mu);
+		xsync_job_free(j);
+	}
+	atomic_fetch_sub(&xsync_held, 1);
+	return NULL;
 }
 
 static void xsync_timer_cb(uv_timer_t *t);
 
-static void xsync_sync_done(uv_work_t *w, int status)
+static void xsync_sync_done(uv_async_t *a)
 {
-	struct xsync_job *j = w->data;
-	struct xsync *x = j->x;
+	struct xsync *x = a->data;
+	struct xsync_job *j = x->syncing;
+	bool finished;
 
+	if (!j)
+		return;
+	pthread_mutex_lock(&j->mu);
+	finished = j->finished;
+	pthread_mutex_unlock(&j->mu);
+	if (!finished)
+		return; /* a wake-up left over from an earlier job */
+	pthread_join(j->thread, NULL);
+	pthread_mutex_destroy(&j->mu);
+	x->syncing = NULL;
 	x->busy = false;
-	if (status == 0 && j->rc == SB_OK) {
+	if (j->rc == SB_OK) {
 		if (!x->closing && j->upto > x->floor &&
 		    store_transcript_trim(x->store, x->floor, j->upto, xsync_trimmed, NULL) !=
 		        SB_OK)
@@ -194,7 +256,7 @@ static void xsync_sync_done(uv_work_t *w, int status)
 		/* Kept, and tried again with the next sync. */
 		log_error("transcript",
 		          "cannot sync the transcripts; their lines stay in the store",
-		          LOG_S("error", sb_strerror(status ? SB_ERR_IO : j->rc)));
+		          LOG_S("error", sb_strerror(j->rc)));
 		if (j->upto > x->max_id)
 			x->max_id = j->upto;
 		for (size_t i = 0; i < j->dirs.n; i++)
@@ -207,7 +269,6 @@ static void xsync_sync_done(uv_work_t *w, int status)
 	xsync_job_free(j);
 	if (!x->closing && x->max_id && !uv_is_active((uv_handle_t *)&x->timer))
 		uv_timer_start(&x->timer, xsync_timer_cb, XSYNC_INTERVAL_MS, 0);
-	xsync_unref(x);
 }
 
 static void xsync_timer_cb(uv_timer_t *t)
@@ -225,15 +286,21 @@ static void xsync_timer_cb(uv_timer_t *t)
 	/* The job owns the directories from now on. */
 	j->dirs = x->waiting;
 	memset(&x->waiting, 0, sizeof x->waiting);
-	j->work.data = j;
-	if (uv_queue_work(x->loop, &j->work, xsync_sync_work, xsync_sync_done) != 0) {
+	if (pthread_mutex_init(&j->mu, NULL) != 0) {
 		x->waiting = j->dirs;
 		memset(&j->dirs, 0, sizeof j->dirs);
 		xsync_job_free(j);
 		goto again;
 	}
+	if (pthread_create(&j->thread, NULL, xsync_sync_thread, j) != 0) {
+		pthread_mutex_destroy(&j->mu);
+		x->waiting = j->dirs;
+		memset(&j->dirs, 0, sizeof j->dirs);
+		xsync_job_free(j);
+		goto again;
+	}
+	x->syncing = j;
 	x->busy = true;
-	x->refs++;
 	x->max_id = 0;
 	return;
 again:
@@ -426,7 +493,7 @@ int xsync_repair(struct xsync *x, void (*cb)(void *ud, int rc), void *ud)
 
 /* ---- life ---- */
 
-static void xsync_timer_closed(uv_handle_t *h)
+static void xsync_handle_closed(uv_handle_t *h)
 {
 	xsync_unref(h->data);
 }
@@ -449,7 +516,15 @@ int xsync_new(struct xsync **out, uv_loop_t *loop, struct store *store)
 	}
 	x->timer.data = x;
 	x->timer_open = true;
-	x->refs = 1; /* the timer handle's */
+	if (uv_async_init(loop, &x->done, xsync_sync_done) != 0) {
+		/* freed once the loop has closed the timer */
+		x->refs = 1;
+		x->closing = true;
+		uv_close((uv_handle_t *)&x->timer, xsync_handle_closed);
+		return SB_ERR_NOMEM;
+	}
+	x->done.data = x;
+	x->refs = 2; /* the two handles' */
 	*out = x;
 	return SB_OK;
 }
@@ -460,5 +535,26 @@ void xsync_close(struct xsync *x)
 		return;
 	x->closing = true;
 	uv_timer_stop(&x->timer);
-	uv_close((uv_handle_t *)&x->timer, xsync_timer_closed);
+	uv_close((uv_handle_t *)&x->timer, xsync_handle_closed);
+	if (x->syncing) {
+		struct xsync_job *j = x->syncing;
+		bool finished;
+
+		/* A stop does not wait for a sync: the thread finishes (or the
+		 * process ends) on its own. */
+		pthread_mutex_lock(&j->mu);
+		finished = j->finished;
+		if (!finished)
+			j->abandoned = true;
+		pthread_mutex_unlock(&j->mu);
+		if (finished) {
+			pthread_join(j->thread, NULL); /* it has only to return */
+			pthread_mutex_destroy(&j->mu);
+			xsync_job_free(j);
+		} else {
+			pthread_detach(j->thread);
+		}
+		x->syncing = NULL;
+	}
+	uv_close((uv_handle_t *)&x->done, xsync_handle_closed);
 }

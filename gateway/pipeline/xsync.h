@@ -7,8 +7,10 @@
  * xsync_record, which queues them for the store (store_transcript_put) in
  * the loop iteration that also queues the run's inbox_done: they commit
  * together, so the reply commit is the durable copy of the transcript lines
- * it answers for. Every XSYNC_INTERVAL_MS while some are committed, a job on
- * the thread pool syncs the file systems that hold their files (syncfs(2):
+ * it answers for. Every XSYNC_INTERVAL_MS while some are committed, a thread
+ * of its own (never a pool thread, and a stop does not wait for it: syncfs
+ * waits for every dirty page of the file system, other programs' too)
+ * syncs the file systems that hold their files (syncfs(2):
  * one call for every file and directory entry written since, instead of an
  * fsync of each file and of its directory), then the rows up to the last one
  * committed before the sync are trimmed, lazily, with a later commit. At
@@ -21,6 +23,7 @@
 #ifndef SB_GATEWAY_XSYNC_H
 #define SB_GATEWAY_XSYNC_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -49,8 +52,15 @@ int xsync_record(struct xsync *x, const char *path, int64_t offset, const char *
 int xsync_repair(struct xsync *x, void (*cb)(void *ud, int rc), void *ud);
 
 /* Stops the timer; rows committed and not yet synced stay in the store
- * (the next start restores from them if need be). Frees x once nothing of
- * its own is outstanding (store callbacks, a job). NULL is a no-op. */
+ * (the next start restores from them if need be). A sync in progress is
+ * left to finish on its thread, or to end with the process. Frees x once
+ * nothing of its own is outstanding (its handles, store callbacks, a
+ * repair). NULL is a no-op. */
 void xsync_close(struct xsync *x);
+
+/* Tests only: while held, a sync thread waits before it syncs (a slow file
+ * system); xsync_test_held counts sync threads that have not returned. */
+void xsync_test_hold(bool on);
+int xsync_test_held(void);
 
 #endif

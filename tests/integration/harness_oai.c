@@ -282,3 +282,34 @@ int harness_oai_wait_metric(int port, const char *name, long long value, int tim
 	}
 	return -1;
 }
+
+long harness_oai_ask(int port, const char *token, const char *user, const char *text, char **reply)
+{
+	char auth[400], *body;
+	const char *h[] = {auth, "Content-Type: application/json", NULL};
+	struct buf resp;
+	json_t *req, *res;
+	long status;
+
+	if (reply)
+		*reply = NULL;
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+	req = json_pack("{sssss[{ssss}]}", "model", "switchboard/main", "user", user, "messages",
+	                "role", "user", "content", text);
+	body = json_dumps(req, JSON_COMPACT);
+	json_decref(req);
+	buf_init(&resp, 1 << 20);
+	status = harness_http(port, "POST", "/v1/chat/completions", h, body, &resp);
+	free(body);
+	res = resp.data ? json_loads(resp.data, 0, NULL) : NULL;
+	if (status == 200 && reply) {
+		const char *c = json_string_value(json_object_get(
+		    json_object_get(json_array_get(json_object_get(res, "choices"), 0), "message"),
+		    "content"));
+
+		*reply = c ? strdup(c) : NULL;
+	}
+	json_decref(res);
+	buf_free(&resp);
+	return status;
+}

@@ -41,6 +41,11 @@ int harness_oai_finish(struct harness_oai_client *c, int timeout_ms, json_t **re
 int harness_oai_run(const char *dir, int port, const char *token, const char *plan, int timeout_ms,
                     json_t **results);
 
+/* One chat completion to switchboard/main as user, with the bearer token:
+ * the HTTP status (0 when the connection broke); *reply (when not NULL) the
+ * assistant's text of a 200 (strdup), else NULL. */
+long harness_oai_ask(int port, const char *token, const char *user, const char *text, char **reply);
+
 /* The transcript of session key under home/agents/<agent>/sessions (the
  * newest when there are several): its messages (new reference) or NULL. */
 json_t *harness_oai_transcript(const char *home, const char *agent, const char *session_key);

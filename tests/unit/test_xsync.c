@@ -147,6 +147,35 @@ static void test_removed_directory(void **state)
 	wait_rows(f, 0);
 }
 
+/* A stop does not wait for a sync that takes its time (syncfs waits for
+ * every dirty page of the file system): the loop ends while the sync
+ * thread still waits, the row stays for the next start, and the thread
+ * finishes on its own afterwards. */
+static void test_stop_does_not_wait_for_sync(void **state)
+{
+	struct fx *f = *state;
+	uv_loop_t *loop = &f->loop;
+
+	xsync_test_hold(true);
+	assert_int_equal(fs_write_new(f->path, LINES, strlen(LINES), 0600), SB_OK);
+	assert_int_equal(xsync_record(f->x, f->path, 0, LINES, strlen(LINES)), SB_OK);
+	wait_rows(f, 1);
+	for (int i = 0; i < 100 && xsync_test_held() == 0; i++)
+		run_for(f, 20); /* the timer starts the sync thread */
+	assert_int_equal(xsync_test_held(), 1);
+	xsync_close(f->x);
+	f->x = NULL;
+	store_close(f->st);
+	f->st = NULL;
+	uv_run(loop, UV_RUN_DEFAULT); /* returns: nothing waits for the thread */
+	assert_int_equal(xsync_test_held(), 1);
+	assert_int_equal(rows(f), 1); /* kept for the next start's repair */
+	xsync_test_hold(false);
+	for (int i = 0; i < 1000 && xsync_test_held() != 0; i++)
+		usleep(1000);
+	assert_int_equal(xsync_test_held(), 0);
+}
+
 static void put_done(void *ud, int rc, int64_t id, bool duplicate)
 {
 	int *r = ud;
@@ -234,6 +263,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_record_sync_trim, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_removed_directory, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stop_does_not_wait_for_sync, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_repair, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_unrestored_row_kept, setup, teardown),
 	};
