@@ -724,6 +724,25 @@ static int own_dir(struct own_walk *w, int dfd, int depth)
 	return SB_OK;
 }
 
+#ifdef SB_CRASH_POINTS
+static void (*sandbox_own_hook)(void);
+
+void sandbox_test_on_own(void (*fn)(void))
+{
+	sandbox_own_hook = fn;
+}
+#endif
+
+unsigned sandbox_uid_of(const struct sandbox_policy *policy)
+{
+	return policy && policy->uid ? policy->uid : SANDBOX_UID;
+}
+
+unsigned sandbox_gid_of(const struct sandbox_policy *policy)
+{
+	return policy && policy->gid ? policy->gid : SANDBOX_UID;
+}
+
 int sandbox_own(const struct sandbox_policy *policy, const char *workspace, unsigned uid,
                 unsigned gid, size_t *seen, size_t *changed)
 {
@@ -732,6 +751,10 @@ int sandbox_own(const struct sandbox_policy *policy, const char *workspace, unsi
 	size_t n = SANDBOX_HIDE_MAX + (policy ? policy->n_hide_more : 0);
 	int fd, rc;
 
+#ifdef SB_CRASH_POINTS
+	if (sandbox_own_hook)
+		sandbox_own_hook();
+#endif
 	memset(&w, 0, sizeof w);
 	w.uid = (uid_t)uid;
 	w.gid = (gid_t)gid;
@@ -812,8 +835,8 @@ int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
 		/* A root gateway's command runs as the sandbox's uid outside its
 		 * user namespace too, and must read and write the workspace as
 		 * that uid (see docs/security.md). */
-		box_uid = policy->uid ? policy->uid : SANDBOX_UID;
-		box_gid = policy->gid ? policy->gid : SANDBOX_UID;
+		box_uid = sandbox_uid_of(policy);
+		box_gid = sandbox_gid_of(policy);
 		if (sandbox_find_system("setpriv", setpriv, sizeof setpriv) != SB_OK ||
 		    sandbox_find_system("unshare", unshare, sizeof unshare) != SB_OK ||
 		    sandbox_find_system("mount", mount, sizeof mount) != SB_OK) {
@@ -823,7 +846,8 @@ int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
 			rc = SB_ERR_NOTFOUND;
 			goto fail;
 		}
-		if ((rc = sandbox_own(policy, ws_real, box_uid, box_gid, NULL, NULL)) != SB_OK) {
+		if (!policy->owned &&
+		    (rc = sandbox_own(policy, ws_real, box_uid, box_gid, NULL, NULL)) != SB_OK) {
 			snprintf(why, why_size, "the workspace %s cannot be given to the sandbox",
 			         workspace);
 			goto fail;

@@ -94,6 +94,9 @@ struct sandbox_policy {
 	/* No pids cgroup even where one could be made: RLIMIT_NPROC alone
 	 * limits processes (the tests check that it holds by itself). */
 	bool no_cgroup;
+	/* The caller has run sandbox_own for this workspace just before (on
+	 * a pool thread, the bash tool): sandbox_argv does not again. */
+	bool owned;
 };
 
 const char *sandbox_mode_name(enum sandbox_mode m);
@@ -148,6 +151,16 @@ void sandbox_argv_free(char **argv);
 #define SANDBOX_OWN_DEPTH 256
 int sandbox_own(const struct sandbox_policy *policy, const char *workspace, unsigned uid,
                 unsigned gid, size_t *seen, size_t *changed);
+
+/* The uid and gid a root gateway's commands run as under policy (its own,
+ * or SANDBOX_UID). */
+unsigned sandbox_uid_of(const struct sandbox_policy *policy);
+unsigned sandbox_gid_of(const struct sandbox_policy *policy);
+
+#ifdef SB_CRASH_POINTS
+/* Tests only: fn runs at the start of every sandbox_own (NULL: none). */
+void sandbox_test_on_own(void (*fn)(void));
+#endif
 
 /* Makes a pids cgroup below this process's own (cgroup v1's pids
  * hierarchy, or v2 where the pids controller is enabled for children) with

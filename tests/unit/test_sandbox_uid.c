@@ -22,6 +22,7 @@
 #include <ftw.h>
 #include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -459,6 +460,69 @@ static void test_process_limit_without_cgroup(void **state)
 	    system("sleep 1; ! grep -l 'sb[u]bomb' /proc/[0-9]*/cmdline >/dev/null 2>&1"), 0);
 }
 
+static pthread_t own_thread;
+static int own_calls;
+
+static void on_own(void)
+{
+	own_thread = pthread_self();
+	own_calls++;
+}
+
+/* The bash tool, as a root gateway's run calls it: the workspace walk runs
+ * once, on a pool thread, not on the loop thread, and then the command;
+ * a cancel while the walk runs answers once and runs nothing. */
+static void test_bash_walks_off_the_loop(void **state)
+{
+	struct sandbox_policy p;
+	struct tool_ctx ctx;
+	struct tool_outcome t = {0};
+	struct tool_run *r = NULL;
+	char path[PATH_MAX + 64];
+	json_t *in;
+
+	(void)state;
+	need_root_and_bwrap();
+	policy_init(&p, SANDBOX_WORKSPACE_WRITE);
+	memset(&ctx, 0, sizeof ctx);
+	ctx.loop = &fx.loop;
+	ctx.workspace = fx.ws;
+	ctx.timeout_ms = 20000;
+	ctx.agent_id = "main";
+	ctx.sandbox = &p;
+	gateway_write("walked/by/tool.txt", "tool\n");
+	sandbox_test_on_own(on_own);
+	own_calls = 0;
+	in = json_pack("{s:s}", "command",
+	               "echo bash >> walked/by/tool.txt && cat walked/by/tool.txt");
+	assert_non_null(in);
+	assert_int_equal(tool_bash.call(&ctx, in, on_tool_done, &t, &r), SB_OK);
+	json_decref(in);
+	while (!t.done)
+		uv_run(&fx.loop, UV_RUN_ONCE);
+	assert_int_equal(t.rc, SB_OK);
+	assert_false(t.is_error);
+	assert_non_null(strstr(t.content, "tool\nbash\n"));
+	assert_non_null(strstr(t.content, "exit code 0"));
+	free(t.content);
+	assert_int_equal(own_calls, 1);
+	assert_false(pthread_equal(own_thread, pthread_self()));
+	/* cancelled before the command starts */
+	memset(&t, 0, sizeof t);
+	in = json_pack("{s:s}", "command", "touch cancelled-ran");
+	assert_non_null(in);
+	assert_int_equal(tool_bash.call(&ctx, in, on_tool_done, &t, &r), SB_OK);
+	json_decref(in);
+	r->cancel(r);
+	assert_true(t.done);
+	assert_int_equal(t.rc, SB_ERR_ABORTED);
+	free(t.content);
+	uv_run(&fx.loop, UV_RUN_DEFAULT);
+	path_in(path, sizeof path, fx.ws, "cancelled-ran");
+	assert_int_not_equal(access(path, F_OK), 0);
+	sandbox_test_on_own(NULL);
+}
+
 static void test_ownership_pass_leaves(void **state)
 {
 	struct sandbox_policy p;
@@ -536,6 +600,7 @@ int main(void)
 	    cmocka_unit_test(test_gateway_writes_stay_writable),
 	    cmocka_unit_test(test_git_inside),
 	    cmocka_unit_test(test_process_limit_without_cgroup),
+	    cmocka_unit_test(test_bash_walks_off_the_loop),
 	    cmocka_unit_test(test_ownership_pass_leaves),
 	};
 
