@@ -39,6 +39,15 @@ static void workspace_git_init(void)
 	workspace_git_ok = git_libgit2_init() > 0;
 	if (workspace_git_ok)
 		atexit(workspace_git_shutdown);
+	/* A root gateway's work trees belong to the sandbox's uid, whose
+	 * commands write them (agents/safety/sandbox.h, sandbox_own), and
+	 * libgit2, like git, refuses a work tree another uid owns. Their
+	 * .git stays root's and read-only to commands, so the repository's
+	 * configuration is not another user's to set: the check guards
+	 * nothing here. Every repository is opened without searching up. */
+	if (workspace_git_ok && geteuid() == 0 &&
+	    git_libgit2_opts(GIT_OPT_SET_OWNER_VALIDATION, 0) != 0)
+		workspace_git_ok = 0;
 }
 
 static bool workspace_git(void)

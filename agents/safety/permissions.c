@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agents/safety/paths.h"
 #include "gateway/core/buf.h"
@@ -106,6 +107,30 @@ const struct cfg_section perm_rule_section = {
            "the message applies; a deny in any rule wins over an ask, an ask over an allow.",
 };
 
+/* The sandbox's uid and gid: an unprivileged id of the sandbox's own. */
+static const char *perm_check_sandbox_id(const void *field, bool gid)
+{
+	int64_t v = *(const int64_t *)field;
+
+	if (v == 0)
+		return gid ? "0 is root's group: the sandbox's group must be one of its own"
+		           : "0 is root: the sandbox's uid must be unprivileged";
+	if (v == (int64_t)(gid ? getgid() : getuid()))
+		return gid ? "this is the gateway's own group: the sandbox's must be another"
+		           : "this is the gateway's own uid: the sandbox's must be another";
+	return NULL;
+}
+
+static const char *perm_check_sandbox_uid(const void *field)
+{
+	return perm_check_sandbox_id(field, false);
+}
+
+static const char *perm_check_sandbox_gid(const void *field)
+{
+	return perm_check_sandbox_id(field, true);
+}
+
 static const struct cfg_key security_keys[] = {
     {
         .name = "owners",
@@ -173,6 +198,35 @@ static const struct cfg_key security_keys[] = {
         .max = 256,
         .doc = "The conversation on `approval_channel` that receives approval requests "
                "(the operator's chat id).",
+    },
+    {
+        .name = "sandbox_uid",
+        .type = CFG_INT,
+        .offset = offsetof(struct security_config, sandbox_uid),
+        .min = 0,
+        .max = 4294967294,
+        .def = "65533",
+        .validate = perm_check_sandbox_uid,
+        .doc = "When the gateway runs as root: the uid its sandboxed commands run as, "
+               "outside their user namespace too (inside they are `nobody`). The "
+               "workspace is given to it before each command (docs/security.md, \"The "
+               "sandbox\"). Never 0 nor the gateway's own uid; no account needs to exist. A "
+               "gateway that is not root keeps its own uid for its commands, and this is "
+               "not used.",
+        .hint = "choose an unused, unprivileged uid of the sandbox's own, such as 65533 (the "
+                "default; Debian reserves it, and systemd does not hand it out)",
+    },
+    {
+        .name = "sandbox_gid",
+        .type = CFG_INT,
+        .offset = offsetof(struct security_config, sandbox_gid),
+        .min = 0,
+        .max = 4294967294,
+        .def = "65533",
+        .validate = perm_check_sandbox_gid,
+        .doc = "The group of `sandbox_uid`: the commands' only group (no supplementary "
+               "ones).",
+        .hint = "choose an unused group of the sandbox's own, such as 65533 (the default)",
     },
 };
 

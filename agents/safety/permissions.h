@@ -83,6 +83,9 @@ struct security_config {
 	char *approval_channel; /* where approval requests are announced */
 	char *approval_account;
 	char *approval_target;
+	/* The uid and gid a root gateway's sandboxed commands run as
+	 * (sandbox.h SANDBOX_UID by default); never 0, never the gateway's */
+	int64_t sandbox_uid, sandbox_gid;
 };
 
 extern const struct cfg_section security_config_section;

@@ -25,6 +25,9 @@
 
 #define SANDBOX_ARGS_MAX 400
 #define SANDBOX_PROBE_MS 10000
+/* Where a root gateway's workspace is bound, in a mount namespace of the
+ * command's own, for bwrap to find as the sandbox's uid */
+#define SANDBOX_WS_MOUNT "/sys"
 
 /* The system part of the view: bound read-only where it is a directory,
  * recreated where it is a symlink (merged /usr: /bin -> usr/bin). */
@@ -631,15 +634,178 @@ out:
 	return rc;
 }
 
+/* ---- a root gateway's commands run as the sandbox's uid ---- */
+
+struct own_walk {
+	uid_t uid;
+	gid_t gid;
+	dev_t dev;
+	struct stat *skip; /* the hidden paths */
+	size_t n_skip, seen, changed;
+};
+
+static bool own_skipped(const struct own_walk *w, const struct stat *st)
+{
+	for (size_t i = 0; i < w->n_skip; i++)
+		if (w->skip[i].st_dev == st->st_dev && w->skip[i].st_ino == st->st_ino)
+			return true;
+	return false;
+}
+
+static void own_skip_add(struct own_walk *w, const char *h)
+{
+	if (h && h[0] == '/' && stat(h, &w->skip[w->n_skip]) == 0)
+		w->n_skip++;
+}
+
+/* One entry that is not a directory: opened as a path (the link itself
+ * for a symlink), so that what is chowned is what was looked at. */
+static void own_entry(struct own_walk *w, int dfd, const char *name)
+{
+	struct stat st;
+	int fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (fstat(fd, &st) == 0 && st.st_dev == w->dev && !own_skipped(w, &st) &&
+	    !(S_ISREG(st.st_mode) && st.st_nlink > 1) &&
+	    (st.st_uid != w->uid || st.st_gid != w->gid) &&
+	    fchownat(fd, "", w->uid, w->gid, AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW) == 0)
+		w->changed++;
+	close(fd);
+}
+
+static int own_dir(struct own_walk *w, int dfd, int depth)
+{
+	int dup = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+	struct dirent *de;
+	DIR *d;
+
+	if (dup < 0 || !(d = fdopendir(dup))) {
+		if (dup >= 0)
+			close(dup);
+		return errno == ENOMEM ? SB_ERR_NOMEM : SB_OK;
+	}
+	while ((de = readdir(d))) {
+		const char *name = de->d_name;
+		struct stat st, st2;
+		int fd;
+
+		if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+		    (depth == 0 && strcmp(name, ".git") == 0))
+			continue;
+		w->seen++;
+		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_dev != w->dev ||
+		    own_skipped(w, &st))
+			continue;
+		if (!S_ISDIR(st.st_mode)) {
+			if (st.st_uid != w->uid || st.st_gid != w->gid)
+				own_entry(w, dfd, name);
+			continue;
+		}
+		if (depth + 1 >= SANDBOX_OWN_DEPTH)
+			continue;
+		fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st2) == 0 && st2.st_dev == st.st_dev && st2.st_ino == st.st_ino) {
+			if ((st2.st_uid != w->uid || st2.st_gid != w->gid) &&
+			    fchown(fd, w->uid, w->gid) == 0)
+				w->changed++;
+			if (own_dir(w, fd, depth + 1) == SB_ERR_NOMEM) {
+				close(fd);
+				closedir(d);
+				return SB_ERR_NOMEM;
+			}
+		}
+		close(fd);
+	}
+	closedir(d);
+	return SB_OK;
+}
+
+#ifdef SB_CRASH_POINTS
+static void (*sandbox_own_hook)(void);
+
+void sandbox_test_on_own(void (*fn)(void))
+{
+	sandbox_own_hook = fn;
+}
+#endif
+
+unsigned sandbox_uid_of(const struct sandbox_policy *policy)
+{
+	return policy && policy->uid ? policy->uid : SANDBOX_UID;
+}
+
+unsigned sandbox_gid_of(const struct sandbox_policy *policy)
+{
+	return policy && policy->gid ? policy->gid : SANDBOX_UID;
+}
+
+int sandbox_own(const struct sandbox_policy *policy, const char *workspace, unsigned uid,
+                unsigned gid, size_t *seen, size_t *changed)
+{
+	struct own_walk w;
+	struct stat st;
+	size_t n = SANDBOX_HIDE_MAX + (policy ? policy->n_hide_more : 0);
+	int fd, rc;
+
+#ifdef SB_CRASH_POINTS
+	if (sandbox_own_hook)
+		sandbox_own_hook();
+#endif
+	memset(&w, 0, sizeof w);
+	w.uid = (uid_t)uid;
+	w.gid = (gid_t)gid;
+	if (!(w.skip = calloc(n ? n : 1, sizeof *w.skip)))
+		return SB_ERR_NOMEM;
+	for (size_t i = 0; policy && i < policy->n_hide && i < SANDBOX_HIDE_MAX; i++)
+		own_skip_add(&w, policy->hide[i]);
+	for (size_t i = 0; policy && policy->hide_more && i < policy->n_hide_more; i++)
+		own_skip_add(&w, policy->hide_more[i]);
+	fd = open(workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		rc = SB_ERR_NOTFOUND;
+		goto out;
+	}
+	w.dev = st.st_dev;
+	if ((st.st_uid != w.uid || st.st_gid != w.gid) && fchown(fd, w.uid, w.gid) == 0)
+		w.changed++;
+	rc = own_dir(&w, fd, 0);
+out:
+	if (fd >= 0)
+		close(fd);
+	free(w.skip);
+	if (seen)
+		*seen = w.seen;
+	if (changed)
+		*changed = w.changed;
+	return rc;
+}
+
+/* A program of the base system (util-linux's setpriv and unshare, mount)
+ * at its usual place. */
+static int sandbox_find_system(const char *name, char *out, size_t size)
+{
+	static const char *const dirs[] = {"/usr/bin", "/bin", "/usr/sbin", "/sbin", NULL};
+
+	for (size_t i = 0; dirs[i]; i++)
+		if (fmt(out, size, "%s/%s", dirs[i], name) == SB_OK && sandbox_executable(out))
+			return SB_OK;
+	return SB_ERR_NOTFOUND;
+}
+
 int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
                  const char *const *argv, const char *const *env, char ***out,
                  struct sandbox_fds *fds, char *why, size_t why_size)
 {
 	struct sandbox_args a;
 	struct sandbox_view view;
-	char bwrap[4096], path[4096], num[32];
+	char bwrap[4096], path[4096], num[32], setpriv[64], unshare[64], mount[64];
 	char *ws_real = NULL;
-	unsigned uid, gid;
+	unsigned uid, gid, box_uid = 0, box_gid = 0;
+	bool as_root;
 	struct stat st;
 	char **v;
 	int rc;
@@ -664,15 +830,67 @@ int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
 	}
 	memset(&a, 0, sizeof a);
 	memset(&view, 0, sizeof view);
+	as_root = geteuid() == 0;
+	if (as_root) {
+		/* A root gateway's command runs as the sandbox's uid outside its
+		 * user namespace too, and must read and write the workspace as
+		 * that uid (see docs/security.md). */
+		box_uid = sandbox_uid_of(policy);
+		box_gid = sandbox_gid_of(policy);
+		if (sandbox_find_system("setpriv", setpriv, sizeof setpriv) != SB_OK ||
+		    sandbox_find_system("unshare", unshare, sizeof unshare) != SB_OK ||
+		    sandbox_find_system("mount", mount, sizeof mount) != SB_OK) {
+			snprintf(why, why_size,
+			         "the sandbox cannot run commands as its own uid: util-linux's "
+			         "setpriv and unshare, and mount, must be installed");
+			rc = SB_ERR_NOTFOUND;
+			goto fail;
+		}
+		if (!policy->owned &&
+		    (rc = sandbox_own(policy, ws_real, box_uid, box_gid, NULL, NULL)) != SB_OK) {
+			snprintf(why, why_size, "the workspace %s cannot be given to the sandbox",
+			         workspace);
+			goto fail;
+		}
+	}
 	/* The process limit that holds whatever uid the sandbox maps to (the
-	 * kernel does not apply RLIMIT_NPROC to root's uid, which the sandbox
-	 * is outside when the gateway runs as root): a pids cgroup of its own,
-	 * joined by a shell outside before it becomes bwrap, so that nothing
-	 * the command forks escapes it. Where no pids cgroup can be made,
-	 * RLIMIT_NPROC alone (below). */
-	if (sandbox_cgroup_new(policy->max_processes > 0 ? policy->max_processes
+	 * kernel does not apply RLIMIT_NPROC to root's uid): a pids cgroup of
+	 * its own, joined by a shell outside before it becomes bwrap, so that
+	 * nothing the command forks escapes it. Where no pids cgroup can be
+	 * made, RLIMIT_NPROC alone (below), which holds for a root gateway
+	 * too since its commands are the sandbox's uid. */
+	if (!policy->no_cgroup &&
+	    sandbox_cgroup_new(policy->max_processes > 0 ? policy->max_processes
 	                                                 : SANDBOX_PROCESSES,
-	                       fds->cgroup, sizeof fds->cgroup) == SB_OK) {
+	                       fds->cgroup, sizeof fds->cgroup) != SB_OK)
+		fds->cgroup[0] = '\0';
+	if (as_root) {
+		/* Root joins the cgroup, then, in a mount namespace of its own,
+		 * binds the workspace over /sys (never in the view), where the
+		 * sandbox's uid reaches it without walking the gateway's 0700
+		 * home (bwrap resolves every source path as the uid it runs
+		 * as); then drops to that uid, with no supplementary groups and
+		 * no capabilities, and becomes bwrap. */
+		sa_add(&a, unshare);
+		sa_add(&a, "--mount");
+		sa_add2(&a, "--propagation", "private");
+		sa_add(&a, "--");
+		sa_add(&a, "/bin/sh");
+		sa_add(&a, "-c");
+		sa_add(&a, "{ [ -z \"$1\" ] || echo $$ > \"$1/cgroup.procs\"; } || exit 126; "
+		           "\"$2\" --rbind -- \"$0\" " SANDBOX_WS_MOUNT " || exit 126; "
+		           "shift 2; exec \"$@\"");
+		sa_add(&a, ws_real);
+		sa_add(&a, fds->cgroup);
+		sa_add(&a, mount);
+		sa_add(&a, setpriv);
+		snprintf(num, sizeof num, "--reuid=%u", box_uid);
+		sa_add(&a, num);
+		snprintf(num, sizeof num, "--regid=%u", box_gid);
+		sa_add(&a, num);
+		sa_add(&a, "--clear-groups");
+		sa_add(&a, "--");
+	} else if (fds->cgroup[0]) {
 		sa_add(&a, "/bin/sh");
 		sa_add(&a, "-c");
 		sa_add(&a, "echo $$ > \"$0/cgroup.procs\" || exit 126; exec \"$@\"");
@@ -728,15 +946,15 @@ int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
 	sa_add2(&a, "--dev", "/dev");
 	for (size_t i = 0; sandbox_tmpfs[i]; i++)
 		sa_add2(&a, "--tmpfs", sandbox_tmpfs[i]);
-	sa_add3(&a, policy->mode == SANDBOX_WORKSPACE_WRITE ? "--bind" : "--ro-bind", workspace,
-	        workspace);
+	sa_add3(&a, policy->mode == SANDBOX_WORKSPACE_WRITE ? "--bind" : "--ro-bind",
+	        as_root ? SANDBOX_WS_MOUNT : workspace, workspace);
 	view_add(&view, workspace, workspace);
 	/* A cut path would find no .git and leave the real one writable. */
 	if (FMT(path, "%s/.git", workspace) != SB_OK)
 		a.full = true;
 	else if (policy->mode == SANDBOX_WORKSPACE_WRITE && lstat(path, &st) == 0 &&
 	         !S_ISLNK(st.st_mode))
-		sa_add3(&a, "--ro-bind", path, path);
+		sa_add3(&a, "--ro-bind", as_root ? SANDBOX_WS_MOUNT "/.git" : path, path);
 	for (size_t i = 0; i < policy->n_read_only; i++) {
 		const char *ro = policy->read_only[i];
 
@@ -816,7 +1034,12 @@ fail:
 
 const char *sandbox_failure(int exit_code, const char *output, size_t len)
 {
-	if (exit_code == 1 && output && len >= 7 && strncmp(output, "bwrap: ", 7) == 0)
+	/* bwrap's own error; for a root gateway also the steps before it
+	 * (no right to make a mount namespace, in a container say) */
+	if (output && ((exit_code == 1 && ((len >= 7 && strncmp(output, "bwrap: ", 7) == 0) ||
+	                                   (len >= 9 && strncmp(output, "unshare: ", 9) == 0) ||
+	                                   (len >= 9 && strncmp(output, "setpriv: ", 9) == 0))) ||
+	               (exit_code == 126 && len >= 7 && strncmp(output, "mount: ", 7) == 0)))
 		return "the sandbox could not start on this host (bubblewrap failed: see its "
 		       "message above); sandboxed tools cannot run here until it works — run "
 		       "`switchboard doctor`";

@@ -15,6 +15,16 @@
  *         [--tmpfs DIR | --ro-bind /dev/null FILE]   (hidden paths inside the view)
  *         --clearenv --setenv PATH ... --chdir <workspace>
  *         -- /bin/sh -c 'ulimit -v KB; ulimit -u N; exec "$@"' sh argv...
+ * When the gateway is root, that bwrap is started through
+ *   unshare --mount --propagation private -- /bin/sh -c '<join the pids
+ *         cgroup>; mount --rbind <workspace> /sys' ...
+ *         setpriv --reuid=U --regid=G --clear-groups -- bwrap ...
+ *         --bind /sys <workspace> [--ro-bind /sys/.git <workspace>/.git] ...
+ * so that the command is the sandbox's uid U (SANDBOX_UID,
+ * security.sandbox_uid) outside its user namespace too, after sandbox_own
+ * gave it the workspace; bwrap then runs unprivileged and reaches the
+ * workspace at /sys of a mount namespace of the command's own, as U cannot
+ * walk the gateway's 0700 home. A gateway that is not root keeps its uid.
  *
  * The view is an allow-list: bwrap starts from an empty root, so nothing of
  * the host exists inside but what is listed (no /run and its sockets, no
@@ -40,6 +50,11 @@
 #define SANDBOX_HIDE_MAX 8
 #define SANDBOX_FDS_MAX 4
 #define SANDBOX_NOBODY 65534
+/* The uid and gid a root gateway's commands run as outside their user
+ * namespace by default (security.sandbox_uid): reserved by Debian's policy
+ * (65000-65533), below nobody, outside systemd's dynamic users
+ * (61184-65519 are handed out by hash, so any of them may be taken). */
+#define SANDBOX_UID 65533
 #define SANDBOX_PROCESSES 256 /* RLIMIT_NPROC of a command by default */
 
 enum sandbox_mode {
@@ -71,6 +86,17 @@ struct sandbox_policy {
 	 * lie in one outside the workspace, fails sandbox_argv (SB_ERR_PERM). */
 	const char *const *read_only;
 	size_t n_read_only;
+	/* When the gateway runs as root: the uid and gid the command runs as
+	 * outside its user namespace (0 = SANDBOX_UID); never root, never the
+	 * gateway's. A gateway that is not root cannot change uid: its own,
+	 * unprivileged, is kept, and these are ignored. */
+	unsigned uid, gid;
+	/* No pids cgroup even where one could be made: RLIMIT_NPROC alone
+	 * limits processes (the tests check that it holds by itself). */
+	bool no_cgroup;
+	/* The caller has run sandbox_own for this workspace just before (on
+	 * a pool thread, the bash tool): sandbox_argv does not again. */
+	bool owned;
 };
 
 const char *sandbox_mode_name(enum sandbox_mode m);
@@ -102,12 +128,39 @@ void sandbox_fds_close(struct sandbox_fds *f); /* closes the parent's copies; NU
  * what the child must inherit. mode must not be SANDBOX_FULL. SB_OK,
  * SB_ERR_NOTFOUND (no bwrap, or no workspace: why says so), SB_ERR_PERM (a
  * read_only path the view may not show: why says so), SB_ERR_INVAL,
- * SB_ERR_IO, SB_ERR_NOMEM; on error fds is empty. Any thread (stat only). */
+ * SB_ERR_IO, SB_ERR_NOMEM; on error fds is empty. When the gateway is
+ * root, first gives the workspace to the sandbox's uid (sandbox_own).
+ * Any thread. */
 int sandbox_argv(const struct sandbox_policy *policy, const char *workspace,
                  const char *const *argv, const char *const *env, char ***out,
                  struct sandbox_fds *fds, char *why, size_t why_size);
 
 void sandbox_argv_free(char **argv);
+
+/* Gives the workspace (absolute) to uid:gid, as a root gateway's commands
+ * run as that uid and must read and write it: every directory and file
+ * beneath it not owned so is chowned, except the top-level .git (commands
+ * see it read-only; its objects are world-readable), the paths policy
+ * hides (by device and inode), what lies on another filesystem, and
+ * regular files with more than one link (one may be a file outside). The
+ * walk opens each directory beneath its parent's fd without following
+ * links, so a command swapping a directory for a symlink meanwhile only
+ * stops it there; at most SANDBOX_OWN_DEPTH directories deep. Its counts
+ * into *seen and *changed (either may be NULL). SB_OK, SB_ERR_NOTFOUND
+ * (no workspace), SB_ERR_NOMEM. Blocking; any thread. */
+#define SANDBOX_OWN_DEPTH 256
+int sandbox_own(const struct sandbox_policy *policy, const char *workspace, unsigned uid,
+                unsigned gid, size_t *seen, size_t *changed);
+
+/* The uid and gid a root gateway's commands run as under policy (its own,
+ * or SANDBOX_UID). */
+unsigned sandbox_uid_of(const struct sandbox_policy *policy);
+unsigned sandbox_gid_of(const struct sandbox_policy *policy);
+
+#ifdef SB_CRASH_POINTS
+/* Tests only: fn runs at the start of every sandbox_own (NULL: none). */
+void sandbox_test_on_own(void (*fn)(void));
+#endif
 
 /* Makes a pids cgroup below this process's own (cgroup v1's pids
  * hierarchy, or v2 where the pids controller is enabled for children) with

@@ -10,12 +10,16 @@
  * kept whole up to BASH_OUTPUT_MAX (past it, its first BASH_OUTPUT_MAX and
  * last BASH_TAIL bytes), so that the output budget (budget.h) saves all of it
  * to the result store like any oversized result and the context gets a
- * preview of its head and tail.
+ * preview of its head and tail. A root gateway first gives the workspace to
+ * the sandbox's uid (sandbox_own) in a tool job on the pool, and starts the
+ * command when that is done.
  */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "agents/safety/sandbox.h"
 #include "agents/safety/spawn.h"
 #include "agents/tool.h"
 #include "agents/tools/common.h"
@@ -35,7 +39,91 @@ struct bash_run {
 	struct tool_spawn *sp;
 	int64_t timeout_ms;
 	bool finished; /* done has run (a cancel does it at once) */
+	/* A root gateway first gives the workspace to the sandbox's uid on a
+	 * pool thread (the walk may be long); meanwhile prep is that job and
+	 * what the spawn needs is kept here (borrowed from the run). */
+	struct tool_run *prep;
+	uv_loop_t *loop;
+	const char *workspace;
+	const struct sandbox_policy *sandbox;
+	char *command;
 };
+
+/* The ownership job's own copy of what sandbox_own reads. */
+struct bash_own {
+	struct sandbox_policy policy;
+	char *workspace;
+	char **more; /* the copied hide_more */
+	size_t n_more;
+};
+
+static void bash_own_free(void *arg)
+{
+	struct bash_own *o = arg;
+
+	if (!o)
+		return;
+	for (size_t i = 0; i < SANDBOX_HIDE_MAX; i++)
+		free((char *)o->policy.hide[i]);
+	for (size_t i = 0; i < o->n_more; i++)
+		free(o->more[i]);
+	free(o->more);
+	free(o->workspace);
+	free(o);
+}
+
+static struct bash_own *bash_own_new(const char *workspace, const struct sandbox_policy *p)
+{
+	struct bash_own *o = calloc(1, sizeof *o);
+
+	if (!o)
+		return NULL;
+	o->policy.mode = p->mode;
+	o->policy.uid = p->uid;
+	o->policy.gid = p->gid;
+	if (!(o->workspace = strdup(workspace)))
+		goto fail;
+	for (size_t i = 0; i < p->n_hide && i < SANDBOX_HIDE_MAX; i++)
+		if (p->hide[i] && !(o->policy.hide[i] = strdup(p->hide[i])))
+			goto fail;
+	o->policy.n_hide = p->n_hide < SANDBOX_HIDE_MAX ? p->n_hide : SANDBOX_HIDE_MAX;
+	if (p->hide_more && p->n_hide_more) {
+		if (!(o->more = calloc(p->n_hide_more, sizeof *o->more)))
+			goto fail;
+		for (; o->n_more < p->n_hide_more; o->n_more++)
+			if (p->hide_more[o->n_more] &&
+			    !(o->more[o->n_more] = strdup(p->hide_more[o->n_more])))
+				goto fail;
+		o->policy.hide_more = (const char *const *)o->more;
+		o->policy.n_hide_more = o->n_more;
+	}
+	return o;
+fail:
+	bash_own_free(o);
+	return NULL;
+}
+
+/* Pool thread. */
+static void bash_own_job(void *arg, struct tool_job_result *res)
+{
+	struct bash_own *o = arg;
+	int rc = sandbox_own(&o->policy, o->workspace, sandbox_uid_of(&o->policy),
+	                     sandbox_gid_of(&o->policy), NULL, NULL);
+
+	if (rc == SB_OK)
+		tool_result_text(res, "");
+	else if (rc == SB_ERR_NOMEM)
+		res->rc = SB_ERR_NOMEM;
+	else
+		tool_result_errorf(res, "the workspace %s cannot be given to the sandbox",
+		                   o->workspace);
+}
+
+static void bash_free(struct bash_run *b)
+{
+	free(b->command);
+	free(b);
+}
 
 /* Appends output bytes; a NUL would end the text wherever it goes next, so
  * it becomes U+FFFD. */
@@ -107,7 +195,7 @@ static void bash_spawned(void *ud, int rc, const struct tool_spawn_result *r)
 		else
 			b->done(b->ud, SB_OK, text, r->timed_out);
 	}
-	free(b);
+	bash_free(b);
 }
 
 static void bash_cancel(struct tool_run *run)
@@ -116,6 +204,11 @@ static void bash_cancel(struct tool_run *run)
 
 	if (b->finished)
 		return;
+	if (b->prep) {
+		/* bash_owned answers (at once) and frees b */
+		b->prep->cancel(b->prep);
+		return;
+	}
 	b->finished = true;
 	/* The spawn calls bash_spawned once the group is reaped; b lives
 	 * until then. */
@@ -123,12 +216,65 @@ static void bash_cancel(struct tool_run *run)
 	b->done(b->ud, SB_ERR_ABORTED, strdup("cancelled: the command was killed"), true);
 }
 
+/* Starts the command (b->command) under b->sandbox; the policy says
+ * whether the workspace was given to the sandbox's uid already. SB_OK, or
+ * an error with why filled when it is a sentence for the model. */
+static int bash_start(struct bash_run *b, const struct sandbox_policy *sandbox, char *why,
+                      size_t why_size)
+{
+	struct tool_spawn_options o;
+	const char *argv[4];
+
+	argv[0] = "/bin/sh";
+	argv[1] = "-c";
+	argv[2] = b->command;
+	argv[3] = NULL;
+	memset(&o, 0, sizeof o);
+	o.argv = argv;
+	o.cwd = b->workspace;
+	o.timeout_ms = b->timeout_ms;
+	o.max_output = BASH_OUTPUT_MAX;
+	o.keep_tail = BASH_TAIL;
+	o.sandbox = sandbox;
+	why[0] = '\0';
+	o.why = why;
+	o.why_size = why_size;
+	return tool_spawn(b->loop, &o, bash_spawned, b, &b->sp);
+}
+
+/* The ownership job ended (loop thread): start the command, or answer
+ * with why not (a cancel comes here too, at once). */
+static void bash_owned(void *ud, int rc, char *content, bool is_error)
+{
+	struct bash_run *b = ud;
+	struct sandbox_policy box;
+	char why[512];
+
+	b->prep = NULL;
+	if (rc != SB_OK || is_error) {
+		b->finished = true;
+		b->done(b->ud, rc, content, true);
+		bash_free(b);
+		return;
+	}
+	free(content);
+	box = *b->sandbox;
+	box.owned = true;
+	rc = bash_start(b, &box, why, sizeof why);
+	if (rc != SB_OK) {
+		char *msg = strdup(why[0] && rc != SB_ERR_NOMEM ? why : "out of memory");
+
+		b->finished = true;
+		b->done(b->ud, msg && why[0] && rc != SB_ERR_NOMEM ? SB_OK : SB_ERR_NOMEM, msg,
+		        true);
+		bash_free(b);
+	}
+}
+
 static int bash_call(const struct tool_ctx *ctx, const json_t *input, tool_done_cb done, void *ud,
                      struct tool_run **run)
 {
 	struct bash_run *b;
-	struct tool_spawn_options o;
-	const char *argv[4];
 	int64_t limit = ctx->timeout_ms > 0 ? ctx->timeout_ms : BASH_TIMEOUT_DEFAULT;
 	int64_t want = tool_in_int(input, "timeout_ms", limit);
 	char why[512];
@@ -143,23 +289,34 @@ static int bash_call(const struct tool_ctx *ctx, const json_t *input, tool_done_
 	b->done = done;
 	b->ud = ud;
 	b->timeout_ms = want > 0 && want < limit ? want : limit;
-	argv[0] = "/bin/sh";
-	argv[1] = "-c";
-	argv[2] = tool_in_str(input, "command", "");
-	argv[3] = NULL;
-	memset(&o, 0, sizeof o);
-	o.argv = argv;
-	o.cwd = ctx->workspace;
-	o.timeout_ms = b->timeout_ms;
-	o.max_output = BASH_OUTPUT_MAX;
-	o.keep_tail = BASH_TAIL;
-	o.sandbox = ctx->sandbox;
-	why[0] = '\0';
-	o.why = why;
-	o.why_size = sizeof why;
-	rc = tool_spawn(ctx->loop, &o, bash_spawned, b, &b->sp);
-	if (rc != SB_OK) {
+	b->loop = ctx->loop;
+	b->workspace = ctx->workspace;
+	b->sandbox = ctx->sandbox;
+	if (!(b->command = strdup(tool_in_str(input, "command", "")))) {
 		free(b);
+		return SB_ERR_NOMEM;
+	}
+	if (ctx->sandbox && ctx->sandbox->mode != SANDBOX_FULL && geteuid() == 0) {
+		/* A root gateway's walk of the workspace (sandbox_own) runs on
+		 * the pool, not on the loop thread; the command starts after. */
+		struct bash_own *o = bash_own_new(ctx->workspace, ctx->sandbox);
+
+		if (!o) {
+			bash_free(b);
+			return SB_ERR_NOMEM;
+		}
+		rc = tool_job_start(ctx, bash_own_job, o, bash_own_free, bash_owned, b, &b->prep);
+		if (rc != SB_OK) {
+			bash_free(b);
+			return rc;
+		}
+		if (run)
+			*run = &b->run;
+		return SB_OK;
+	}
+	rc = bash_start(b, ctx->sandbox, why, sizeof why);
+	if (rc != SB_OK) {
+		bash_free(b);
 		if (why[0] && rc != SB_ERR_NOMEM)
 			return tool_job_error(ctx->loop, why, done, ud, run);
 		return rc;

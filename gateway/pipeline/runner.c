@@ -840,6 +840,8 @@ static void run_gates(struct run_job *j)
 	j->sandbox.network = a->sandbox_network;
 	j->sandbox.memory_bytes = a->tool_memory;
 	j->sandbox.max_processes = (int)a->tool_processes;
+	j->sandbox.uid = (unsigned)j->cfg->security.sandbox_uid;
+	j->sandbox.gid = (unsigned)j->cfg->security.sandbox_gid;
 	/* What a tool process must not see: the gateway's home, config,
 	 * store and secret files wherever they are, and the home of the
 	 * user the gateway runs as. The sandbox's view is an allow-list, so

@@ -96,7 +96,8 @@ static int setup(void **state)
 	         "agents:\n"
 	         "  - {id: main, default: true, model: oa/gpt-test, sandbox: %s, "
 	         "tool_timeout: 20s}\n"
-	         "  - {id: slow, model: oa/gpt-test, sandbox: %s, tool_timeout: 1s}\n",
+	         "  - {id: slow, model: oa/gpt-test, sandbox: %s, tool_timeout: 1s}\n"
+	         "security: {sandbox_uid: 61234, sandbox_gid: 61235}\n",
 	         fx.llm.port, fx.sandbox, fx.sandbox);
 	home_put("switchboard.yaml", cfg);
 	if (harness_cli(fx.home, NULL, init) != 0)
@@ -631,6 +632,40 @@ static int check_private(const char *path, const struct stat *st, int flag, stru
 	return 0;
 }
 
+/* A root gateway's command is security.sandbox_uid outside its sandbox:
+ * the file it makes is 61234:61235 as the test sees it, and it appends to
+ * the file the write tool made just before, in a directory the tool made. */
+static void test_command_uid_outside(void **state)
+{
+	char path[1024], *tool;
+	struct stat st;
+	struct buf out;
+
+	(void)state;
+	if (geteuid() != 0 || strcmp(fx.sandbox, "full") == 0)
+		HARNESS_SKIP("needs root and a working bwrap: a gateway that is not root keeps "
+		             "its uid");
+	script("[{\"tool_calls\":[{\"name\":\"write\",\"input\":{\"path\":"
+	       "\"made/by/tool.txt\",\"content\":\"from the tool\\n\"}}]},"
+	       " {\"tool_calls\":[{\"name\":\"bash\",\"input\":{\"command\":"
+	       "\"echo more >> made/by/tool.txt && echo mine > made/by/command.txt && "
+	       "cat made/by/tool.txt\"}}]},"
+	       " {\"text\":\"written\"}]");
+	buf_init(&out, 1 << 20);
+	assert_int_equal(agent_run("write and append", &out), 0);
+	if (!strstr(out.data, "written"))
+		fail_msg("the run did not finish: %s", out.data);
+	buf_free(&out);
+	tool = last_tool_result();
+	if (!strstr(tool, "from the tool\nmore"))
+		fail_msg("the command could not append to the tool's file: %s", tool);
+	free(tool);
+	snprintf(path, sizeof path, "%s/made/by/command.txt", fx.ws);
+	assert_int_equal(lstat(path, &st), 0);
+	assert_int_equal(st.st_uid, 61234);
+	assert_int_equal(st.st_gid, 61235);
+}
+
 /* The home and everything the gateway writes in it (config, token,
  * store, transcripts, the scaffolded workspace) are the operator's alone
  * whatever the umask (022 here, as on most hosts): directories 0700,
@@ -670,6 +705,7 @@ int main(void)
 	    cmocka_unit_test(test_host_socket_unreachable),
 	    cmocka_unit_test(test_webhook_sender_not_in_main),
 	    cmocka_unit_test(test_home_private),
+	    cmocka_unit_test(test_command_uid_outside),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

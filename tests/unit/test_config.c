@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agents/agent_config.h"
@@ -330,6 +331,67 @@ static void test_web_allow_errors(void **state)
 	              "t.yaml:3:19: agents[0].web.allow[0]: \"10.0.0.1/8\" is not an IP address or "
 	              "network (hint: write an address (\"127.0.0.1\", \"::1\") or a network with "
 	              "its prefix length (\"10.1.2.0/24\"), with no bits set past the prefix)\n");
+}
+
+/* security.sandbox_uid and sandbox_gid: root and the gateway's own ids are
+ * refused, with the line and the fix; the default is 65533; another id is
+ * kept for the sandbox. */
+static void test_sandbox_uid_errors(void **state)
+{
+	struct config *c;
+	int st = 0;
+	pid_t pid;
+
+	(void)state;
+	c = load_ok(AGENTS);
+	assert_int_equal(c->security.sandbox_uid, 65533);
+	assert_int_equal(c->security.sandbox_gid, 65533);
+	config_unref(c);
+	c = load_ok("security:\n  sandbox_uid: 61000\n  sandbox_gid: 61001\n" AGENTS);
+	assert_int_equal(c->security.sandbox_uid, 61000);
+	assert_int_equal(c->security.sandbox_gid, 61001);
+	config_unref(c);
+	expect_errors(
+	    "security:\n  sandbox_uid: 0\n" AGENTS,
+	    "t.yaml:2:16: security.sandbox_uid: 0 is root: the sandbox's uid must be "
+	    "unprivileged, found \"0\" (hint: choose an unused, unprivileged uid of the sandbox's "
+	    "own, such as 65533 (the default; Debian reserves it, and systemd does not "
+	    "hand it out))\n");
+	expect_errors("security:\n  sandbox_gid: 0\n" AGENTS,
+	              "t.yaml:2:16: security.sandbox_gid: 0 is root's group: the sandbox's group "
+	              "must be one of its own, found \"0\" (hint: choose an unused group of the "
+	              "sandbox's own, "
+	              "such as 65533 (the default))\n");
+	/* the gateway's own uid, seen by a gateway that is not root */
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		struct config *cc = NULL;
+		char *txt = NULL;
+		const char *want =
+		    "t.yaml:2:16: security.sandbox_uid: this is the gateway's own "
+		    "uid: the sandbox's must be another, found \"4242\" (hint: choose an unused, "
+		    "unprivileged uid of the sandbox's own, such as 65533 (the "
+		    "default; Debian reserves it, and systemd does not hand it "
+		    "out))\n";
+		int rc;
+
+		if (geteuid() == 0 && setresuid(4242, 4242, 4242) != 0)
+			_exit(2);
+		rc = load(getuid() == 4242 ? "security:\n  sandbox_uid: 4242\n" AGENTS
+		                           : "security:\n  sandbox_uid: 0\n" AGENTS,
+		          &cc, &txt);
+		if (getuid() == 4242 && (rc != SB_ERR_CONFIG || strcmp(txt, want) != 0)) {
+			fprintf(stderr, "got rc %d: %s", rc, txt);
+			_exit(1);
+		}
+		free(txt);
+		config_unref(cc);
+		_exit(0);
+	}
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
 /* max_concurrent_runs: a number set is the number; 0 is 16 per core, as
@@ -1431,6 +1493,7 @@ static void test_docs_reference_current(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_sandbox_uid_errors),
 	    cmocka_unit_test(test_valid_full),
 	    cmocka_unit_test(test_defaults_filled),
 	    cmocka_unit_test(test_no_default_agent_among_several),

@@ -206,7 +206,16 @@ static void test_command_line(void **state)
 	assert_non_null(strstr(joined, "--uid 65534 --gid 65534 "));
 	assert_non_null(strstr(joined, "--disable-userns "));
 	assert_non_null(strstr(joined, "--seccomp "));
-	snprintf(gitro, sizeof gitro, "--ro-bind %s/.git %s/.git ", fx.ws, fx.ws);
+	/* a root gateway binds the workspace over /sys in a mount namespace
+	 * of the command's own and drops to the sandbox's uid before bwrap
+	 * (test_sandbox_uid checks what that does) */
+	if (geteuid() == 0) {
+		snprintf(gitro, sizeof gitro, "--ro-bind /sys/.git %s/.git ", fx.ws);
+		assert_non_null(strstr(joined, "--reuid=65533 --regid=65533 --clear-groups -- "));
+	} else {
+		snprintf(gitro, sizeof gitro, "--ro-bind %s/.git %s/.git ", fx.ws, fx.ws);
+		assert_null(strstr(joined, "--reuid="));
+	}
 	assert_non_null(strstr(joined, gitro));
 	sandbox_argv_free(v);
 	sandbox_fds_close(&fds);
@@ -664,6 +673,11 @@ static void test_missing_bwrap_refuses(void **state)
 	/* bwrap's own failure is recognised and explained */
 	assert_non_null(sandbox_failure(1, "bwrap: No permissions to create new namespace\n", 46));
 	assert_null(sandbox_failure(1, "grep: x: No such file\n", 22));
+	/* a root gateway's steps before bwrap */
+	assert_non_null(
+	    sandbox_failure(1, "unshare: unshare failed: Operation not permitted\n", 49));
+	assert_non_null(sandbox_failure(126, "mount: /sys: permission denied.\n", 32));
+	assert_null(sandbox_failure(126, "sh: 1: x: Permission denied\n", 28));
 }
 
 int main(void)
