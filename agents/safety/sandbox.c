@@ -770,7 +770,13 @@ int sandbox_own(const struct sandbox_policy *policy, const char *workspace, unsi
 		goto out;
 	}
 	w.dev = st.st_dev;
-	if ((st.st_uid != w.uid || st.st_gid != w.gid) && fchown(fd, w.uid, w.gid) == 0)
+	/* The workspace directory itself stays the gateway's, and the
+	 * sandbox's group may write in it: git (the operator's, as root)
+	 * refuses a work tree whose top another uid owns, and looks at no
+	 * other file's owner. */
+	if (st.st_gid != w.gid && fchown(fd, (uid_t)-1, w.gid) == 0)
+		w.changed++;
+	if ((st.st_mode & 0070) != 0070 && fchmod(fd, (st.st_mode & 07777) | 0070) == 0)
 		w.changed++;
 	rc = own_dir(&w, fd, 0);
 out:

@@ -419,6 +419,23 @@ static void test_git_inside(void **state)
 	assert_int_equal(o.exit_code, 0);
 	snprintf(cmd, sizeof cmd, "%s\na note\n", commit);
 	assert_string_equal(o.out, cmd);
+	/* the operator's own git, as root on the host and with no
+	 * safe.directory, still takes the work tree: its top is the
+	 * gateway's (the sandbox's group writes it) */
+	{
+		struct stat st;
+
+		assert_int_equal(stat(fx.ws, &st), 0);
+		assert_int_equal(st.st_uid, getuid());
+		assert_int_equal(st.st_gid, sandbox_gid_of(&p));
+		assert_int_equal(st.st_mode & 0070, 0070);
+	}
+	snprintf(cmd, sizeof cmd,
+	         "cd %s && HOME=/nonexistent GIT_CONFIG_NOSYSTEM=1 git status --porcelain "
+	         ">/dev/null 2>&1",
+	         fx.ws);
+	if (system(cmd) != 0)
+		fail_msg("the operator's git refuses the workspace: %s", cmd);
 	snprintf(cmd, sizeof cmd, "rm -rf %s/.git", fx.ws);
 	assert_int_equal(system(cmd), 0);
 }
@@ -556,7 +573,7 @@ static void test_ownership_pass_leaves(void **state)
 	mkdir(sub, 0700);
 	put_mode(sub, "leaf.txt", "leaf\n", 0600);
 	assert_int_equal(sandbox_own(&p, fx.ws, 62000, 62000, &seen, &changed), SB_OK);
-	assert_true(changed >= 4); /* the workspace, deep, leaf.txt, the link out */
+	assert_true(changed >= 4); /* the workspace's group, deep, leaf.txt, the link out */
 	assert_int_equal(lstat(path, &st), 0);
 	assert_int_equal(st.st_uid, 0); /* hidden */
 	path_in(sub, sizeof sub, fx.ws, ".git/config");
@@ -575,8 +592,12 @@ static void test_ownership_pass_leaves(void **state)
 	path_in(sub, sizeof sub, fx.ws, "deep/leaf.txt");
 	assert_int_equal(lstat(sub, &st), 0);
 	assert_int_equal(st.st_uid, 62000);
+	/* the workspace itself stays the gateway's; its group is the
+	 * sandbox's and may write */
 	assert_int_equal(lstat(fx.ws, &st), 0);
-	assert_int_equal(st.st_uid, 62000);
+	assert_int_equal(st.st_uid, 0);
+	assert_int_equal(st.st_gid, 62000);
+	assert_int_equal(st.st_mode & 0070, 0070);
 	/* a second pass finds nothing to change */
 	assert_int_equal(sandbox_own(&p, fx.ws, 62000, 62000, &seen, &changed), SB_OK);
 	assert_int_equal(changed, 0);
