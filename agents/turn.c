@@ -23,6 +23,7 @@
 #include "gateway/core/buf.h"
 #include "gateway/core/crash.h"
 #include "gateway/core/err.h"
+#include "gateway/core/jsonw.h"
 #include "gateway/core/log.h"
 
 #define TURN_MAX_CONTINUATIONS 3
@@ -1118,12 +1119,18 @@ static int turn_fnv_cb(const char *buffer, size_t size, void *data)
 }
 
 /* h extended by v's compact JSON and a newline; *len (may be NULL) receives
- * the length of that JSON. */
+ * the length of that JSON. Only an object or an array has JSON here (as
+ * with json_dumps without JSON_ENCODE_ANY); what cannot be written counts
+ * as nothing, as before. */
 static uint64_t turn_json_hash_len(uint64_t h, const json_t *v, size_t *len)
 {
 	struct turn_fnv_acc acc = {.h = h};
+	struct buf b;
 
-	json_dump_callback(v, turn_fnv_cb, &acc, JSON_COMPACT);
+	buf_init(&b, SIZE_MAX - 1);
+	if ((json_is_object(v) || json_is_array(v)) && jsonw_append(&b, v, 0) == SB_OK)
+		turn_fnv_cb(b.data, b.len, &acc);
+	buf_free(&b);
 	if (len)
 		*len = acc.len;
 	return turn_fnv(acc.h, "\n", 1);
