@@ -1514,6 +1514,50 @@ static void test_failure_isolated(void **state)
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM outbox"), 0);
 }
 
+static void kv_put_done(void *ud, int rc)
+{
+	int *r = ud;
+
+	*r = rc == SB_OK ? 1 : -1;
+	g_calls++;
+}
+
+/* An operation of one statement runs without a savepoint of its own: when
+ * it fails half way (here a trigger writes, then aborts), SQLite undoes
+ * that statement and nothing else; the operations around it in the same
+ * transaction commit. */
+static void test_one_statement_failure_isolated(void **state)
+{
+	struct fx *f = *state;
+	struct put_res first = {0};
+	int a = 0, bad = 0, b = 0;
+	sqlite3 *lock;
+
+	assert_int_equal(fx_open(f, 0, 0, 10000), SB_OK);
+	q_exec(f->path,
+	       "CREATE TABLE kv_log (key TEXT);"
+	       "CREATE TRIGGER kv_refuse AFTER INSERT ON kv WHEN NEW.key = 'bad' BEGIN "
+	       "INSERT INTO kv_log VALUES (NEW.key); SELECT RAISE(ABORT, 'refused'); END;");
+	lock = lock_db(f->path);
+	put_inbox(f, "default", "first", "{}", &first);
+	sleep_ms(50);
+	assert_int_equal(store_kv_put(f->st, "t", "a", "1", kv_put_done, &a), SB_OK);
+	assert_int_equal(store_kv_put(f->st, "t", "bad", "2", kv_put_done, &bad), SB_OK);
+	assert_int_equal(store_kv_put(f->st, "t", "b", "3", kv_put_done, &b), SB_OK);
+	unlock_db(lock);
+	wait_calls(f, 4);
+	assert_true(f->last_commit_ops >= 3); /* the three shared a transaction */
+	assert_int_equal(a, 1);
+	assert_int_equal(bad, -1);
+	assert_int_equal(b, 1);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM kv WHERE ns = 't' AND key IN "
+	                                "('a', 'b')"),
+	                 2);
+	/* neither the row nor what its trigger wrote before it aborted */
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM kv WHERE key = 'bad'"), 0);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM kv_log"), 0);
+}
+
 static void test_begin_failure_acknowledges_nothing(void **state)
 {
 	struct fx *f = *state;
@@ -1721,6 +1765,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_lazy_rides_with_next_write, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_failure_isolated, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_one_statement_failure_isolated, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_begin_failure_acknowledges_nothing, setup,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_close_flushes_and_refuses, setup, teardown),

@@ -1,6 +1,7 @@
 /*
  * sq_writer.c - the SQLite backend's writer thread: the queue the loop
- * thread fills, batches run in one transaction (a savepoint per operation),
+ * thread fills, batches run in one transaction (a savepoint per operation
+ * that makes more than one change),
  * group commit, the hand-back to the loop; open and close. See sq.h.
  */
 #include <signal.h>
@@ -32,6 +33,24 @@ static int (*const sq_runs[STORE_OP__COUNT])(struct sq_store *,
                                              struct store_op *) = {STORE_OPS(SQ_RUN_ROW_)};
 #undef SQ_RUN_ROW_
 
+/* The kinds whose run makes at most one change, with its last statement:
+ * SQLite undoes a statement that fails (its statement journal), so such an
+ * operation needs no savepoint of its own to leave nothing when it fails,
+ * nor does one that writes nothing (STORE_OP_READS). A savepoint and its
+ * release cost two statements; a message's commits are mostly these. */
+static const bool sq_one_change[STORE_OP__COUNT] = {
+    [STORE_OP_INBOX_PUT] = true,   /* an insert; a duplicate only reads */
+    [STORE_OP_OUTBOX_DONE] = true, /* one update by id */
+    [STORE_OP_KV_PUT] = true,      /* one upsert or delete */
+    [STORE_OP_SESSION_PUT] = true, /* one upsert */
+    [STORE_OP_TRANSCRIPT_PUT] = true, [STORE_OP_TRANSCRIPT_TRIM] = true, /* one delete */
+};
+
+static bool sq_needs_savepoint(enum store_op_kind kind)
+{
+	return !sq_one_change[kind] && !store_op_reads_only(kind);
+}
+
 size_t sq_queued(struct sq_store *s)
 {
 	size_t n;
@@ -61,7 +80,9 @@ static void sq_run_batch(struct sq_store *s, struct store_op *head, size_t n)
 		goto report;
 	}
 	for (op = head; op && !lost; op = op->next) {
-		if (sq_exec(s, SQ_SAVEPOINT) != SB_OK) {
+		bool sp = sq_needs_savepoint(op->kind);
+
+		if (sp && sq_exec(s, SQ_SAVEPOINT) != SB_OK) {
 			lost = true;
 			break;
 		}
@@ -72,6 +93,8 @@ static void sq_run_batch(struct sq_store *s, struct store_op *head, size_t n)
 			lost = true;
 			break;
 		}
+		if (!sp)
+			continue;
 		if (op->rc != SB_OK && sq_exec(s, SQ_ROLLBACK_TO) != SB_OK) {
 			lost = true;
 			break;
