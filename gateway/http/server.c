@@ -592,13 +592,30 @@ static int server_write(struct lws *wsi, struct server_pss *pss)
 		if (lws_add_http_common_headers(wsi, (unsigned int)r->status, r->content_type,
 		                                (lws_filepos_t)r->resp.len, &p, end))
 			return -1;
-		if (server_add_extra_headers(wsi, r, &p, end) ||
-		    lws_finalize_write_http_header(wsi, start, &p, end))
+		if (server_add_extra_headers(wsi, r, &p, end))
 			return -1;
-		r->headers_sent = true;
-		if (r->resp.len && r->method != SERVER_HEAD) {
-			lws_callback_on_writable(wsi);
-			return 0;
+		if (r->resp.len && r->method != SERVER_HEAD &&
+		    r->resp.len <= (size_t)(end - p) - 4 /* the blank line */) {
+			/* A small body goes out with its headers in one write
+			 * (a 202, an error, a JSON answer): one system call and
+			 * no wait for the next writable callback. */
+			if (lws_finalize_http_header(wsi, &p, end))
+				return -1;
+			memcpy(p, r->resp.data, r->resp.len);
+			p += r->resp.len;
+			if (lws_write(wsi, start, (size_t)(p - start), LWS_WRITE_HTTP_HEADERS) !=
+			    (int)(p - start))
+				return -1;
+			r->headers_sent = true;
+			r->sent = r->resp.len;
+		} else {
+			if (lws_finalize_write_http_header(wsi, start, &p, end))
+				return -1;
+			r->headers_sent = true;
+			if (r->resp.len && r->method != SERVER_HEAD) {
+				lws_callback_on_writable(wsi);
+				return 0;
+			}
 		}
 	} else {
 		unsigned char chunk[LWS_PRE + SERVER_CHUNK];
