@@ -8,6 +8,7 @@
 #include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -99,17 +100,24 @@ static int64_t rows(struct fx *f)
 
 static void ran(uv_timer_t *t)
 {
-	(void)t;
+	*(bool *)t->data = true;
 }
 
-/* Turns the loop for about ms (timers and the pool's completions). */
+/* Turns the loop for about ms (timers and the pool's completions). The
+ * timer repeats until it is seen: a one-shot timer that is already due
+ * when an iteration starts (the loop's cached time can be old on a slow
+ * machine) fires before the poll, and the poll then waits for ever when
+ * nothing else is pending. */
 static void run_for(struct fx *f, int ms)
 {
 	uv_timer_t t;
+	bool fired = false;
 
 	uv_timer_init(&f->loop, &t);
-	uv_timer_start(&t, ran, (uint64_t)ms, 0);
-	while (uv_is_active((uv_handle_t *)&t))
+	t.data = &fired;
+	uv_update_time(&f->loop);
+	uv_timer_start(&t, ran, (uint64_t)ms, (uint64_t)ms);
+	while (!fired)
 		uv_run(&f->loop, UV_RUN_ONCE);
 	uv_close((uv_handle_t *)&t, NULL);
 	uv_run(&f->loop, UV_RUN_NOWAIT);
