@@ -291,6 +291,13 @@ static void transcript_work(uv_work_t *w)
 			if (!t->recorded && t->created && t->batch_err == SB_OK &&
 			    transcript_sync_dir(t->path) != SB_OK)
 				t->batch_err = SB_ERR_IO;
+			/* Kept durable in the store: start the file's writeback
+			 * now (a hint, nothing waits), so that the batched sync
+			 * finds little left and its burst of writes does not
+			 * queue the store's next commit behind it (the p99 at
+			 * one sender, docs/performance.md). */
+			if (t->recorded)
+				(void)sync_file_range(t->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 			if (close(t->fd) != 0 && t->batch_err == SB_OK)
 				t->batch_err = SB_ERR_IO;
 			t->fd = -1;
