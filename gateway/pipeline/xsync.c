@@ -69,7 +69,6 @@ struct xsync {
 	bool timer_open;
 	bool closing;
 	size_t refs;    /* the two handles, store callbacks and a repair in flight */
-	bool busy;      /* a sync job is on the pool */
 	int64_t max_id; /* highest committed row not yet given to a job */
 	/* The highest row the start-up repair saw: only a repair trims rows
 	 * up to it, so that one it could not restore stays for the next. */
@@ -246,7 +245,6 @@ static void xsync_sync_done(uv_async_t *a)
 	pthread_join(j->thread, NULL);
 	pthread_mutex_destroy(&j->mu);
 	x->syncing = NULL;
-	x->busy = false;
 	if (j->rc == SB_OK) {
 		if (!x->closing && j->upto > x->floor &&
 		    store_transcript_trim(x->store, x->floor, j->upto, xsync_trimmed, NULL) !=
@@ -276,7 +274,7 @@ static void xsync_timer_cb(uv_timer_t *t)
 	struct xsync *x = t->data;
 	struct xsync_job *j;
 
-	if (x->busy || x->closing || !x->max_id)
+	if (x->syncing || x->closing || !x->max_id)
 		return;
 	j = calloc(1, sizeof *j);
 	if (!j)
@@ -300,7 +298,6 @@ static void xsync_timer_cb(uv_timer_t *t)
 		goto again;
 	}
 	x->syncing = j;
-	x->busy = true;
 	x->max_id = 0;
 	return;
 again:
@@ -323,7 +320,7 @@ static void xsync_put_cb(void *ud, int rc, int64_t id, bool duplicate)
 			x->waiting.overflow = true;
 		if (id > x->max_id)
 			x->max_id = id;
-		if (!x->busy && !uv_is_active((uv_handle_t *)&x->timer))
+		if (!x->syncing && !uv_is_active((uv_handle_t *)&x->timer))
 			uv_timer_start(&x->timer, xsync_timer_cb, XSYNC_INTERVAL_MS, 0);
 	} else if (rc != SB_OK) {
 		log_error("transcript", "cannot keep the transcript lines in the store",
