@@ -805,6 +805,13 @@ static int daemon_start_pipeline(struct daemon *d)
 	oo.metrics = &d->metrics;
 	oo.ud = d;
 	oo.channel = daemon_channel;
+	/* Every run's reply can be on its way at once, with room for the
+	 * retries and scheduled sends beside them: below that, a reply
+	 * committed while the sends are full goes in pending and waits for a
+	 * claim of its own (a store query and a commit more). */
+	oo.max_in_flight = (size_t)config_max_runs(d->cfg) * 4;
+	if (oo.max_in_flight < 32)
+		oo.max_in_flight = 32;
 	return outbox_new(&d->outbox, &oo);
 }
 
