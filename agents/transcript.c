@@ -550,34 +550,29 @@ out:
 	return rc;
 }
 
-/* Writes the header to path.new and renames it to path: the file appears
- * whole or not at all. Nothing is synced here: the close syncs the file and
- * its directory, or the caller keeps the bytes durable in the store
+/* Creates path with its header, in one write(2), when it does not exist:
+ * SB_OK with t->fd open, SB_ERR_EXISTS when it does (t->fd stays -1). A
+ * kill cannot cut one write in two; a machine crash can leave the file empty
+ * or its header torn, which transcript_load reads as no transcript and the
+ * next open starts again (the store keeps the bytes of a run it recorded,
+ * header included). Nothing is synced here: the close syncs the file and its
+ * directory, or the caller keeps the bytes durable in the store
  * (transcript_take_pending), off the message's critical path. */
-static int transcript_create(const char *path, const struct transcript_info *info,
+static int transcript_create(const char *path, const char *dir, const struct transcript_info *info,
                              struct transcript *t)
 {
-	char tmp[PATH_MAX];
-	int fd, rc;
+	int rc;
 
-	if (snprintf(tmp, sizeof tmp, "%s.new", path) >= (int)sizeof tmp)
-		return SB_ERR_TOOBIG;
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOCTTY, 0600);
-	if (fd < 0)
-		return SB_ERR_IO;
-	rc = transcript_write_header(fd, info, t);
-	if (close(fd) != 0 && rc == SB_OK)
-		rc = SB_ERR_IO;
+	t->fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0600);
+	if (t->fd < 0 && errno == ENOENT && dir && fs_mkdirs(dir, 0700) == SB_OK)
+		t->fd =
+		    open(path, O_RDWR | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC | O_NOCTTY, 0600);
+	if (t->fd < 0)
+		return errno == EEXIST ? SB_ERR_EXISTS : SB_ERR_IO;
+	t->created = true;
+	rc = transcript_write_header(t->fd, info, t);
 	if (rc == SB_OK)
 		SB_CRASH_POINT("transcript.create");
-	if (rc == SB_OK && rename(tmp, path) != 0)
-		rc = SB_ERR_IO;
-	if (rc != SB_OK) {
-		unlink(tmp);
-		return rc;
-	}
-	SB_CRASH_POINT("transcript.header.rename");
-	t->created = true;
 	return rc;
 }
 
@@ -605,16 +600,15 @@ int transcript_open(struct transcript **out, uv_loop_t *loop, const char *path,
 	if (sodium_init() < 0)
 		goto out;
 	dir = transcript_dirname(path);
-	rc = SB_ERR_IO;
-	if (dir && fs_mkdirs(dir, 0700) != SB_OK)
+	/* Most opens are of a new conversation: one open and one write. */
+	rc = transcript_create(path, dir, info, t);
+	if (rc == SB_OK) {
+		*out = t;
+		t = NULL;
 		goto out;
-	if (stat(path, &st) != 0 ? errno == ENOENT : st.st_size == 0) {
-		/* A new transcript appears whole or not at all: its header is
-		 * written to a temporary file that is renamed into place. */
-		rc = transcript_create(path, info, t);
-		if (rc != SB_OK)
-			goto out;
 	}
+	if (rc != SB_ERR_EXISTS)
+		goto out;
 	rc = SB_ERR_IO;
 	t->fd = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0600);
 	if (t->fd < 0 || fstat(t->fd, &st) != 0)
@@ -639,6 +633,9 @@ int transcript_open(struct transcript **out, uv_loop_t *loop, const char *path,
 		}
 	}
 	if (st.st_size == 0) {
+		/* Left empty by a crash: whether its directory entry reached
+		 * the disk is not known, so it is treated as new. */
+		t->created = true;
 		t->pending_len = 0;
 		rc = transcript_write_header(t->fd, info, t);
 		if (rc != SB_OK)
@@ -1092,7 +1089,8 @@ static int transcript_repair_edits(const json_t *messages, json_t **edits, size_
 		*added += json_array_size(results);
 		if (next) {
 			fixed = json_deep_copy(next);
-			if (!fixed || json_array_extend(results, json_object_get(next, "content")) != 0 ||
+			if (!fixed ||
+			    json_array_extend(results, json_object_get(next, "content")) != 0 ||
 			    json_object_set(fixed, "content", results) != 0) {
 				json_decref(fixed);
 				json_decref(results);

@@ -311,6 +311,11 @@ int beneath_stat(int root, const char *path, struct stat *st)
 		return rc;
 	if (!rel[0])
 		return fstat(root, st) == 0 ? SB_OK : beneath_errno(errno);
+	/* One component (normalised: never "." or ".."): its parent is the
+	 * root itself, and a symlink there is not followed. */
+	if (!strchr(rel, '/'))
+		return fstatat(root, rel, st, AT_SYMLINK_NOFOLLOW) == 0 ? SB_OK
+		                                                        : beneath_errno(errno);
 	if ((rc = beneath_parent(root, rel, O_PATH, &pfd, &last)))
 		return rc;
 	rc = fstatat(pfd, last, st, AT_SYMLINK_NOFOLLOW) == 0 ? SB_OK : beneath_errno(errno);

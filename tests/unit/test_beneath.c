@@ -234,6 +234,24 @@ static void test_escapes(void **state)
 	assert_int_equal(beneath_mkdirs(t->rootfd, "../out/z", 0700), SB_ERR_PERM);
 	assert_int_equal(beneath_unlink(t->rootfd, "../out/a/b/c/f", false), SB_ERR_PERM);
 	assert_null(text);
+	/* One component (the stat's short way): ".." is refused, "x/.." is
+	 * the root, a link is seen as a link and not followed. */
+	assert_int_equal(beneath_stat(t->rootfd, "..", &st), SB_ERR_PERM);
+	assert_int_equal(beneath_stat(t->rootfd, "a/..", &st), SB_OK);
+	assert_true(S_ISDIR(st.st_mode));
+	{
+		char lnk[400], outf[400];
+
+		snprintf(lnk, sizeof lnk, "%s/top", t->root);
+		snprintf(outf, sizeof outf, "%s/a/b/c/f", t->out);
+		assert_int_equal(symlink(outf, lnk), 0);
+		assert_int_equal(beneath_stat(t->rootfd, "top", &st), SB_OK);
+		assert_true(S_ISLNK(st.st_mode));
+		assert_int_equal(beneath_stat(t->rootfd, "./top", &st), SB_OK);
+		assert_true(S_ISLNK(st.st_mode));
+		assert_int_equal(unlink(lnk), 0);
+		assert_int_equal(beneath_stat(t->rootfd, "top", &st), SB_ERR_NOTFOUND);
+	}
 }
 
 /* A symlink at each component, and every operation through it. */
