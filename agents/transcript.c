@@ -1,14 +1,16 @@
 /*
  * transcript.c - a session's append-only JSONL transcript. See transcript.h.
  *
- * Appends are serialised on the loop thread into a queue of lines. One
- * uv_queue_work job at a time takes the queue, up to the first flush marker,
- * as a batch and writes it in order, one write(2) per line, to a descriptor
- * opened O_APPEND; the next batch is submitted from the job's completion
- * callback. Flush requests are
- * markers in the same queue, so they complete exactly when everything queued
- * before them is written. Closing is the last marker: the job fsyncs and
- * closes the descriptor and the completion callback frees the transcript.
+ * Appends are serialised on the loop thread into a queue of lines. The
+ * transcripts of one loop share a lane (below): one uv_queue_work job at a
+ * time takes, from every transcript with lines waiting, its queue up to the
+ * first flush marker as a batch, and writes each batch in order, in one
+ * writev(2) where it can, to a descriptor opened O_APPEND; the next job is
+ * submitted from the completion callback. Flush requests are markers in the
+ * same queue, so they complete exactly when everything queued before them is
+ * written. Closing is the last marker: the job syncs (unless the store keeps
+ * the bytes) and closes the descriptor and the completion callback frees the
+ * transcript.
  *
  * Torn lines: a crash in the middle of a write leaves a last line without
  * "\n" (or, rarely, an invalid last line). The file is append-only, so the
@@ -24,12 +26,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sodium.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -63,6 +68,23 @@ struct transcript_item {
 	void *ud;
 };
 
+/* The transcripts of one loop share a lane: one job at a time on the thread
+ * pool writes the batches of every transcript that had lines waiting when it
+ * was submitted, so that many conversations at once cost one hand-off, not
+ * one each. A transcript is in at most one job at a time (its order holds);
+ * what is appended meanwhile waits on the ready list for the next job, which
+ * the completion submits. */
+struct transcript_lane {
+	uv_loop_t *loop;
+	struct transcript_lane *next;
+	size_t refs;                           /* transcripts, and a completion running */
+	bool busy;                             /* a job is on the pool */
+	bool completing;                       /* in lane_after: submit at its end */
+	struct transcript *ready, *ready_tail; /* waiting for the next job */
+	struct transcript *job;                /* in the job */
+	uv_work_t work;
+};
+
 struct transcript {
 	uv_loop_t *loop;
 	int fd;
@@ -72,13 +94,15 @@ struct transcript {
 	bool torn;     /* the file ends in torn line(s): mark the next append */
 	bool closing;  /* transcript_close was called: no more appends */
 	bool busy;     /* a batch is on the thread pool */
+	bool ready;    /* on its lane's ready list */
 	int err;       /* first write error (sticky): later lines are refused */
 	int batch_err; /* the worker's copy of err while busy */
 	size_t queued_bytes;
 	struct transcript_item *head, *tail; /* waiting for the next batch */
 	struct transcript_item *batch;       /* owned by the job while busy */
-	uv_work_t work;
-	char *stamp_key; /* transcript_set_stamp */
+	struct transcript_lane *lane;
+	struct transcript *lane_next; /* on the ready list, then in the job */
+	char *stamp_key;              /* transcript_set_stamp */
 	json_t *stamp;
 	/* What this open wrote, from the file offset base: the bytes
 	 * transcript_take_pending hands over (header included for a file it
@@ -89,6 +113,7 @@ struct transcript {
 	bool pending_over; /* more than TRANSCRIPT_PENDING_MAX: not kept */
 	bool created;      /* this open created the file (its directory entry is new) */
 	bool recorded;     /* taken: the caller keeps the bytes durable, close syncs nothing */
+	bool no_hint;      /* the close of a recorded one starts no writeback */
 };
 
 /* Gives up keeping what this open writes: the close syncs the file. */
@@ -227,27 +252,88 @@ static void transcript_items_free(struct transcript_item *it)
 	}
 }
 
+/* After a failed append: cuts off the `written` bytes of it that reached the
+ * file (only this open appends to it), so that the file still ends on a whole
+ * line. SB_ERR_IO either way: if the cut fails, the torn line stays and load
+ * skips it. */
+static int transcript_cut_back(int fd, size_t written)
+{
+	off_t end;
+
+	if (written && (end = lseek(fd, 0, SEEK_END)) >= (off_t)written &&
+	    ftruncate(fd, end - (off_t)written) != 0)
+		return SB_ERR_IO; /* the torn line stays; load skips it */
+	return SB_ERR_IO;
+}
+
 /* Writes all of p with as few write(2) calls as the kernel allows (one for a
  * regular file unless the disk is full). On failure the partial line is cut
  * off again so that the file still ends on a whole line. */
 static int transcript_write_line(int fd, const char *p, size_t len)
 {
-	off_t start = lseek(fd, 0, SEEK_END);
+	size_t written = 0;
 
 	while (len) {
 		ssize_t n = write(fd, p, len);
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0) {
-			if (start >= 0 && ftruncate(fd, start) != 0)
-				return SB_ERR_IO; /* the torn line stays; load skips it */
-			return SB_ERR_IO;
-		}
+		if (n <= 0)
+			return transcript_cut_back(fd, written);
 		p += n;
 		len -= (size_t)n;
+		written += (size_t)n;
 	}
 	return SB_OK;
+}
+
+/* Writes the lines of a batch from it on, up to its first item that is not
+ * a line, in as few writev(2) calls as the kernel allows (one for a regular
+ * file unless the disk is full, IOV_MAX lines at most per call); *next is the
+ * item after them. On failure what was written of the batch is cut off again
+ * so that the file still ends on a whole line. */
+static int transcript_write_lines(int fd, struct transcript_item *it, struct transcript_item **next)
+{
+	struct iovec iov[64];
+	size_t written = 0;
+	int rc = SB_OK;
+
+	while (it && it->kind == TRANSCRIPT_LINE) {
+		size_t n = 0, skip;
+
+		for (; it && it->kind == TRANSCRIPT_LINE && n < sizeof iov / sizeof iov[0];
+		     it = it->next) {
+			iov[n].iov_base = it->line;
+			iov[n++].iov_len = it->len;
+		}
+		SB_CRASH_POINT("transcript.append");
+		for (skip = 0; skip < n;) {
+			ssize_t w = writev(fd, iov + skip, (int)(n - skip));
+
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0) {
+				rc = SB_ERR_IO;
+				break;
+			}
+			written += (size_t)w;
+			while (skip < n && (size_t)w >= iov[skip].iov_len)
+				w -= (ssize_t)iov[skip++].iov_len;
+			if (skip < n) {
+				iov[skip].iov_base = (char *)iov[skip].iov_base + w;
+				iov[skip].iov_len -= (size_t)w;
+			}
+		}
+		if (rc != SB_OK)
+			break;
+	}
+	if (rc != SB_OK) {
+		rc = transcript_cut_back(fd, written);
+		while (it && it->kind == TRANSCRIPT_LINE)
+			it = it->next;
+	}
+	*next = it;
+	return rc;
 }
 
 /* Syncs the directory that holds path (its new entry). Blocking. */
@@ -273,14 +359,15 @@ static int transcript_sync_dir(const char *path)
 
 /* Thread pool: writes the batch in order. Touches only the batch, fd and
  * batch_err, which the loop thread leaves alone while busy. */
-static void transcript_work(uv_work_t *w)
+static void transcript_work(struct transcript *t)
 {
-	struct transcript *t = w->data;
-
-	for (struct transcript_item *it = t->batch; it; it = it->next) {
-		if (it->kind == TRANSCRIPT_LINE && t->batch_err == SB_OK) {
-			SB_CRASH_POINT("transcript.append");
-			t->batch_err = transcript_write_line(t->fd, it->line, it->len);
+	for (struct transcript_item *it = t->batch, *next; it; it = next) {
+		next = it->next;
+		if (it->kind == TRANSCRIPT_LINE) {
+			if (t->batch_err == SB_OK)
+				t->batch_err = transcript_write_lines(t->fd, it, &next);
+			else
+				continue;
 		}
 		if (it->kind == TRANSCRIPT_CLOSE && t->fd >= 0) {
 			/* Unless the caller keeps the bytes durable elsewhere
@@ -296,7 +383,7 @@ static void transcript_work(uv_work_t *w)
 			 * finds little left and its burst of writes does not
 			 * queue the store's next commit behind it (the p99 at
 			 * one sender, docs/performance.md). */
-			if (t->recorded)
+			if (t->recorded && !t->no_hint)
 				(void)sync_file_range(t->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
 			if (close(t->fd) != 0 && t->batch_err == SB_OK)
 				t->batch_err = SB_ERR_IO;
@@ -305,8 +392,75 @@ static void transcript_work(uv_work_t *w)
 	}
 }
 
+/* ---- lanes ---- */
+
+static pthread_mutex_t transcript_lanes_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct transcript_lane *transcript_lanes;
+static atomic_ullong transcript_jobs;
+
+unsigned long long transcript_jobs_submitted(void)
+{
+	return atomic_load(&transcript_jobs);
+}
+
+/* The lane of loop, with a reference (any thread: transcript_open runs on
+ * the pool). NULL without memory. */
+static struct transcript_lane *lane_get(uv_loop_t *loop)
+{
+	struct transcript_lane *l;
+
+	pthread_mutex_lock(&transcript_lanes_mu);
+	for (l = transcript_lanes; l && l->loop != loop; l = l->next)
+		;
+	if (!l && (l = calloc(1, sizeof *l))) {
+		l->loop = loop;
+		l->next = transcript_lanes;
+		transcript_lanes = l;
+	}
+	if (l)
+		l->refs++;
+	pthread_mutex_unlock(&transcript_lanes_mu);
+	return l;
+}
+
+static void lane_put(struct transcript_lane *l)
+{
+	struct transcript_lane **pp;
+
+	if (!l)
+		return;
+	pthread_mutex_lock(&transcript_lanes_mu);
+	if (--l->refs == 0) {
+		for (pp = &transcript_lanes; *pp && *pp != l; pp = &(*pp)->next)
+			;
+		if (*pp)
+			*pp = l->next;
+		free(l);
+	}
+	pthread_mutex_unlock(&transcript_lanes_mu);
+}
+
+static void lane_unready(struct transcript_lane *l, struct transcript *t)
+{
+	struct transcript **pp, *prev = NULL;
+
+	if (!t->ready)
+		return;
+	for (pp = &l->ready; *pp && *pp != t; pp = &(*pp)->lane_next)
+		prev = *pp;
+	if (*pp)
+		*pp = t->lane_next;
+	if (l->ready_tail == t)
+		l->ready_tail = prev;
+	t->lane_next = NULL;
+	t->ready = false;
+}
+
 static void transcript_free(struct transcript *t)
 {
+	if (t->lane)
+		lane_unready(t->lane, t);
+	lane_put(t->lane);
 	transcript_items_free(t->head);
 	if (t->fd >= 0)
 		close(t->fd);
@@ -317,16 +471,12 @@ static void transcript_free(struct transcript *t)
 	free(t);
 }
 
-static void transcript_after_work(uv_work_t *w, int status);
-
-static void transcript_submit(struct transcript *t)
+/* Takes t's queue up to its first flush marker as its batch, so that the
+ * marker's callback runs as soon as what came before it is written. */
+static void transcript_cut_batch(struct transcript *t)
 {
 	struct transcript_item *last;
 
-	if (t->busy || !t->head)
-		return;
-	/* A batch ends at the first flush marker, so that its callback runs
-	 * as soon as what came before it is written. */
 	for (last = t->head; last->next && last->kind == TRANSCRIPT_LINE; last = last->next)
 		t->queued_bytes -= last->len;
 	if (last->kind == TRANSCRIPT_LINE)
@@ -338,21 +488,60 @@ static void transcript_submit(struct transcript *t)
 	last->next = NULL;
 	t->busy = true;
 	t->batch_err = t->err;
-	t->work.data = t;
-	if (uv_queue_work(t->loop, &t->work, transcript_work, transcript_after_work) != 0) {
+}
+
+static void lane_work(uv_work_t *w)
+{
+	struct transcript_lane *l = w->data;
+
+	for (struct transcript *t = l->job; t; t = t->lane_next)
+		transcript_work(t);
+}
+
+static void lane_after(uv_work_t *w, int status);
+
+/* Submits one job with every ready transcript's batch, unless one is on the
+ * pool already (its completion submits). Loop thread. */
+static void lane_submit(struct transcript_lane *l)
+{
+	if (l->busy || l->completing || !l->ready)
+		return;
+	l->job = l->ready;
+	l->ready = l->ready_tail = NULL;
+	for (struct transcript *t = l->job; t; t = t->lane_next) {
+		t->ready = false;
+		transcript_cut_batch(t);
+	}
+	l->busy = true;
+	l->work.data = l;
+	atomic_fetch_add(&transcript_jobs, 1);
+	if (uv_queue_work(l->loop, &l->work, lane_work, lane_after) != 0) {
 		/* Only fails for a NULL callback; keep the contract anyway: run it here. */
-		transcript_work(&t->work);
-		transcript_after_work(&t->work, 0);
+		lane_work(&l->work);
+		lane_after(&l->work, 0);
 	}
 }
 
-static void transcript_after_work(uv_work_t *w, int status)
+static void transcript_submit(struct transcript *t)
 {
-	struct transcript *t = w->data;
+	if (t->busy || t->ready || !t->head)
+		return;
+	t->ready = true;
+	t->lane_next = NULL;
+	if (t->lane->ready_tail)
+		t->lane->ready_tail->lane_next = t;
+	else
+		t->lane->ready = t;
+	t->lane->ready_tail = t;
+	lane_submit(t->lane);
+}
+
+/* One transcript's batch is written: its flush callbacks, its close. */
+static void transcript_after_work(struct transcript *t)
+{
 	struct transcript_item *batch = t->batch;
 	bool closed = false;
 
-	(void)status;
 	t->batch = NULL;
 	t->busy = false;
 	if (t->err == SB_OK && t->batch_err != SB_OK)
@@ -371,6 +560,29 @@ static void transcript_after_work(uv_work_t *w, int status)
 		return;
 	}
 	transcript_submit(t);
+}
+
+static void lane_after(uv_work_t *w, int status)
+{
+	struct transcript_lane *l = w->data;
+	struct transcript *t = l->job, *next;
+
+	(void)status;
+	/* Held through the callbacks: the last close may drop the others. */
+	pthread_mutex_lock(&transcript_lanes_mu);
+	l->refs++;
+	pthread_mutex_unlock(&transcript_lanes_mu);
+	l->job = NULL;
+	l->busy = false;
+	l->completing = true;
+	for (; t; t = next) {
+		next = t->lane_next;
+		t->lane_next = NULL;
+		transcript_after_work(t);
+	}
+	l->completing = false;
+	lane_submit(l);
+	lane_put(l);
 }
 
 static int transcript_enqueue(struct transcript *t, enum transcript_item_kind kind, char *line,
@@ -595,7 +807,8 @@ int transcript_open(struct transcript **out, uv_loop_t *loop, const char *path,
 	t->fd = -1;
 	t->loop = loop;
 	t->path = strdup(path);
-	if (!t->path)
+	t->lane = lane_get(loop);
+	if (!t->path || !t->lane)
 		goto out;
 	if (sodium_init() < 0)
 		goto out;
@@ -824,6 +1037,12 @@ void transcript_sync_on_close(struct transcript *t)
 {
 	if (t)
 		t->recorded = false;
+}
+
+void transcript_writeback_hint(struct transcript *t, bool on)
+{
+	if (t)
+		t->no_hint = !on;
 }
 
 void transcript_close(struct transcript *t)

@@ -97,6 +97,10 @@ int transcript_take_pending(struct transcript *t, int64_t *offset, char **bytes,
  * caller could not keep the bytes). Loop thread. */
 void transcript_sync_on_close(struct transcript *t);
 
+/* Whether the close of a transcript kept durable elsewhere starts its file's
+ * writeback (sync_file_range, a hint; on by default). Loop thread. */
+void transcript_writeback_hint(struct transcript *t, bool on);
+
 /* Makes [offset, offset + len) of the file at path hold bytes, the kept
  * copy of what a run wrote (transcript_take_pending): a missing file is
  * created (and its directories), what the file holds of them already is
@@ -110,6 +114,11 @@ int transcript_restore(const char *path, int64_t offset, const char *bytes, size
 
 /* Flushes, closes and frees (asynchronously; the loop must run). */
 void transcript_close(struct transcript *t);
+
+/* How many write jobs the transcripts of this process have put on the thread
+ * pool so far (each carries the batches of every transcript of its loop that
+ * had lines waiting). For tests and benchmarks. */
+unsigned long long transcript_jobs_submitted(void);
 
 struct transcript_loaded {
 	json_t *header;   /* the session line */

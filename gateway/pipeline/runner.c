@@ -39,20 +39,23 @@
 #include "workspaces/workspace.h"
 
 #define RUNNER_PROMPT_MAX (4u << 20)
+/* Up to this many runs at once, a transcript kept in the store starts its
+ * writeback at close (transcript_writeback_hint). */
+#define RUN_WRITEBACK_HINT_RUNS 2
 
 static const char *const runner_default_tools[] = {
-    "bash",       "edit",        "glob",       "grep", "ls",        "memory_get",
-    "memory_search", "memory_write", "message", "read", "skill_load", "skill_patch",
-    "skill_save", "todo",        "web_fetch",  "web_search", "write"};
+    "bash",          "edit",         "glob",      "grep",       "ls",         "memory_get",
+    "memory_search", "memory_write", "message",   "read",       "skill_load", "skill_patch",
+    "skill_save",    "todo",         "web_fetch", "web_search", "write"};
 #define RUNNER_DEFAULT_TOOLS (sizeof runner_default_tools / sizeof *runner_default_tools)
 
 struct runner {
 	struct runner_options opt;
 	size_t active;
-	struct workspace_cache *ws_cache; /* the workspaces' files, shared by the jobs */
-	struct turn_tools_cache *tools;   /* the agents' tool lists, shared by the jobs */
+	struct workspace_cache *ws_cache;        /* the workspaces' files, shared by the jobs */
+	struct turn_tools_cache *tools;          /* the agents' tool lists, shared by the jobs */
 	struct tokens_text_cache *system_tokens; /* the system prompts' estimates, likewise */
-	struct mcp_hub *mcp;              /* the agents' MCP servers */
+	struct mcp_hub *mcp;                     /* the agents' MCP servers */
 };
 
 enum run_stage { RUN_SESSION, RUN_PREPARE, RUN_WINDOW, RUN_MCP, RUN_TURN, RUN_FLUSH, RUN_DONE };
@@ -86,7 +89,7 @@ struct run_job {
 	char sessions_dir[PATH_MAX];
 	struct turn_session session; /* from the transcript (last_prompt held below) */
 	json_t *last_prompt;
-	json_t *todo; /* the session's todo list, from the transcript */
+	json_t *todo;   /* the session's todo list, from the transcript */
 	json_t *repair; /* edits pairing tool calls a restart cut, to write once */
 	char workspace[PATH_MAX];
 	uv_work_t work;
@@ -131,14 +134,14 @@ struct run_job {
 	size_t n_notes;
 	char memory_label[600];
 	struct tool_skills skills;
-	char skills_home[PATH_MAX]; /* <home>/skills */
+	char skills_home[PATH_MAX];              /* <home>/skills */
 	const char *tools[RUNNER_DEFAULT_TOOLS]; /* the default list, web_fetch when on */
-	struct tool_sends sends; /* the message tool's sent messages (tool.h) */
+	struct tool_sends sends;                 /* the message tool's sent messages (tool.h) */
 	/* The inbox entries whose text the transcript holds ("inbox_id" of
 	 * its user messages and notes): {"<id>": true}; stamped: it has any. */
 	json_t *recorded;
 	bool stamped;
-	json_t *unsent;    /* inbox ids steered in and never sent (run_outcome) */
+	json_t *unsent; /* inbox ids steered in and never sent (run_outcome) */
 	/* A resumed run whose first attempt recorded its whole reply, which
 	 * a crash kept from the user, and that goes on for a text steered in
 	 * since: the recorded reply, put before this run's. */
@@ -382,6 +385,11 @@ static void run_keep_transcript(struct run_job *j)
 		return;
 	if (len && xsync_record(j->r->opt.xsync, j->path, off, bytes, len) != SB_OK)
 		transcript_sync_on_close(j->transcript);
+	/* The early writeback keeps a lone message's next commit from queueing
+	 * behind the batched sync (its p99); with more runs at once, that sync
+	 * writes the same pages in one go, and the hint only costs CPU (3 % at
+	 * 64 senders, docs/performance.md). */
+	transcript_writeback_hint(j->transcript, j->r->active <= RUN_WRITEBACK_HINT_RUNS);
 	free(bytes);
 }
 
@@ -511,8 +519,8 @@ static void run_turn_done(void *ud, const struct turn_result *res)
 		if (!j->unsent)
 			j->unsent = json_array();
 		for (size_t i = 0; j->unsent && i < json_array_size(res->unsent); i++)
-			json_array_append(j->unsent,
-			                  json_object_get(json_array_get(res->unsent, i), "inbox_id"));
+			json_array_append(
+			    j->unsent, json_object_get(json_array_get(res->unsent, i), "inbox_id"));
 	}
 	if (run_hand_off(j, res)) {
 		j->stage = RUN_FLUSH;
@@ -871,8 +879,8 @@ static void run_memory_committed(void *ud, const char *commit, const char *path)
 		         LOG_S("path", j->path), LOG_S("commit", commit));
 	json_decref(st);
 	json_decref(ev);
-	log_info("agent", "memory committed", LOG_S("session", j->session_key),
-	         LOG_S("file", path), LOG_S("commit", commit));
+	log_info("agent", "memory committed", LOG_S("session", j->session_key), LOG_S("file", path),
+	         LOG_S("commit", commit));
 }
 
 /* The number of this turn in the session: user messages with text so far,
@@ -896,8 +904,7 @@ static size_t run_turn_number(const struct run_job *j)
 static void run_memory(struct run_job *j)
 {
 	memset(&j->memory, 0, sizeof j->memory);
-	if (FMT(j->memory_index, "%s/agents/%s/memory.sqlite", j->cfg->home, j->agent_id) !=
-	    SB_OK)
+	if (FMT(j->memory_index, "%s/agents/%s/memory.sqlite", j->cfg->home, j->agent_id) != SB_OK)
 		return;
 	j->memory.index = j->memory_index;
 	if (j->agent->memory.transcripts)
@@ -1097,7 +1104,8 @@ static void run_start_turn(struct run_job *j)
 	if (run_resumes(j) && j->sends.n == 0 &&
 	    tool_sends_from_history(&j->sends, &to.tool_ctx, j->history,
 	                            (size_t)run_resumes_at(j) + 1) != SB_OK)
-		log_warn("runner", "cannot read the messages a cut run sent: a replay may send them again",
+		log_warn("runner",
+		         "cannot read the messages a cut run sent: a replay may send them again",
 		         LOG_S("session", j->session_key));
 	to.tool_ctx.sends = &j->sends;
 	run_gates(j);
@@ -1351,7 +1359,8 @@ static void run_prepare_work(uv_work_t *w)
 	if (!j->preview_done && fs_mkdirs(dir, 0700)) {
 		j->prep_rc = SB_ERR_IO;
 		snprintf(j->prep_err, sizeof j->prep_err, "cannot create %s", dir);
-		j->prep_public = "the gateway cannot store this agent's sessions (its log says why)";
+		j->prep_public =
+		    "the gateway cannot store this agent's sessions (its log says why)";
 		return;
 	}
 	memset(&tl, 0, sizeof tl);
@@ -1385,7 +1394,8 @@ static void run_prepare_work(uv_work_t *w)
 		j->history = json_array();
 	} else {
 		j->prep_rc = rc;
-		j->prep_public = "this conversation's history cannot be read (the gateway's log says why)";
+		j->prep_public =
+		    "this conversation's history cannot be read (the gateway's log says why)";
 		snprintf(j->prep_err, sizeof j->prep_err, "cannot load the transcript %s: %s",
 		         j->path, sb_strerror(rc));
 		transcript_loaded_free(&tl);
@@ -1788,8 +1798,8 @@ int runner_steer(struct run_job *j, const char *text)
 static bool run_steer_pending(const struct run_job *j)
 {
 	for (size_t i = 0; i < json_array_size(j->steer); i++)
-		if (!run_recorded(j, json_integer_value(json_object_get(
-		                         json_array_get(j->steer, i), "inbox_id"))))
+		if (!run_recorded(j, json_integer_value(
+		                         json_object_get(json_array_get(j->steer, i), "inbox_id"))))
 			return true;
 	return false;
 }

@@ -377,7 +377,8 @@ static void test_repair_written_once(void **state)
 
 		/* The result goes first in the user message after call_a. */
 		assert_string_equal(
-		    json_string_value(json_object_get(json_array_get(c, 0), "tool_use_id")), "call_a");
+		    json_string_value(json_object_get(json_array_get(c, 0), "tool_use_id")),
+		    "call_a");
 		assert_int_equal(json_array_size(c), 2);
 		c = json_object_get(json_array_get(l.messages, 4), "content");
 		assert_string_equal(
@@ -397,17 +398,18 @@ static void test_repair_legacy_note(void **state)
 	char why[256], path[PATH_MAX + 32];
 
 	snprintf(path, sizeof path, "%s/legacy.jsonl", fx->dir);
-	write_file(path,
-	           "{\"type\":\"session\",\"version\":1,\"id\":\"s1\",\"key\":\"k\",\"agent\":\"a\","
-	           "\"created\":\"2026-01-01T00:00:00.000Z\"}\n"
-	           "{\"type\":\"message\",\"id\":\"e1\",\"parent_id\":null,\"ts\":\"x\",\"message\":"
-	           "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"go\"}]}}\n"
-	           "{\"type\":\"message\",\"id\":\"e2\",\"parent_id\":\"e1\",\"ts\":\"x\",\"message\":"
-	           "{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"c1\","
-	           "\"name\":\"bash\",\"input\":{}}]}}\n"
-	           "{\"type\":\"event\",\"id\":\"e3\",\"parent_id\":\"e2\",\"ts\":\"x\",\"event\":"
-	           "\"note\",\"text\":\"and now?\",\"edit\":{\"op\":\"add_text\",\"message\":2,"
-	           "\"text\":\"and now?\"}}\n");
+	write_file(
+	    path,
+	    "{\"type\":\"session\",\"version\":1,\"id\":\"s1\",\"key\":\"k\",\"agent\":\"a\","
+	    "\"created\":\"2026-01-01T00:00:00.000Z\"}\n"
+	    "{\"type\":\"message\",\"id\":\"e1\",\"parent_id\":null,\"ts\":\"x\",\"message\":"
+	    "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"go\"}]}}\n"
+	    "{\"type\":\"message\",\"id\":\"e2\",\"parent_id\":\"e1\",\"ts\":\"x\",\"message\":"
+	    "{\"role\":\"assistant\",\"content\":[{\"type\":\"tool_use\",\"id\":\"c1\","
+	    "\"name\":\"bash\",\"input\":{}}]}}\n"
+	    "{\"type\":\"event\",\"id\":\"e3\",\"parent_id\":\"e2\",\"ts\":\"x\",\"event\":"
+	    "\"note\",\"text\":\"and now?\",\"edit\":{\"op\":\"add_text\",\"message\":2,"
+	    "\"text\":\"and now?\"}}\n");
 	assert_int_equal(transcript_load(path, &l), SB_OK);
 	assert_int_equal(l.repaired, 1);
 	assert_int_equal(json_array_size(l.messages), 3);
@@ -772,6 +774,112 @@ static void test_burst_in_order(void **state)
 			                    ids[i - 1]);
 	}
 	transcript_loaded_free(&l);
+}
+
+#define LANE_N 40
+#define LANE_ROUNDS 10
+
+struct lane_flush {
+	char path[PATH_MAX];
+	size_t want; /* entries on disk when the flush completes */
+	int called, bad;
+};
+
+static void on_lane_flush(void *ud, int rc)
+{
+	struct lane_flush *f = ud;
+	struct transcript_loaded l;
+
+	f->called++;
+	if (rc != SB_OK || transcript_load(f->path, &l) != SB_OK) {
+		f->bad++;
+		return;
+	}
+	if (json_array_size(l.entries) != f->want)
+		f->bad++;
+	transcript_loaded_free(&l);
+}
+
+/* Many transcripts at once, on two loops: each file gets its lines in order,
+ * each flush completes with everything before it on disk, a transcript
+ * closed half-way leaves the others going, and lines appended to many
+ * transcripts in one loop iteration are written by one job, not one each. */
+static void test_lane_many_transcripts(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *t[LANE_N + 1];
+	struct lane_flush fl[LANE_N + 1][LANE_ROUNDS];
+	struct transcript_info ti[LANE_N + 1];
+	char ids[LANE_N + 1][40], paths[LANE_N + 1][PATH_MAX];
+	uv_loop_t other;
+	unsigned long long jobs;
+
+	memset(fl, 0, sizeof fl);
+	assert_int_equal(uv_loop_init(&other), 0);
+	for (int i = 0; i <= LANE_N; i++) {
+		snprintf(ids[i], sizeof ids[i], "01jabcdefghjkmnpqrstvwx%03d", i);
+		snprintf(paths[i], sizeof paths[i], "%s/agents/main/sessions/%s.jsonl", fx->dir,
+		         ids[i]);
+		ti[i] = info;
+		ti[i].session_id = ids[i];
+		/* The last one is on another loop. */
+		assert_int_equal(
+		    transcript_open(&t[i], i == LANE_N ? &other : &fx->loop, paths[i], &ti[i]),
+		    SB_OK);
+	}
+	for (int r = 0; r < LANE_ROUNDS; r++) {
+		jobs = transcript_jobs_submitted();
+		for (int i = 0; i <= LANE_N; i++) {
+			json_t *f;
+
+			if (!t[i])
+				continue;
+			f = json_pack("{s:i,s:i}", "t", i, "r", r);
+			assert_int_equal(transcript_append(t[i], "event", f, NULL, 0), SB_OK);
+			json_decref(f);
+			if (i % 3 == 0) {
+				snprintf(fl[i][r].path, sizeof fl[i][r].path, "%s", paths[i]);
+				fl[i][r].want = (size_t)r + 1;
+				assert_int_equal(transcript_flush(t[i], on_lane_flush, &fl[i][r]),
+				                 SB_OK);
+			}
+		}
+		/* One job for this loop's 40 transcripts (the previous round's
+		 * may still be on the pool: then the next completion takes them
+		 * all), one for the other loop's. */
+		assert_true(transcript_jobs_submitted() - jobs <= 2);
+		if (r == 4)
+			for (int i = 0; i < LANE_N; i += 5) {
+				transcript_close(t[i]);
+				t[i] = NULL;
+			}
+		uv_run(&fx->loop, r % 2 ? UV_RUN_NOWAIT : UV_RUN_ONCE);
+		uv_run(&other, UV_RUN_NOWAIT);
+	}
+	for (int i = 0; i <= LANE_N; i++)
+		transcript_close(t[i]);
+	uv_run(&fx->loop, UV_RUN_DEFAULT);
+	uv_run(&other, UV_RUN_DEFAULT);
+	assert_int_equal(uv_loop_close(&other), 0);
+	for (int i = 0; i <= LANE_N; i++) {
+		struct transcript_loaded l;
+		size_t k, n = i % 5 == 0 && i < LANE_N ? 5 : LANE_ROUNDS;
+		json_t *e;
+
+		assert_int_equal(transcript_load(paths[i], &l), SB_OK);
+		assert_int_equal(json_array_size(l.entries), n);
+		json_array_foreach(l.entries, k, e)
+		{
+			assert_int_equal(json_integer_value(json_object_get(e, "t")), i);
+			assert_int_equal(json_integer_value(json_object_get(e, "r")),
+			                 (json_int_t)k);
+		}
+		transcript_loaded_free(&l);
+		for (size_t r = 0; i % 3 == 0 && r < n; r++) {
+			assert_int_equal(fl[i][r].called, 1);
+			assert_int_equal(fl[i][r].bad, 0);
+		}
+	}
 }
 
 static void test_flush_when_idle(void **state)
@@ -1145,6 +1253,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_torn_header_restarts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_burst_in_order, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_flush_when_idle, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lane_many_transcripts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_write_failure, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_take_and_restore, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_restore_torn_tail, setup, teardown),
