@@ -92,8 +92,31 @@ static int paths_join(struct buf *b, const char *ws, char *const *comps, size_t 
 int paths_resolve(const char *workspace, const char *path, enum paths_mode mode, char **out_abs,
                   char **out_rel, char *why, size_t why_size)
 {
+	char *ws = NULL;
+	int rc;
+
+	*out_abs = NULL;
+	if (out_rel)
+		*out_rel = NULL;
+	if (path && path[0] == '/') {
+		paths_why(
+		    why, why_size,
+		    "absolute paths are not allowed: %s (give a path relative to the workspace)",
+		    path);
+		return SB_ERR_PERM;
+	}
+	if (path && *path && (rc = paths_workspace_real(workspace, &ws, why, why_size)) != SB_OK)
+		return rc;
+	rc = paths_resolve_real(ws, path, mode, out_abs, out_rel, why, why_size);
+	free(ws);
+	return rc;
+}
+
+int paths_resolve_real(const char *ws, const char *path, enum paths_mode mode, char **out_abs,
+                       char **out_rel, char *why, size_t why_size)
+{
 	int rc = SB_ERR_NOMEM;
-	char *ws = NULL, *copy = NULL, *real = NULL, *rel = NULL, eb[128];
+	char *copy = NULL, *real = NULL, *rel = NULL, eb[128];
 	char *comps[PATHS_MAX_COMPONENTS];
 	size_t n = 0, k, wslen;
 	char *p, *s;
@@ -118,8 +141,11 @@ int paths_resolve(const char *workspace, const char *path, enum paths_mode mode,
 		rc = SB_ERR_PERM;
 		goto out;
 	}
-	if ((rc = paths_workspace_real(workspace, &ws, why, why_size)) != SB_OK)
+	if (!ws || !*ws) {
+		paths_why(why, why_size, "this agent has no workspace");
+		rc = SB_ERR_IO;
 		goto out;
+	}
 	rc = SB_ERR_NOMEM;
 	if (!(copy = strdup(path)))
 		goto out;
@@ -150,8 +176,14 @@ int paths_resolve(const char *workspace, const char *path, enum paths_mode mode,
 		p = s;
 	}
 
-	/* The deepest existing prefix, resolved. k == 0 is the workspace. */
+	/* The deepest existing prefix, resolved. k == 0 is the workspace,
+	 * already real. */
 	for (k = n;; k--) {
+		if (k == 0) {
+			if (!(real = strdup(ws)))
+				goto out;
+			break;
+		}
 		if ((rc = paths_join(&b, ws, comps, k)) != SB_OK) {
 			if (rc == SB_ERR_TOOBIG) {
 				paths_why(why, why_size, "the path is too long: %s", path);
@@ -246,6 +278,5 @@ out:
 	free(rel);
 	free(real);
 	free(copy);
-	free(ws);
 	return rc;
 }

@@ -48,6 +48,11 @@ enum paths_mode {
 int paths_resolve(const char *workspace, const char *path, enum paths_mode mode, char **out_abs,
                   char **out_rel, char *why, size_t why_size);
 
+/* paths_resolve with the workspace's real path (paths_workspace_real) given:
+ * no realpath of it again. */
+int paths_resolve_real(const char *ws_real, const char *path, enum paths_mode mode, char **out_abs,
+                       char **out_rel, char *why, size_t why_size);
+
 /* The workspace's real path (realpath) in *out (caller frees). SB_OK,
  * SB_ERR_IO (why says so) or SB_ERR_NOMEM. */
 int paths_workspace_real(const char *workspace, char **out, char *why, size_t why_size);

@@ -315,9 +315,9 @@ bool permissions_is_owner(const struct security_config *sec, const char *channel
 
 bool permissions_profile_has(int profile, const char *tool)
 {
-	static const char *const minimal[] = {"glob", "grep", "ls", "read", "skill_load", "todo",
-	                                      NULL};
-	static const char *const messaging[] = {"glob", "grep", "ls",         "message",
+	static const char *const minimal[] = {"glob",       "grep", "ls", "read",
+	                                      "skill_load", "todo", NULL};
+	static const char *const messaging[] = {"glob", "grep",       "ls",   "message",
 	                                        "read", "skill_load", "todo", NULL};
 	const char *const *set;
 
@@ -1433,7 +1433,8 @@ static int perm_check_path(const struct permissions *p, const char *tool, const 
 			return SB_OK; /* the schema check says what is missing */
 		path = ".";
 	}
-	rc = paths_resolve(p->workspace, path, perm_path_mode(tool), &abs, &rel, why, sizeof why);
+	rc = paths_resolve_real(p->workspace, path, perm_path_mode(tool), &abs, &rel, why,
+	                        sizeof why);
 	if (rc == SB_ERR_NOMEM)
 		return rc;
 	if (rc == SB_ERR_NOTFOUND) {
