@@ -466,10 +466,11 @@ static void stdio_owned(void *ud, int rc, char *content, bool is_error)
 		snprintf(why, sizeof why, "was stopped before it started");
 		log_info("mcp", "the MCP server was stopped before its program ran",
 		         LOG_S("server", mcp_server_label(t->s)));
-	} else if (rc != SB_OK || is_error)
-		snprintf(why, sizeof why, "%s",
+	} else if (rc != SB_OK || is_error) { /* after "the MCP server NAME " */
+		snprintf(why, sizeof why, "did not run: %s",
 		         content && *content ? content
 		                             : "its workspace cannot be given to the sandbox");
+	}
 	free(content);
 	if (!why[0] && stdio_spawn(t, t->timer.loop, why, sizeof why) == SB_OK)
 		return;

@@ -1075,28 +1075,35 @@ static void hold(const char *home, bool on)
 		assert_int_equal(unlink(path), 0);
 }
 
-/* Waits until n walks have been held in home's gateway. */
-static void wait_held(const char *home, int n)
+/* Waits until n walks have been held in home's gateway; false when they
+ * are not within 20 s. */
+static bool held(const char *home, int n)
 {
 	char path[700];
-	int seen = 0;
 
 	hold_file(path, sizeof path, home, ".held");
 	for (int waited = 0; waited < 20000; waited += 50) {
 		struct buf b;
+		int seen = 0;
 
 		buf_init(&b, 1 << 20);
-		seen = 0;
 		if (harness_read_file(path, &b) == 0)
 			for (const char *p = b.data; p && (p = strstr(p, "held\n")); p++)
 				seen++;
 		buf_free(&b);
 		if (seen >= n)
-			return;
+			return true;
 		usleep(50 * 1000);
 	}
-	print_log();
-	fail_msg("%d ownership passes held, want %d", seen, n);
+	return false;
+}
+
+static void wait_held(const char *home, int n)
+{
+	if (!held(home, n)) {
+		print_log();
+		fail_msg("fewer than %d ownership passes held", n);
+	}
 }
 
 /* The status of GET /healthz, or 0 when no answer comes within 10 s (the
@@ -1197,7 +1204,8 @@ static void test_start_waits_for_the_ownership_pass(void **state)
 	r = last_tool_result();
 	assert_int_equal(rename(away, ws), 0);
 	HAS(r, "the MCP server h could not start");
-	HAS(r, "cannot be given to the sandbox");
+	HAS(r, "did not run: the workspace ");
+	HAS(r, "/workspaces/holder cannot be given to the sandbox");
 	LACKS(r, "echo: lost");
 	free(r);
 	assert_int_equal(count_marked(mark), 0);
@@ -1216,9 +1224,10 @@ static void test_stop_while_the_pass_is_held(void **state)
 	const char *hdrs[] = {auth, "Content-Type: application/json", NULL};
 	const char *init[] = {"init", NULL};
 	struct harness_daemon d;
+	const char *why = NULL;
 	struct buf log;
-	pid_t pid;
-	int code;
+	pid_t pid = 0;
+	int code = 0;
 
 	(void)state;
 	NEED_NODE();
@@ -1246,8 +1255,12 @@ static void test_stop_while_the_pass_is_held(void **state)
 	hold_file(path, sizeof path, home, "");
 	setenv("SB_TEST_OWN_HOLD", path, 1);
 	assert_int_equal(harness_daemon_start(&d, home, NULL), 0);
-	assert_int_equal(harness_wait_ready(&d, 20000), 0);
-	assert_int_equal(harness_oai_token(home, token, sizeof token), 0);
+	/* from here on every way out stops this gateway and removes its home */
+	if (harness_wait_ready(&d, 20000) != 0 ||
+	    harness_oai_token(home, token, sizeof token) != 0) {
+		why = "the gateway did not start";
+		goto out;
+	}
 	hold(home, true);
 	script("[{\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":{}}]},{\"text\":\"x\"}]");
 	snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
@@ -1260,39 +1273,52 @@ static void test_stop_while_the_pass_is_held(void **state)
 		    NULL);
 		_exit(0);
 	}
-	wait_held(home, 1);
+	if (!held(home, 1)) {
+		why = "the ownership pass was not held";
+		goto out;
+	}
 	kill(d.pid, SIGTERM);
-	for (int waited = 0;; waited += 100) {
+	for (int waited = 0; !why; waited += 100) {
 		buf_init(&log, 64 << 20);
 		harness_daemon_log(&d, &log);
 		if (log.data &&
 		    strstr(log.data, "the MCP server was stopped before its program ran"))
 			break;
 		buf_free(&log);
-		if (waited > 20000) {
-			hold(home, false);
-			(void)harness_daemon_stop(&d, SIGKILL, 5000);
-			fail_msg("the server was not stopped while its ownership pass was held");
-		}
+		if (waited > 20000)
+			why = "the server was not stopped while its ownership pass was held";
 		usleep(100 * 1000);
 	}
+	if (why)
+		goto out;
 	buf_free(&log);
-	assert_int_equal(count_marked(mark), 0);
+	if (count_marked(mark) != 0) {
+		why = "the server's program ran";
+		goto out;
+	}
 	hold(home, false);
 	code = harness_wait(d.pid, 20000);
 	d.pid = 0;
-	assert_int_equal(waitpid(pid, NULL, 0), pid);
 	buf_init(&log, 64 << 20);
 	harness_read_file(d.log_path, &log);
-	if (code != 0)
-		fail_msg("the gateway exited with %d:\n%s", code, log.data ? log.data : "");
-	HAS(log.data, "msg=stopped");
-	LACKS(log.data, "handles left open");
+	if (code != 0 || !log.data || !strstr(log.data, "msg=stopped") ||
+	    strstr(log.data, "handles left open") || count_marked(mark) != 0) {
+		fprintf(stderr, "gateway log:\n%s\n", log.data ? log.data : "");
+		why = "the gateway did not stop cleanly";
+	}
 	buf_free(&log);
-	assert_int_equal(count_marked(mark), 0);
+out:
+	hold_file(path, sizeof path, home, "");
+	(void)unlink(path);
+	if (d.pid > 0)
+		(void)harness_daemon_stop(&d, SIGKILL, 5000);
+	if (pid > 0)
+		(void)waitpid(pid, NULL, 0);
 	harness_rmrf(home);
 	hold_file(path, sizeof path, fx.home, "");
 	setenv("SB_TEST_OWN_HOLD", path, 1);
+	if (why)
+		fail_msg("%s (exit %d)", why, code);
 }
 
 /* `switchboard doctor` says where each server's program is found. */
@@ -1351,6 +1377,93 @@ static void test_reload(void **state)
 	assert_int_equal(log_count("the agent has no MCP server any more", "agent=drip"), 1);
 }
 
+/* What agent's run answers to text, in the background (0: the exit code
+ * says the reply came). */
+static pid_t ask_text_in_background(const char *agent, const char *user, const char *text)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		char *r = ask(agent, user, text);
+
+		_exit(r && strstr(r, "all done") ? 0 : 1);
+	}
+	return pid;
+}
+
+/* Whether any tool result the model was given holds s. */
+static bool tool_results_have(const char *s)
+{
+	json_t *reqs = llm_requests(), *req, *m;
+	size_t i, k;
+	bool found = false;
+
+	json_array_foreach(reqs, i, req)
+	{
+		json_array_foreach(json_object_get(json_object_get(req, "body"), "messages"), k, m)
+		{
+			const char *c = json_string_value(json_object_get(m, "content"));
+
+			if (c &&
+			    strcmp(json_string_value(json_object_get(m, "role")), "tool") == 0 &&
+			    strstr(c, s))
+				found = true;
+		}
+	}
+	json_decref(reqs);
+	return found;
+}
+
+/* A reload that replaces a server whose ownership pass is held: the call
+ * waiting for the old one is told it was stopped, the old one never runs
+ * its program, and the new one starts once its own walk is done. */
+static void test_reload_while_the_pass_is_held(void **state)
+{
+	char path[700], *p;
+	struct buf text;
+	int st, reloads, holds;
+	pid_t first, second;
+
+	(void)state;
+	NEED_NODE();
+	NEED_ROOT();
+	/* the holder's server, known and stopped (idle) since the tests above */
+	wait_log("stopping the idle MCP server", "holder/h", 3);
+	holds = 4;
+	hold(fx.home, true);
+	script("[{\"match\":\"first call\",\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":"
+	       "{\"text\":\"one\"}}]},{\"match\":\"first call\",\"text\":\"all done\"},"
+	       "{\"match\":\"second call\",\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":"
+	       "{\"text\":\"two\"}}]},{\"match\":\"second call\",\"text\":\"all done\"}]");
+	first = ask_text_in_background("holder", "u-r1", "first call");
+	wait_held(fx.home, holds);
+	/* the entry changes */
+	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
+	buf_init(&text, 1 << 20);
+	assert_int_equal(harness_read_file(path, &text), 0);
+	p = strstr(text.data, "idle_timeout: 1s}\nopenai_api");
+	assert_non_null(p);
+	p[strlen("idle_timeout: ")] = '2';
+	assert_int_equal(harness_write_file(path, text.data), 0);
+	buf_free(&text);
+	reloads = log_count("msg=reloaded", "");
+	kill(fx.d.pid, SIGHUP);
+	wait_log("msg=reloaded", "", reloads + 1);
+	/* the next run replaces the server: the old one's start ends */
+	second = ask_text_in_background("holder", "u-r2", "second call");
+	wait_log("the MCP server was stopped before its program ran", "holder/h", 1);
+	assert_int_equal(waitpid(first, &st, 0), first);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_true(tool_results_have("the MCP server was stopped"));
+	wait_held(fx.home, holds + 1);
+	assert_int_equal(healthz(fx.d.port), 200);
+	hold(fx.home, false);
+	assert_int_equal(waitpid(second, &st, 0), second);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_true(tool_results_have("echo: two"));
+	assert_false(tool_results_have("echo: one"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1376,6 +1489,7 @@ int main(void)
 	    cmocka_unit_test(test_stop_while_the_pass_is_held),
 	    cmocka_unit_test(test_doctor),
 	    cmocka_unit_test(test_reload),
+	    cmocka_unit_test(test_reload_while_the_pass_is_held),
 	};
 
 	return cmocka_run_group_tests_name("mcp", tests, setup, teardown);
