@@ -732,6 +732,14 @@ static int memory_norm(const char *path, char *out, size_t size, char *why, size
 int memory_get(const char *workspace, const char *path, int64_t from, int64_t lines, char **out,
                int64_t *total, char *why, size_t why_size)
 {
+	return memory_get_until(workspace, path, from, lines, out, total, why, why_size, NULL,
+	                        NULL);
+}
+
+int memory_get_until(const char *workspace, const char *path, int64_t from, int64_t lines,
+                     char **out, int64_t *total, char *why, size_t why_size,
+                     bool (*stopped)(void *), void *ud)
+{
 	char rel[BENEATH_PATH_MAX];
 	char *text = NULL;
 	size_t len = 0, pos = 0, start = 0, end = 0;
@@ -750,8 +758,10 @@ int memory_get(const char *workspace, const char *path, int64_t from, int64_t li
 		lines = MEMORY_GET_LINES_MAX;
 	if ((rc = beneath_root(workspace, &root)))
 		return rc == SB_ERR_NOMEM ? rc : SB_ERR_IO;
-	rc = beneath_read_all(root, rel, MEMORY_FILE_MAX, &text, &len);
+	rc = beneath_read_all_until(root, rel, MEMORY_FILE_MAX, stopped, ud, &text, &len);
 	close(root);
+	if (rc == SB_ERR_ABORTED)
+		return rc;
 	if (rc == SB_ERR_NOTFOUND) {
 		*out = strdup("");
 		return *out ? SB_OK : SB_ERR_NOMEM;
@@ -774,7 +784,10 @@ int memory_get(const char *workspace, const char *path, int64_t from, int64_t li
 		const char *nl = memchr(text + pos, '\n', len - pos);
 		size_t next = nl ? (size_t)(nl - text) + 1 : len;
 
-		line++;
+		if (++line % MEMORY_POLL_LINES == 0 && stopped && stopped(ud)) {
+			free(text);
+			return SB_ERR_ABORTED;
+		}
 		if (line >= from && line - from < lines) {
 			if (line == from)
 				start = pos;
@@ -792,6 +805,12 @@ int memory_get(const char *workspace, const char *path, int64_t from, int64_t li
 
 int memory_append(const char *workspace, const char *path, const char *text, char *why,
                   size_t why_size)
+{
+	return memory_append_until(workspace, path, text, why, why_size, NULL, NULL);
+}
+
+int memory_append_until(const char *workspace, const char *path, const char *text, char *why,
+                        size_t why_size, bool (*stopped)(void *), void *ud)
 {
 	char rel[BENEATH_PATH_MAX];
 	char *old = NULL;
@@ -818,9 +837,11 @@ int memory_append(const char *workspace, const char *path, const char *text, cha
 			goto out;
 		}
 	}
-	rc = beneath_read_all(root, rel, MEMORY_FILE_MAX, &old, &old_len);
+	rc = beneath_read_all_until(root, rel, MEMORY_FILE_MAX, stopped, ud, &old, &old_len);
 	if (rc == SB_ERR_NOTFOUND) {
 		rc = SB_OK;
+	} else if (rc == SB_ERR_ABORTED) {
+		goto out;
 	} else if (rc == SB_ERR_PERM) {
 		snprintf(why, why_size, "%s is not a regular file (symbolic links are not followed)",
 		         rel);
@@ -845,8 +866,8 @@ int memory_append(const char *workspace, const char *path, const char *text, cha
 		rc = SB_ERR_TOOBIG;
 		goto out;
 	}
-	rc = beneath_write_atomic(root, rel, b.data, b.len, 0644);
-	if (rc)
+	rc = beneath_write_atomic_until(root, rel, b.data, b.len, 0644, stopped, ud);
+	if (rc && rc != SB_ERR_ABORTED)
 		snprintf(why, why_size, "cannot write %s%s", rel,
 		         rc == SB_ERR_PERM ? " (not a regular file)" : "");
 out:

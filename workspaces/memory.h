@@ -94,6 +94,15 @@ bool memory_path_ok(const char *path);
 int memory_get(const char *workspace, const char *path, int64_t from, int64_t lines, char **out,
                int64_t *total, char *why, size_t why_size);
 
+/* memory_get that calls stopped(ud) (may be NULL) before each read of at
+ * most 1 MiB and every MEMORY_POLL_LINES lines counted, and gives up with
+ * SB_ERR_ABORTED (nothing in *out) once it answers true. Any thread
+ * (stopped runs on the caller's). */
+#define MEMORY_POLL_LINES 4096
+int memory_get_until(const char *workspace, const char *path, int64_t from, int64_t lines,
+                     char **out, int64_t *total, char *why, size_t why_size,
+                     bool (*stopped)(void *), void *ud);
+
 /* Appends text (a newline added when it lacks one) to the memory file at
  * path beneath the workspace, creating it and memory/ when absent; the file
  * is replaced atomically (beneath_write_atomic). SB_ERR_PERM (not a memory
@@ -101,6 +110,14 @@ int memory_get(const char *workspace, const char *path, int64_t from, int64_t li
  * SB_ERR_IO. */
 int memory_append(const char *workspace, const char *path, const char *text, char *why,
                   size_t why_size);
+
+/* memory_append that calls stopped(ud) (may be NULL) before each read of
+ * the old file and each write of the new one (at most 1 MiB each), before
+ * the fsync and before the rename (beneath_write_atomic_until); once it
+ * answers true it gives up with SB_ERR_ABORTED, the file is as it was and
+ * no temporary file is left. Any thread. */
+int memory_append_until(const char *workspace, const char *path, const char *text, char *why,
+                        size_t why_size, bool (*stopped)(void *), void *ud);
 
 /* "memory/YYYY-MM-DD.md" for the day that unix time t is in, at UTC
  * offset off_s, into out (>= 24 bytes). */

@@ -10,6 +10,12 @@
  * group SIGTERM and, after MCP_STDIO_KILL_MS, SIGKILL; the transport reports
  * its end once the process is reaped and every pipe closed, so nothing it
  * started outlives it (the sandbox dies with bwrap; --die-with-parent).
+ *
+ * A root gateway first gives the workspace to the sandbox's uid, on a pool
+ * thread (tool_spawn_own, as for the bash tool): open builds the command
+ * line and returns, the program starts when the walk is done, and what is
+ * sent meanwhile waits for its stdin. A close in between cancels the walk;
+ * the end is reported once the timer is closed, with why it never ran.
  */
 #include <errno.h>
 #include <signal.h>
@@ -20,6 +26,7 @@
 
 #include "agents/mcp/mcp_internal.h"
 #include "agents/safety/spawn.h"
+#include "agents/tool.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 #include "gateway/core/log.h"
@@ -48,6 +55,17 @@ struct mcp_stdio {
 	char cgroup[512];
 	int rm_tries;
 	char why[300];
+	/* What the spawn needs, kept from open to the spawn: a root gateway
+	 * first gives the workspace to the sandbox's uid on the pool (prep,
+	 * tool_spawn_own), and messages sent meanwhile wait in early. */
+	struct tool_run *prep;
+	const char **argv; /* the entry's command and args (borrowed from the config) */
+	char **boxed;      /* the bwrap command line, or NULL */
+	struct sandbox_fds boxfds;
+	char *home, *cwd;
+	const char *envv[MCP_STDIO_ENV_MAX + 4];
+	struct buf early;
+	bool spawned;
 	char rd[65536];
 	char erd[4096];
 };
@@ -67,6 +85,12 @@ static void stdio_kill(struct mcp_stdio *t, int sig)
 
 static void stdio_free(struct mcp_stdio *t)
 {
+	sandbox_argv_free(t->boxed);
+	sandbox_fds_close(&t->boxfds);
+	free(t->argv);
+	free(t->home);
+	free(t->cwd);
+	buf_free(&t->early);
 	buf_free(&t->line);
 	buf_free(&t->errline);
 	free(t);
@@ -108,7 +132,8 @@ static void stdio_closed(uv_handle_t *h)
 
 	if (--t->handles > 0)
 		return;
-	stdio_report(t);
+	if (t->s) /* NULL: an open that failed, reporting nothing */
+		stdio_report(t);
 	if (sandbox_cgroup_remove(t->cgroup) == SB_ERR_AGAIN) {
 		/* kept by the timer, which is closed by then: start it again */
 		uv_timer_init(h->loop, &t->timer);
@@ -288,23 +313,21 @@ static void stdio_written(uv_write_t *req, int status)
 		stdio_fail(t, "its stdin closed");
 }
 
-static int stdio_send(void *tr, const char *msg, size_t len, int64_t id)
+/* Queues len bytes of data (and a newline, if nl) to its stdin. */
+static int stdio_write(struct mcp_stdio *t, const char *data, size_t len, bool nl)
 {
-	struct mcp_stdio *t = tr;
 	struct mcp_stdio_write *w;
 	uv_buf_t b;
 
-	(void)id;
-	if (t->closing || t->exited || t->out_eof)
-		return SB_ERR_CLOSED;
-	if (t->queued + len + 1 > MCP_STDIO_WRITE_MAX)
+	if (t->queued + len + nl > MCP_STDIO_WRITE_MAX)
 		return SB_ERR_AGAIN;
-	w = malloc(sizeof *w + len + 1);
+	w = malloc(sizeof *w + len + nl);
 	if (!w)
 		return SB_ERR_NOMEM;
-	memcpy(w->data, msg, len);
-	w->data[len] = '\n';
-	w->len = len + 1;
+	memcpy(w->data, data, len);
+	if (nl)
+		w->data[len] = '\n';
+	w->len = len + nl;
 	w->t = t;
 	b = uv_buf_init(w->data, (unsigned)w->len);
 	if (uv_write(&w->req, (uv_stream_t *)&t->in, &b, 1, stdio_written) != 0) {
@@ -315,68 +338,52 @@ static int stdio_send(void *tr, const char *msg, size_t len, int64_t id)
 	return SB_OK;
 }
 
+static int stdio_send(void *tr, const char *msg, size_t len, int64_t id)
+{
+	struct mcp_stdio *t = tr;
+	int rc;
+
+	(void)id;
+	if (t->closing || t->exited || t->out_eof)
+		return SB_ERR_CLOSED;
+	if (t->spawned)
+		return stdio_write(t, msg, len, true);
+	/* Not started yet (the workspace is being given to the sandbox): the
+	 * message waits, whole, for the program's stdin. */
+	if (t->early.len + len + 1 > MCP_STDIO_WRITE_MAX)
+		return SB_ERR_AGAIN;
+	if ((rc = buf_reserve(&t->early, len + 1)) != SB_OK)
+		return rc == SB_ERR_NOMEM ? rc : SB_ERR_AGAIN;
+	(void)buf_append(&t->early, msg, len);
+	(void)buf_append(&t->early, "\n", 1);
+	return SB_OK;
+}
+
 static void stdio_close(void *tr)
 {
 	struct mcp_stdio *t = tr;
 
+	if (t->prep) {
+		/* the ownership pass is still on the pool: stdio_owned runs at
+		 * once, and reports the end once the timer is closed */
+		t->prep->cancel(t->prep);
+		return;
+	}
 	/* EOF on its stdin is the polite request; the signals follow */
 	stdio_terminate(t, SIGTERM);
 }
 
-static void stdio_spawn_closed(uv_handle_t *h)
+/* Starts the program t holds (loop thread). SB_OK: its pipes are open and
+ * t->handles counts them. Otherwise why says why; a failed uv_spawn's
+ * handle is being closed (counted in t->handles too). */
+static int stdio_spawn(struct mcp_stdio *t, uv_loop_t *loop, char *why, size_t why_size)
 {
-	stdio_free(h->data);
-}
-
-static int stdio_open(struct mcp_server *s, const struct mcp_env *env, void **out, char *why,
-                      size_t why_size)
-{
-	const struct mcp_server_config *c = mcp_server_cfg(s);
-	uv_loop_t *loop = mcp_server_loop(s);
-	struct mcp_stdio *t = NULL;
-	const char *envv[MCP_STDIO_ENV_MAX + 4];
-	const char **argv = NULL;
-	char *home = NULL, **boxed = NULL;
-	size_t n = 0, i;
-	int rc = SB_ERR_NOMEM, err, pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
+	const struct mcp_server_config *c = mcp_server_cfg(t->s);
+	int rc = SB_ERR_IO, err, pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1};
 	uv_stdio_container_t stdio[3 + SANDBOX_FDS_MAX];
 	uv_process_options_t po;
-	struct sandbox_fds boxfds;
-	const char *cwd = env->workspace;
+	size_t i;
 
-	sandbox_fds_init(&boxfds);
-	if (!c->command || !cwd) {
-		snprintf(why, why_size, "%s",
-		         c->command ? "the agent has no workspace" : "no command");
-		return SB_ERR_INVAL;
-	}
-	t = calloc(1, sizeof *t);
-	argv = calloc(c->n_args + 2, sizeof *argv);
-	if (!t || !argv)
-		goto out;
-	buf_init(&t->line, (size_t)(c->max_message > 0 ? c->max_message : (8 << 20)));
-	buf_init(&t->errline, MCP_STDIO_STDERR_LINE);
-	argv[0] = c->command;
-	for (i = 0; i < c->n_args; i++)
-		argv[i + 1] = c->args[i];
-	if (asprintf(&home, "HOME=%s", cwd) < 0) {
-		home = NULL;
-		goto out;
-	}
-	envv[n++] = "PATH=/usr/local/bin:/usr/bin:/bin";
-	envv[n++] = home;
-	envv[n++] = "LANG=C.UTF-8";
-	for (i = 0; i < c->n_env && i < MCP_STDIO_ENV_MAX; i++)
-		envv[n++] = c->env[i];
-	envv[n] = NULL;
-	if (env->sandbox && env->sandbox->mode != SANDBOX_FULL) {
-		rc = sandbox_argv(env->sandbox, cwd, argv, envv, &boxed, &boxfds, why, why_size);
-		if (rc != SB_OK)
-			goto out;
-		memcpy(t->cgroup, boxfds.cgroup, sizeof t->cgroup);
-		boxfds.cgroup[0] = '\0';
-	}
-	rc = SB_ERR_IO;
 	if (uv_pipe(pin, 0, UV_NONBLOCK_PIPE) != 0 || uv_pipe(pout, UV_NONBLOCK_PIPE, 0) != 0 ||
 	    uv_pipe(perr, UV_NONBLOCK_PIPE, 0) != 0) {
 		snprintf(why, why_size, "cannot make pipes: %s", strerror(errno));
@@ -389,18 +396,18 @@ static int stdio_open(struct mcp_server *s, const struct mcp_env *env, void **ou
 	stdio[1].data.fd = pout[1];
 	stdio[2].flags = UV_INHERIT_FD;
 	stdio[2].data.fd = perr[1];
-	for (i = 0; i < boxfds.n; i++) {
+	for (i = 0; i < t->boxfds.n; i++) {
 		stdio[3 + i].flags = UV_INHERIT_FD;
-		stdio[3 + i].data.fd = boxfds.fd[i];
+		stdio[3 + i].data.fd = t->boxfds.fd[i];
 	}
 	memset(&po, 0, sizeof po);
 	po.exit_cb = stdio_exited;
-	po.file = boxed ? boxed[0] : argv[0];
-	po.args = boxed ? boxed : (char **)argv;
-	po.env = (char **)envv;
-	po.cwd = cwd;
+	po.file = t->boxed ? t->boxed[0] : t->argv[0];
+	po.args = t->boxed ? t->boxed : (char **)t->argv;
+	po.env = (char **)t->envv;
+	po.cwd = t->cwd;
 	po.flags = UV_PROCESS_DETACHED;
-	po.stdio_count = 3 + (int)boxfds.n;
+	po.stdio_count = 3 + (int)t->boxfds.n;
 	po.stdio = stdio;
 	t->proc.data = t;
 	tool_spawn_cloexec_all();
@@ -408,28 +415,27 @@ static int stdio_open(struct mcp_server *s, const struct mcp_env *env, void **ou
 	if (err) {
 		rc = err == UV_ENOENT || err == UV_EACCES ? SB_ERR_NOTFOUND : SB_ERR_IO;
 		snprintf(why, why_size, "cannot run %s: %s", c->command, uv_strerror(err));
-		/* a failed uv_spawn leaves the handle to close: t goes with it */
-		(void)sandbox_cgroup_remove(t->cgroup);
-		uv_close((uv_handle_t *)&t->proc, stdio_spawn_closed);
-		t = NULL;
+		/* a failed uv_spawn leaves the handle to close */
+		t->handles++;
+		uv_close((uv_handle_t *)&t->proc, stdio_closed);
 		goto out;
 	}
+	t->spawned = true;
 	t->pid = t->proc.pid;
-	t->s = s;
 	uv_pipe_init(loop, &t->in, 0);
 	uv_pipe_init(loop, &t->out, 0);
 	uv_pipe_init(loop, &t->err, 0);
-	uv_timer_init(loop, &t->timer);
-	t->in.data = t->out.data = t->err.data = t->timer.data = t;
-	t->handles = 5;
+	t->in.data = t->out.data = t->err.data = t;
+	t->handles += 4;
 	(void)uv_pipe_open(&t->in, pin[1]);
 	(void)uv_pipe_open(&t->out, pout[0]);
 	(void)uv_pipe_open(&t->err, perr[0]);
 	pin[1] = pout[0] = perr[0] = -1;
 	uv_read_start((uv_stream_t *)&t->out, stdio_alloc, stdio_read);
 	uv_read_start((uv_stream_t *)&t->err, stdio_alloc, stdio_err_read);
-	*out = t;
-	t = NULL;
+	if (t->early.len && stdio_write(t, t->early.data, t->early.len, false) != SB_OK)
+		stdio_fail(t, "its stdin closed");
+	buf_free(&t->early);
 	rc = SB_OK;
 out:
 	for (i = 0; i < 2; i++) {
@@ -440,15 +446,120 @@ out:
 		if (perr[i] >= 0)
 			close(perr[i]);
 	}
-	if (t) {
-		(void)sandbox_cgroup_remove(t->cgroup);
-		stdio_free(t);
+	/* the child holds its copies (bwrap reads and closes them) */
+	sandbox_fds_close(&t->boxfds);
+	sandbox_argv_free(t->boxed);
+	t->boxed = NULL;
+	return rc;
+}
+
+/* The ownership pass ended (loop thread; from inside stdio_close when it
+ * cancelled it): start the program, or end the transport saying why not. */
+static void stdio_owned(void *ud, int rc, char *content, bool is_error)
+{
+	struct mcp_stdio *t = ud;
+	char why[sizeof t->why];
+
+	t->prep = NULL;
+	why[0] = '\0';
+	if (rc == SB_ERR_ABORTED) {
+		snprintf(why, sizeof why, "was stopped before it started");
+		log_info("mcp", "the MCP server was stopped before its program ran",
+		         LOG_S("server", mcp_server_label(t->s)));
+	} else if (rc != SB_OK || is_error) { /* after "the MCP server NAME " */
+		snprintf(why, sizeof why, "did not run: %s",
+		         content && *content ? content
+		                             : "its workspace cannot be given to the sandbox");
 	}
-	(void)sandbox_cgroup_remove(boxfds.cgroup);
-	sandbox_argv_free(boxed);
-	sandbox_fds_close(&boxfds);
-	free(home);
-	free(argv);
+	free(content);
+	if (!why[0] && stdio_spawn(t, t->timer.loop, why, sizeof why) == SB_OK)
+		return;
+	/* nothing runs: the timer's close (and a failed spawn's) reports it */
+	snprintf(t->why, sizeof t->why, "%s", why);
+	t->closing = true;
+	uv_close((uv_handle_t *)&t->timer, stdio_closed);
+}
+
+static int stdio_open(struct mcp_server *s, const struct mcp_env *env, void **out, char *why,
+                      size_t why_size)
+{
+	const struct mcp_server_config *c = mcp_server_cfg(s);
+	uv_loop_t *loop = mcp_server_loop(s);
+	struct mcp_stdio *t = NULL;
+	size_t n = 0, i;
+	int rc = SB_ERR_NOMEM;
+	bool own = false;
+
+	if (!c->command || !env->workspace) {
+		snprintf(why, why_size, "%s",
+		         c->command ? "the agent has no workspace" : "no command");
+		return SB_ERR_INVAL;
+	}
+	t = calloc(1, sizeof *t);
+	if (!t)
+		return SB_ERR_NOMEM;
+	sandbox_fds_init(&t->boxfds);
+	buf_init(&t->line, (size_t)(c->max_message > 0 ? c->max_message : (8 << 20)));
+	buf_init(&t->errline, MCP_STDIO_STDERR_LINE);
+	buf_init(&t->early, MCP_STDIO_WRITE_MAX);
+	/* the timer first: every way out of an open that returned SB_OK
+	 * closes it, and the last close reports the end */
+	uv_timer_init(loop, &t->timer);
+	t->timer.data = t;
+	t->handles = 1;
+	t->argv = calloc(c->n_args + 2, sizeof *t->argv);
+	if (!t->argv || !(t->cwd = strdup(env->workspace)))
+		goto out;
+	t->argv[0] = c->command;
+	for (i = 0; i < c->n_args; i++)
+		t->argv[i + 1] = c->args[i];
+	if (asprintf(&t->home, "HOME=%s", t->cwd) < 0) {
+		t->home = NULL;
+		goto out;
+	}
+	t->envv[n++] = "PATH=/usr/local/bin:/usr/bin:/bin";
+	t->envv[n++] = t->home;
+	t->envv[n++] = "LANG=C.UTF-8";
+	for (i = 0; i < c->n_env && i < MCP_STDIO_ENV_MAX; i++)
+		t->envv[n++] = c->env[i];
+	t->envv[n] = NULL;
+	if (env->sandbox && env->sandbox->mode != SANDBOX_FULL) {
+		struct sandbox_policy box = *env->sandbox;
+
+		/* A root gateway's walk of the workspace runs on the pool
+		 * (tool_spawn_own), as for the bash tool; the command line
+		 * is built now, the program started when the walk is done. */
+		own = tool_spawn_needs_own(env->sandbox);
+		box.owned = box.owned || own;
+		rc = sandbox_argv(&box, t->cwd, t->argv, t->envv, &t->boxed, &t->boxfds, why,
+		                  why_size);
+		if (rc != SB_OK)
+			goto out;
+		memcpy(t->cgroup, t->boxfds.cgroup, sizeof t->cgroup);
+		t->boxfds.cgroup[0] = '\0';
+	}
+	t->s = s;
+	if (own) {
+		rc = tool_spawn_own(loop, t->cwd, env->sandbox, c->startup_timeout_ms, stdio_owned,
+		                    t, &t->prep);
+		if (rc != SB_OK) {
+			t->s = NULL;
+			goto out;
+		}
+	} else if ((rc = stdio_spawn(t, loop, why, why_size)) != SB_OK) {
+		t->s = NULL;
+		goto out;
+	}
+	*out = t;
+	t = NULL;
+	rc = SB_OK;
+out:
+	if (t) {
+		/* nothing started: the handles' last close frees t and removes
+		 * the cgroup, reporting nothing (t->s is NULL) */
+		t->closing = true;
+		uv_close((uv_handle_t *)&t->timer, stdio_closed);
+	}
 	return rc;
 }
 

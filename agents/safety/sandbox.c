@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -731,6 +732,29 @@ void sandbox_test_on_own(void (*fn)(void))
 {
 	sandbox_own_hook = fn;
 }
+
+/* Tests of the gateway, a process of its own (SB_TEST_OWN_HOLD, see
+ * sandbox.h): the walk waits while the file is there, after a line in
+ * "<file>.held" says it does. */
+static void sandbox_own_hold(void)
+{
+	const char *hold = getenv("SB_TEST_OWN_HOLD");
+	char held[PATH_MAX];
+	int fd;
+
+	if (!hold || !*hold || access(hold, F_OK) != 0 ||
+	    fmt(held, sizeof held, "%s.held", hold) != SB_OK)
+		return;
+	fd = open(held, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		ssize_t w = write(fd, "held\n", 5);
+
+		(void)w;
+		close(fd);
+	}
+	while (access(hold, F_OK) == 0)
+		usleep(10000);
+}
 #endif
 
 unsigned sandbox_uid_of(const struct sandbox_policy *policy)
@@ -754,6 +778,7 @@ int sandbox_own(const struct sandbox_policy *policy, const char *workspace, unsi
 #ifdef SB_CRASH_POINTS
 	if (sandbox_own_hook)
 		sandbox_own_hook();
+	sandbox_own_hold();
 #endif
 	memset(&w, 0, sizeof w);
 	w.uid = (uid_t)uid;

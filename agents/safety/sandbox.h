@@ -158,7 +158,10 @@ unsigned sandbox_uid_of(const struct sandbox_policy *policy);
 unsigned sandbox_gid_of(const struct sandbox_policy *policy);
 
 #ifdef SB_CRASH_POINTS
-/* Tests only: fn runs at the start of every sandbox_own (NULL: none). */
+/* Tests only: fn runs at the start of every sandbox_own (NULL: none). And
+ * while the file named by the environment's SB_TEST_OWN_HOLD exists, every
+ * sandbox_own waits at its start, after appending a line to that name with
+ * ".held" added (a gateway's test holds its walks so). */
 void sandbox_test_on_own(void (*fn)(void));
 #endif
 

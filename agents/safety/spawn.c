@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agents/tools/common.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
 
@@ -415,4 +416,96 @@ void tool_spawn_cancel(struct tool_spawn *sp)
 		sp->eof = true;
 		spawn_maybe_finish(sp);
 	}
+}
+
+/* ---- the ownership pass of a root gateway ---- */
+
+bool tool_spawn_needs_own(const struct sandbox_policy *policy)
+{
+	return policy && policy->mode != SANDBOX_FULL && geteuid() == 0;
+}
+
+/* The ownership job's own copy of what sandbox_own reads. */
+struct spawn_own {
+	struct sandbox_policy policy;
+	char *workspace;
+	char **more; /* the copied hide_more */
+	size_t n_more;
+};
+
+static void spawn_own_free(void *arg)
+{
+	struct spawn_own *o = arg;
+
+	if (!o)
+		return;
+	for (size_t i = 0; i < SANDBOX_HIDE_MAX; i++)
+		free((char *)o->policy.hide[i]);
+	for (size_t i = 0; i < o->n_more; i++)
+		free(o->more[i]);
+	free(o->more);
+	free(o->workspace);
+	free(o);
+}
+
+static struct spawn_own *spawn_own_new(const char *workspace, const struct sandbox_policy *p)
+{
+	struct spawn_own *o = calloc(1, sizeof *o);
+
+	if (!o)
+		return NULL;
+	o->policy.mode = p->mode;
+	o->policy.uid = p->uid;
+	o->policy.gid = p->gid;
+	if (!(o->workspace = strdup(workspace)))
+		goto fail;
+	for (size_t i = 0; i < p->n_hide && i < SANDBOX_HIDE_MAX; i++)
+		if (p->hide[i] && !(o->policy.hide[i] = strdup(p->hide[i])))
+			goto fail;
+	o->policy.n_hide = p->n_hide < SANDBOX_HIDE_MAX ? p->n_hide : SANDBOX_HIDE_MAX;
+	if (p->hide_more && p->n_hide_more) {
+		if (!(o->more = calloc(p->n_hide_more, sizeof *o->more)))
+			goto fail;
+		for (; o->n_more < p->n_hide_more; o->n_more++)
+			if (p->hide_more[o->n_more] &&
+			    !(o->more[o->n_more] = strdup(p->hide_more[o->n_more])))
+				goto fail;
+		o->policy.hide_more = (const char *const *)o->more;
+		o->policy.n_hide_more = o->n_more;
+	}
+	return o;
+fail:
+	spawn_own_free(o);
+	return NULL;
+}
+
+/* Pool thread. */
+static void spawn_own_job(void *arg, struct tool_job_result *res)
+{
+	struct spawn_own *o = arg;
+	int rc = sandbox_own(&o->policy, o->workspace, sandbox_uid_of(&o->policy),
+	                     sandbox_gid_of(&o->policy), NULL, NULL);
+
+	if (rc == SB_OK)
+		tool_result_text(res, "");
+	else if (rc == SB_ERR_NOMEM)
+		res->rc = SB_ERR_NOMEM;
+	else
+		tool_result_errorf(res, "the workspace %s cannot be given to the sandbox",
+		                   o->workspace);
+}
+
+int tool_spawn_own(uv_loop_t *loop, const char *workspace, const struct sandbox_policy *policy,
+                   int64_t timeout_ms, tool_done_cb done, void *ud, struct tool_run **run)
+{
+	struct spawn_own *o = spawn_own_new(workspace, policy);
+	struct tool_ctx ctx;
+
+	if (!o)
+		return SB_ERR_NOMEM;
+	/* tool_job_start reads only the loop and the time limit */
+	memset(&ctx, 0, sizeof ctx);
+	ctx.loop = loop;
+	ctx.timeout_ms = timeout_ms;
+	return tool_job_start(&ctx, spawn_own_job, o, spawn_own_free, done, ud, run);
 }

@@ -25,6 +25,7 @@
 #include <uv.h>
 
 #include "agents/safety/sandbox.h"
+#include "agents/tool.h"
 
 #define TOOL_SPAWN_DRAIN_MS 2000
 /* The PATH of every tool process (skills' requires.bins are looked for
@@ -81,6 +82,25 @@ int tool_spawn(uv_loop_t *loop, const struct tool_spawn_options *opt, tool_spawn
  * once the child is reaped, which may be after this returns. Only before cb
  * ran. */
 void tool_spawn_cancel(struct tool_spawn *sp);
+
+/* Whether a command under policy first needs the ownership pass
+ * (sandbox_own): the gateway is root and policy is a sandbox. Any thread. */
+bool tool_spawn_needs_own(const struct sandbox_policy *policy);
+
+/* Gives workspace (absolute) to policy's uid (sandbox_own) in a tool job on
+ * loop's thread pool (agents/tools/common.h, tool_job_start), so that the
+ * walk, however long, never holds the loop; the command starts once done
+ * says it is over, with a copy of policy whose owned is set. What the walk
+ * reads is copied (workspace and policy are borrowed for this call only).
+ * done(ud, rc, content, is_error) runs on the loop thread, never from inside
+ * this call: SB_OK with is_error false when the workspace is the sandbox's;
+ * is_error with a sentence in content when it cannot be given, the job was
+ * cancelled (rc SB_ERR_ABORTED, at once, from inside the cancel) or did not
+ * end within timeout_ms and a second more; content is done's to free. *run
+ * (if not NULL) cancels until done ran. SB_OK, SB_ERR_NOMEM (done never
+ * runs). Loop thread only. */
+int tool_spawn_own(uv_loop_t *loop, const char *workspace, const struct sandbox_policy *policy,
+                   int64_t timeout_ms, tool_done_cb done, void *ud, struct tool_run **run);
 
 /* Marks every descriptor above stderr close-on-exec in this process, just
  * before a uv_spawn of a child that must inherit nothing else (tool_spawn

@@ -11,8 +11,8 @@
  * last BASH_TAIL bytes), so that the output budget (budget.h) saves all of it
  * to the result store like any oversized result and the context gets a
  * preview of its head and tail. A root gateway first gives the workspace to
- * the sandbox's uid (sandbox_own) in a tool job on the pool, and starts the
- * command when that is done.
+ * the sandbox's uid (sandbox_own) on the pool (tool_spawn_own), and starts
+ * the command when that is done.
  */
 #include <signal.h>
 #include <stdlib.h>
@@ -48,76 +48,6 @@ struct bash_run {
 	const struct sandbox_policy *sandbox;
 	char *command;
 };
-
-/* The ownership job's own copy of what sandbox_own reads. */
-struct bash_own {
-	struct sandbox_policy policy;
-	char *workspace;
-	char **more; /* the copied hide_more */
-	size_t n_more;
-};
-
-static void bash_own_free(void *arg)
-{
-	struct bash_own *o = arg;
-
-	if (!o)
-		return;
-	for (size_t i = 0; i < SANDBOX_HIDE_MAX; i++)
-		free((char *)o->policy.hide[i]);
-	for (size_t i = 0; i < o->n_more; i++)
-		free(o->more[i]);
-	free(o->more);
-	free(o->workspace);
-	free(o);
-}
-
-static struct bash_own *bash_own_new(const char *workspace, const struct sandbox_policy *p)
-{
-	struct bash_own *o = calloc(1, sizeof *o);
-
-	if (!o)
-		return NULL;
-	o->policy.mode = p->mode;
-	o->policy.uid = p->uid;
-	o->policy.gid = p->gid;
-	if (!(o->workspace = strdup(workspace)))
-		goto fail;
-	for (size_t i = 0; i < p->n_hide && i < SANDBOX_HIDE_MAX; i++)
-		if (p->hide[i] && !(o->policy.hide[i] = strdup(p->hide[i])))
-			goto fail;
-	o->policy.n_hide = p->n_hide < SANDBOX_HIDE_MAX ? p->n_hide : SANDBOX_HIDE_MAX;
-	if (p->hide_more && p->n_hide_more) {
-		if (!(o->more = calloc(p->n_hide_more, sizeof *o->more)))
-			goto fail;
-		for (; o->n_more < p->n_hide_more; o->n_more++)
-			if (p->hide_more[o->n_more] &&
-			    !(o->more[o->n_more] = strdup(p->hide_more[o->n_more])))
-				goto fail;
-		o->policy.hide_more = (const char *const *)o->more;
-		o->policy.n_hide_more = o->n_more;
-	}
-	return o;
-fail:
-	bash_own_free(o);
-	return NULL;
-}
-
-/* Pool thread. */
-static void bash_own_job(void *arg, struct tool_job_result *res)
-{
-	struct bash_own *o = arg;
-	int rc = sandbox_own(&o->policy, o->workspace, sandbox_uid_of(&o->policy),
-	                     sandbox_gid_of(&o->policy), NULL, NULL);
-
-	if (rc == SB_OK)
-		tool_result_text(res, "");
-	else if (rc == SB_ERR_NOMEM)
-		res->rc = SB_ERR_NOMEM;
-	else
-		tool_result_errorf(res, "the workspace %s cannot be given to the sandbox",
-		                   o->workspace);
-}
 
 static void bash_free(struct bash_run *b)
 {
@@ -296,16 +226,11 @@ static int bash_call(const struct tool_ctx *ctx, const json_t *input, tool_done_
 		free(b);
 		return SB_ERR_NOMEM;
 	}
-	if (ctx->sandbox && ctx->sandbox->mode != SANDBOX_FULL && geteuid() == 0) {
+	if (tool_spawn_needs_own(ctx->sandbox)) {
 		/* A root gateway's walk of the workspace (sandbox_own) runs on
 		 * the pool, not on the loop thread; the command starts after. */
-		struct bash_own *o = bash_own_new(ctx->workspace, ctx->sandbox);
-
-		if (!o) {
-			bash_free(b);
-			return SB_ERR_NOMEM;
-		}
-		rc = tool_job_start(ctx, bash_own_job, o, bash_own_free, bash_owned, b, &b->prep);
+		rc = tool_spawn_own(ctx->loop, ctx->workspace, ctx->sandbox, ctx->timeout_ms,
+		                    bash_owned, b, &b->prep);
 		if (rc != SB_OK) {
 			bash_free(b);
 			return rc;

@@ -33,9 +33,17 @@ static void mget_work(void *p, struct tool_job_result *res)
 	int64_t total = 0;
 	int rc;
 
-	rc = memory_get(j->workspace, j->path, j->from, j->lines, &text, &total, why, sizeof why);
+	rc = memory_get_until(j->workspace, j->path, j->from, j->lines, &text, &total, why,
+	                      sizeof why, tool_job_stopped_cb, res);
 	if (rc == SB_ERR_NOMEM)
 		return;
+	if (rc == SB_ERR_ABORTED) {
+		tool_result_errorf(res,
+		                   "memory_get stopped at the time limit of %lld ms (or cancelled) "
+		                   "before it had read %s",
+		                   (long long)res->timeout_ms, j->path);
+		return;
+	}
 	if (rc) {
 		tool_result_errorf(res, "%s", why[0] ? why : sb_strerror(rc));
 		return;

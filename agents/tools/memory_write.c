@@ -41,9 +41,20 @@ static void mwrite_work(void *p, struct tool_job_result *res)
 	char why[512], msg[1024];
 	int rc;
 
-	rc = memory_append(j->workspace, j->path, j->text, why, sizeof why);
+	/* Stopped up to the rename, the file is as it was; the commit after
+	 * it (one file, bounded) is not cut short. */
+	rc = memory_append_until(j->workspace, j->path, j->text, why, sizeof why,
+	                         tool_job_stopped_cb, res);
 	if (rc == SB_ERR_NOMEM)
 		return;
+	if (rc == SB_ERR_ABORTED) {
+		tool_result_errorf(
+		    res,
+		    "memory_write stopped at the time limit of %lld ms (or cancelled) "
+		    "before %s was written: it holds what it held before",
+		    (long long)res->timeout_ms, j->path);
+		return;
+	}
 	if (rc) {
 		tool_result_errorf(res, "%s", why[0] ? why : sb_strerror(rc));
 		return;

@@ -201,14 +201,23 @@ static int setup(void **state)
 	         "      servers:\n"
 	         "        - {name: h, command: node, args: [\"%s/mcp_hostile.js\", \"%s\"], "
 	         "read_only_paths: [\"%s\"]}\n"
+	         "  - id: holder\n"
+	         "    model: oa/gpt-test\n"
+	         "    mcp:\n"
+	         "      servers:\n"
+	         "        - {name: h, command: node, args: [\"%s/mcp_hostile.js\", \"%s-hold\"], "
+	         "read_only_paths: [\"%s\"], idle_timeout: 1s}\n"
 	         "openai_api: {enabled: true, sync_timeout: 60s}\n",
 	         fx.llm.port, EVERYTHING, FAKES, FAKES, fx.mark, fx.home, fx.home, fx.home, FAKES,
 	         fx.web_port, fx.sse_port, fx.sdk.port, FAKES, fx.mark, FAKES, FAKES, fx.mark,
 	         FAKES, FAKES, fx.mark, FAKES, FAKES, fx.mark, FAKES, FAKES, fx.mark, FAKES, FAKES,
-	         fx.mark, FAKES);
+	         fx.mark, FAKES, FAKES, fx.mark, FAKES);
 	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
 	if (harness_write_file(path, cfg) != 0 || harness_cli(fx.home, NULL, init) != 0)
 		return -1;
+	/* a root gateway's ownership passes wait while this file is there */
+	snprintf(path, sizeof path, "%s/own.hold", fx.home);
+	setenv("SB_TEST_OWN_HOLD", path, 1);
 	if (harness_daemon_start(&fx.d, fx.home, NULL) != 0 || harness_wait_ready(&fx.d, 20000))
 		return -1;
 	fx.started = true;
@@ -1048,6 +1057,270 @@ static void test_run_stopped_cancels_the_call(void **state)
 	free(events);
 }
 
+/* ---- a root gateway's ownership pass, held (SB_TEST_OWN_HOLD) ---- */
+
+static void hold_file(char *out, size_t size, const char *home, const char *suffix)
+{
+	snprintf(out, size, "%s/own.hold%s", home, suffix);
+}
+
+static void hold(const char *home, bool on)
+{
+	char path[700];
+
+	hold_file(path, sizeof path, home, "");
+	if (on)
+		assert_int_equal(harness_write_file(path, "hold\n"), 0);
+	else
+		assert_int_equal(unlink(path), 0);
+}
+
+/* Waits until n walks have been held in home's gateway; false when they
+ * are not within 20 s. */
+static bool held(const char *home, int n)
+{
+	char path[700];
+
+	hold_file(path, sizeof path, home, ".held");
+	for (int waited = 0; waited < 20000; waited += 50) {
+		struct buf b;
+		int seen = 0;
+
+		buf_init(&b, 1 << 20);
+		if (harness_read_file(path, &b) == 0)
+			for (const char *p = b.data; p && (p = strstr(p, "held\n")); p++)
+				seen++;
+		buf_free(&b);
+		if (seen >= n)
+			return true;
+		usleep(50 * 1000);
+	}
+	return false;
+}
+
+static void wait_held(const char *home, int n)
+{
+	if (!held(home, n)) {
+		print_log();
+		fail_msg("fewer than %d ownership passes held", n);
+	}
+}
+
+/* The status of GET /healthz, or 0 when no answer comes within 10 s (the
+ * loop is stuck). */
+static long healthz(int port)
+{
+	const char req[] = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+	int fd = harness_connect(port);
+	struct buf b;
+	long st = 0;
+
+	if (fd < 0)
+		return 0;
+	buf_init(&b, 1 << 20);
+	if (write(fd, req, sizeof req - 1) == (ssize_t)(sizeof req - 1))
+		st = harness_read_response(fd, &b, 10000);
+	close(fd);
+	buf_free(&b);
+	return st;
+}
+
+static void wait_log(const char *s, const char *server, int n)
+{
+	for (int waited = 0; waited < 20000; waited += 100) {
+		if (log_count(s, server) >= n)
+			return;
+		usleep(100 * 1000);
+	}
+	print_log();
+	fail_msg("the log does not say \"%s\" of %s %d times", s, server, n);
+}
+
+#define NEED_ROOT()                                                                                \
+	do {                                                                                       \
+		if (geteuid() != 0)                                                                \
+			HARNESS_SKIP("not root: the gateway runs no ownership pass");              \
+	} while (0)
+
+/* A root gateway gives the workspace to the sandbox's uid before the
+ * server's program starts, on a pool thread: while that walk is held the
+ * gateway still answers, and the program is not running yet; once it ends
+ * the server starts and answers the call. A call that comes while the
+ * server (known from before, stopped when idle) starts again waits for it;
+ * a walk that fails answers the call saying so, and the next use after the
+ * back-off starts the server. */
+static void test_start_waits_for_the_ownership_pass(void **state)
+{
+	char mark[80], ws[700], away[720], *r;
+	int st;
+	pid_t pid;
+
+	(void)state;
+	NEED_NODE();
+	NEED_ROOT();
+	snprintf(mark, sizeof mark, "%s-hold", fx.mark);
+	hold(fx.home, true);
+	script("[{\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":{\"text\":\"held\"}}]},"
+	       "{\"text\":\"all done\"}]");
+	pid = ask_in_background("holder", "u-hold");
+	wait_held(fx.home, 1);
+	assert_int_equal(healthz(fx.d.port), 200);
+	assert_int_equal(count_marked(mark), 0);
+	hold(fx.home, false);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	r = last_tool_result();
+	HAS(r, "echo: held");
+	free(r);
+
+	/* stopped when idle; a call starts it again, and waits */
+	wait_log("stopping the idle MCP server", "holder/h", 1);
+	hold(fx.home, true);
+	script("[{\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":{\"text\":\"queued\"}}]},"
+	       "{\"text\":\"all done\"}]");
+	pid = ask_in_background("holder", "u-hold");
+	wait_held(fx.home, 2);
+	assert_int_equal(healthz(fx.d.port), 200);
+	assert_int_equal(count_marked(mark), 0);
+	hold(fx.home, false);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	r = last_tool_result();
+	HAS(r, "echo: queued");
+	free(r);
+
+	/* the walk fails (the workspace went meanwhile): the call is told */
+	wait_log("stopping the idle MCP server", "holder/h", 2);
+	hold(fx.home, true);
+	script("[{\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":{\"text\":\"lost\"}}]},"
+	       "{\"text\":\"all done\"}]");
+	pid = ask_in_background("holder", "u-hold");
+	wait_held(fx.home, 3);
+	snprintf(ws, sizeof ws, "%s/workspaces/holder", fx.home);
+	snprintf(away, sizeof away, "%s.away", ws);
+	assert_int_equal(rename(ws, away), 0);
+	hold(fx.home, false);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	r = last_tool_result();
+	assert_int_equal(rename(away, ws), 0);
+	HAS(r, "the MCP server h could not start");
+	HAS(r, "did not run: the workspace ");
+	HAS(r, "/workspaces/holder cannot be given to the sandbox");
+	LACKS(r, "echo: lost");
+	free(r);
+	assert_int_equal(count_marked(mark), 0);
+	sleep(2); /* the back-off */
+	r = call_tool("holder", "u-hold", "mcp__h__echo", "{\"text\":\"back\"}");
+	HAS(r, "echo: back");
+	free(r);
+}
+
+/* A gateway stopped while a server's ownership pass is held stops it
+ * before its program runs, and ends cleanly (no handle or memory left:
+ * the sanitizers' exit status) once the walk returns. */
+static void test_stop_while_the_pass_is_held(void **state)
+{
+	char home[512], path[700], mark[80], token[256], auth[300], cfg[4096];
+	const char *hdrs[] = {auth, "Content-Type: application/json", NULL};
+	const char *init[] = {"init", NULL};
+	struct harness_daemon d;
+	const char *why = NULL;
+	struct buf log;
+	pid_t pid = 0;
+	int code = 0;
+
+	(void)state;
+	NEED_NODE();
+	NEED_ROOT();
+	snprintf(mark, sizeof mark, "%s-stop", fx.mark);
+	assert_int_equal(harness_tmpdir(home, sizeof home), 0);
+	snprintf(cfg, sizeof cfg,
+	         "gateway: {drain_timeout: 1s}\n"
+	         "providers:\n"
+	         "  - {id: oa, api: openai-chat, base_url: \"http://127.0.0.1:%d/v1\", "
+	         "api_key: k1, max_retries: 0, timeout: 20s}\n"
+	         "agents:\n"
+	         "  - id: main\n"
+	         "    default: true\n"
+	         "    model: oa/gpt-test\n"
+	         "    mcp:\n"
+	         "      servers:\n"
+	         "        - {name: h, command: node, args: [\"%s/mcp_hostile.js\", \"%s\"], "
+	         "read_only_paths: [\"%s\"]}\n"
+	         "openai_api: {enabled: true, sync_timeout: 60s}\n",
+	         fx.llm.port, FAKES, mark, FAKES);
+	snprintf(path, sizeof path, "%s/switchboard.yaml", home);
+	assert_int_equal(harness_write_file(path, cfg), 0);
+	assert_int_equal(harness_cli(home, NULL, init), 0); /* the API's token */
+	hold_file(path, sizeof path, home, "");
+	setenv("SB_TEST_OWN_HOLD", path, 1);
+	assert_int_equal(harness_daemon_start(&d, home, NULL), 0);
+	/* from here on every way out stops this gateway and removes its home */
+	if (harness_wait_ready(&d, 20000) != 0 ||
+	    harness_oai_token(home, token, sizeof token) != 0) {
+		why = "the gateway did not start";
+		goto out;
+	}
+	hold(home, true);
+	script("[{\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":{}}]},{\"text\":\"x\"}]");
+	snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+	pid = fork();
+	if (pid == 0) {
+		(void)harness_http(
+		    d.port, "POST", "/v1/chat/completions", hdrs,
+		    "{\"model\":\"main\",\"user\":\"u-stop\",\"messages\":[{\"role\":"
+		    "\"user\",\"content\":\"use the tool\"}]}",
+		    NULL);
+		_exit(0);
+	}
+	if (!held(home, 1)) {
+		why = "the ownership pass was not held";
+		goto out;
+	}
+	kill(d.pid, SIGTERM);
+	for (int waited = 0; !why; waited += 100) {
+		buf_init(&log, 64 << 20);
+		harness_daemon_log(&d, &log);
+		if (log.data &&
+		    strstr(log.data, "the MCP server was stopped before its program ran"))
+			break;
+		buf_free(&log);
+		if (waited > 20000)
+			why = "the server was not stopped while its ownership pass was held";
+		usleep(100 * 1000);
+	}
+	if (why)
+		goto out;
+	buf_free(&log);
+	if (count_marked(mark) != 0) {
+		why = "the server's program ran";
+		goto out;
+	}
+	hold(home, false);
+	code = harness_wait(d.pid, 20000);
+	d.pid = 0;
+	buf_init(&log, 64 << 20);
+	harness_read_file(d.log_path, &log);
+	if (code != 0 || !log.data || !strstr(log.data, "msg=stopped") ||
+	    strstr(log.data, "handles left open") || count_marked(mark) != 0) {
+		fprintf(stderr, "gateway log:\n%s\n", log.data ? log.data : "");
+		why = "the gateway did not stop cleanly";
+	}
+	buf_free(&log);
+out:
+	hold_file(path, sizeof path, home, "");
+	(void)unlink(path);
+	if (d.pid > 0)
+		(void)harness_daemon_stop(&d, SIGKILL, 5000);
+	if (pid > 0)
+		(void)waitpid(pid, NULL, 0);
+	harness_rmrf(home);
+	hold_file(path, sizeof path, fx.home, "");
+	setenv("SB_TEST_OWN_HOLD", path, 1);
+	if (why)
+		fail_msg("%s (exit %d)", why, code);
+}
+
 /* `switchboard doctor` says where each server's program is found. */
 static void test_doctor(void **state)
 {
@@ -1104,6 +1377,93 @@ static void test_reload(void **state)
 	assert_int_equal(log_count("the agent has no MCP server any more", "agent=drip"), 1);
 }
 
+/* What agent's run answers to text, in the background (0: the exit code
+ * says the reply came). */
+static pid_t ask_text_in_background(const char *agent, const char *user, const char *text)
+{
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		char *r = ask(agent, user, text);
+
+		_exit(r && strstr(r, "all done") ? 0 : 1);
+	}
+	return pid;
+}
+
+/* Whether any tool result the model was given holds s. */
+static bool tool_results_have(const char *s)
+{
+	json_t *reqs = llm_requests(), *req, *m;
+	size_t i, k;
+	bool found = false;
+
+	json_array_foreach(reqs, i, req)
+	{
+		json_array_foreach(json_object_get(json_object_get(req, "body"), "messages"), k, m)
+		{
+			const char *c = json_string_value(json_object_get(m, "content"));
+
+			if (c &&
+			    strcmp(json_string_value(json_object_get(m, "role")), "tool") == 0 &&
+			    strstr(c, s))
+				found = true;
+		}
+	}
+	json_decref(reqs);
+	return found;
+}
+
+/* A reload that replaces a server whose ownership pass is held: the call
+ * waiting for the old one is told it was stopped, the old one never runs
+ * its program, and the new one starts once its own walk is done. */
+static void test_reload_while_the_pass_is_held(void **state)
+{
+	char path[700], *p;
+	struct buf text;
+	int st, reloads, holds;
+	pid_t first, second;
+
+	(void)state;
+	NEED_NODE();
+	NEED_ROOT();
+	/* the holder's server, known and stopped (idle) since the tests above */
+	wait_log("stopping the idle MCP server", "holder/h", 3);
+	holds = 4;
+	hold(fx.home, true);
+	script("[{\"match\":\"first call\",\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":"
+	       "{\"text\":\"one\"}}]},{\"match\":\"first call\",\"text\":\"all done\"},"
+	       "{\"match\":\"second call\",\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":"
+	       "{\"text\":\"two\"}}]},{\"match\":\"second call\",\"text\":\"all done\"}]");
+	first = ask_text_in_background("holder", "u-r1", "first call");
+	wait_held(fx.home, holds);
+	/* the entry changes */
+	snprintf(path, sizeof path, "%s/switchboard.yaml", fx.home);
+	buf_init(&text, 1 << 20);
+	assert_int_equal(harness_read_file(path, &text), 0);
+	p = strstr(text.data, "idle_timeout: 1s}\nopenai_api");
+	assert_non_null(p);
+	p[strlen("idle_timeout: ")] = '2';
+	assert_int_equal(harness_write_file(path, text.data), 0);
+	buf_free(&text);
+	reloads = log_count("msg=reloaded", "");
+	kill(fx.d.pid, SIGHUP);
+	wait_log("msg=reloaded", "", reloads + 1);
+	/* the next run replaces the server: the old one's start ends */
+	second = ask_text_in_background("holder", "u-r2", "second call");
+	wait_log("the MCP server was stopped before its program ran", "holder/h", 1);
+	assert_int_equal(waitpid(first, &st, 0), first);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_true(tool_results_have("the MCP server was stopped"));
+	wait_held(fx.home, holds + 1);
+	assert_int_equal(healthz(fx.d.port), 200);
+	hold(fx.home, false);
+	assert_int_equal(waitpid(second, &st, 0), second);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	assert_true(tool_results_have("echo: two"));
+	assert_false(tool_results_have("echo: one"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1125,8 +1485,11 @@ int main(void)
 	    cmocka_unit_test(test_sandbox_seen_from_inside),
 	    cmocka_unit_test(test_idle_stop_and_restart),
 	    cmocka_unit_test(test_run_stopped_cancels_the_call),
+	    cmocka_unit_test(test_start_waits_for_the_ownership_pass),
+	    cmocka_unit_test(test_stop_while_the_pass_is_held),
 	    cmocka_unit_test(test_doctor),
 	    cmocka_unit_test(test_reload),
+	    cmocka_unit_test(test_reload_while_the_pass_is_held),
 	};
 
 	return cmocka_run_group_tests_name("mcp", tests, setup, teardown);

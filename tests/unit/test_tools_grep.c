@@ -725,6 +725,114 @@ static void test_stop_ends_memory_search(void **state)
 	if (stopped < 5 || found == 0)
 		fail_msg("memory_search stopped %d times and found %d times in 26", stopped, found);
 }
+
+/* A memory tool's call with the operator's memory scope. */
+static struct result run_memory_tool(const struct tool_def *tool, json_t *in)
+{
+	struct tool_memory mem = {0};
+	struct tool_ctx ctx = base_ctx(120000);
+	struct result r = {0};
+	struct tool_run *run = NULL;
+
+	mem.today = "memory/2026-12-04.md";
+	mem.writable = true;
+	ctx.memory = &mem;
+	assert_non_null(in);
+	assert_int_equal(tool->call(&ctx, in, on_done, &r, &run), SB_OK);
+	json_decref(in);
+	watch();
+	uv_run(&loop, UV_RUN_DEFAULT);
+	unwatch();
+	assert_int_equal(r.calls, 1);
+	assert_non_null(r.content);
+	return r;
+}
+
+/* memory_get stopped while it reads a large memory file or counts its
+ * lines gives up with an error that says so; one that was not stopped
+ * gives the lines asked for. */
+static void test_stop_ends_memory_get(void **state)
+{
+	int stopped = 0, read = 0;
+
+	put_lines("MEMORY.md", 30000, 99, 'm', "");
+	/* from the first point on, until one is not stopped */
+	for (unsigned n = 1; n <= 400 && read == 0; n++) {
+		struct result r;
+
+		tool_job_test_stop_after(n);
+		r = run_memory_tool(
+		    &tool_memory_get,
+		    json_pack("{s:s,s:i,s:i}", "path", "MEMORY.md", "from", 29001, "lines", 3));
+		tool_job_test_stop_after(0);
+		if (r.is_error) {
+			if (!strstr(r.content, "memory_get stopped at the time limit of 120000 ms "
+			                       "(or cancelled) before it had read MEMORY.md"))
+				fail_msg("stop %u: %s", n, r.content);
+			stopped++;
+		} else {
+			assert_int_equal(strlen(r.content), 300);
+			assert_int_equal(strspn(r.content, "m\n"), 300);
+			read++;
+		}
+		free(r.content);
+	}
+	/* a 3 MB file: a poll per read (of up to 1 MiB) and per 4,096 lines
+	 * counted, 19 in all */
+	if (stopped < 10 || read == 0)
+		fail_msg("memory_get stopped %d times and read %d times", stopped, read);
+}
+
+/* memory_write stopped while it reads the memory file, writes the new one,
+ * before its fsync or before its rename leaves the file as it was and no
+ * temporary file beside it; one that was not stopped appended the text. */
+static void test_stop_leaves_memory_write_undone(void **state)
+{
+	int stopped = 0, written = 0, entries;
+	size_t len, orig_len;
+	char *orig, *got;
+
+	put_lines("MEMORY.md", 30000, 99, 'o', "");
+	orig = slurp("MEMORY.md", &orig_len);
+	assert_non_null(orig);
+	entries = top_entries();
+	for (unsigned n = 1; n <= 400 && written == 0; n++) {
+		struct result r;
+
+		tool_job_test_stop_after(n);
+		r = run_memory_tool(&tool_memory_write, json_pack("{s:s,s:s}", "text", "remember",
+		                                                  "target", "long_term"));
+		tool_job_test_stop_after(0);
+		got = slurp("MEMORY.md", &len);
+		assert_non_null(got);
+		if (r.is_error) {
+			if (!strstr(r.content,
+			            "memory_write stopped at the time limit of 120000 ms "
+			            "(or cancelled) before MEMORY.md was written: it holds "
+			            "what it held before"))
+				fail_msg("stop %u: %s", n, r.content);
+			assert_int_equal(len, orig_len);
+			assert_memory_equal(got, orig, len);
+			stopped++;
+		} else {
+			if (!strstr(r.content, "Saved to MEMORY.md"))
+				fail_msg("round %u: %s", n, r.content);
+			assert_int_equal(len, orig_len + 9);
+			assert_memory_equal(got, orig, orig_len);
+			assert_memory_equal(got + orig_len, "remember\n", 9);
+			put_lines("MEMORY.md", 30000, 99, 'o', "");
+			written++;
+		}
+		assert_int_equal(top_entries(), entries);
+		free(got);
+		free(r.content);
+	}
+	/* a poll per read of the 3 MB (of up to 1 MiB), per MiB written,
+	 * before the fsync and before the rename, 17 in all */
+	if (stopped < 10 || written == 0)
+		fail_msg("memory_write stopped %d times and wrote %d times", stopped, written);
+	free(orig);
+}
 #endif
 
 /* ---- the pool's share -------------------------------------------------- */
@@ -875,6 +983,8 @@ int main(void)
 	    T(test_stop_leaves_write_undone),
 	    T(test_stop_leaves_edit_undone),
 	    T(test_stop_ends_memory_search),
+	    T(test_stop_ends_memory_get),
+	    T(test_stop_leaves_memory_write_undone),
 #endif
 	    T(test_pool_keeps_a_thread),
 	    T(test_waiting_call_times_out),
