@@ -67,7 +67,7 @@ struct ws_file {
 	bool known; /* looked at before */
 	bool present;
 	bool refused; /* a symlink or another non-regular file: never read */
-	bool racy; /* read again next time whatever stat says */
+	bool racy;    /* read again next time whatever stat says */
 	dev_t dev;
 	ino_t ino;
 	off_t size;
@@ -89,6 +89,17 @@ struct ws_entry {
 	ino_t git_ino;
 	bool head_known;
 	git_oid head;
+	/* What HEAD was read from (.git/HEAD, the ref it names, packed-refs):
+	 * while all three are the same files, unchanged and not just written,
+	 * HEAD is what it was. */
+	bool stamp_known;
+	struct ws_stamp {
+		bool present;
+		dev_t dev;
+		ino_t ino;
+		off_t size;
+		struct timespec mtime, ctime;
+	} stamp[3];
 	bool in_tree[PROMPT_FILES_MAX];
 	git_oid tree_blob[PROMPT_FILES_MAX];
 };
@@ -327,6 +338,7 @@ static void ws_git_close(struct ws_entry *e)
 		git_repository_free(e->repo);
 	e->repo = NULL;
 	e->head_known = false;
+	e->stamp_known = false;
 }
 
 /* Opens (or keeps) the repository whose top is e->dir. false: none. */
@@ -353,6 +365,85 @@ static bool ws_git_open(struct ws_entry *e)
 	return true;
 }
 
+/* The files HEAD is read from, as they are now: .git/HEAD, the loose ref it
+ * names ("ref: refs/heads/x"), .git/packed-refs. false when that cannot be
+ * told (.git is not a directory, HEAD unreadable or odd, a file changed in
+ * the last WORKSPACE_RACY_NS, which a stamp cannot vouch for). git replaces
+ * each of them by a rename: a new inode every time. */
+static bool ws_head_stamp(const struct ws_entry *e, struct ws_stamp st[3])
+{
+	char path[PATH_MAX], head[256];
+	const char *rel[3] = {"HEAD", NULL, "packed-refs"};
+	struct timespec now;
+	ssize_t n;
+	int gd, fd;
+	bool ok = true;
+
+	if (snprintf(path, sizeof path, "%s/.git", e->dir) >= (int)sizeof path)
+		return false;
+	gd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (gd < 0)
+		return false;
+	fd = openat(gd, "HEAD", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	n = fd >= 0 ? read(fd, head, sizeof head - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 5 || (size_t)n >= sizeof head - 1) {
+		close(gd);
+		return false;
+	}
+	head[n] = '\0';
+	if (strncmp(head, "ref: refs/", 10) == 0) {
+		char *nl = strchr(head, '\n');
+
+		if (nl)
+			*nl = '\0';
+		if (strstr(head + 5, "..") || strchr(head + 5, '\n'))
+			ok = false;
+		rel[1] = head + 5;
+	}
+	clock_gettime(CLOCK_REALTIME, &now);
+	for (int i = 0; ok && i < 3; i++) {
+		struct stat sb;
+
+		memset(&st[i], 0, sizeof st[i]);
+		if (!rel[i])
+			continue;
+		if (fstatat(gd, rel[i], &sb, AT_SYMLINK_NOFOLLOW) != 0) {
+			if (errno != ENOENT || i == 0)
+				ok = false;
+			continue;
+		}
+		if (!S_ISREG(sb.st_mode) ||
+		    ((long long)now.tv_sec - sb.st_mtim.tv_sec) * 1000000000LL +
+		            (now.tv_nsec - sb.st_mtim.tv_nsec) <
+		        WORKSPACE_RACY_NS) {
+			ok = false;
+			continue;
+		}
+		st[i].present = true;
+		st[i].dev = sb.st_dev;
+		st[i].ino = sb.st_ino;
+		st[i].size = sb.st_size;
+		st[i].mtime = sb.st_mtim;
+		st[i].ctime = sb.st_ctim;
+	}
+	close(gd);
+	return ok;
+}
+
+static bool ws_same_stamp(const struct ws_stamp a[3], const struct ws_stamp b[3])
+{
+	for (int i = 0; i < 3; i++)
+		if (a[i].present != b[i].present ||
+		    (a[i].present &&
+		     (a[i].dev != b[i].dev || a[i].ino != b[i].ino || a[i].size != b[i].size ||
+		      !ws_same_time(&a[i].mtime, &b[i].mtime) ||
+		      !ws_same_time(&a[i].ctime, &b[i].ctime))))
+			return false;
+	return true;
+}
+
 /* Looks up HEAD and, when it moved, the blobs of the bootstrap files in
  * its tree. false: no commit (unborn branch) or unreadable. */
 static bool ws_git_head(struct workspace_cache *c, struct ws_entry *e)
@@ -360,11 +451,23 @@ static bool ws_git_head(struct workspace_cache *c, struct ws_entry *e)
 	git_oid oid;
 	git_commit *commit = NULL;
 	git_tree *tree = NULL;
-	bool ok = false;
+	struct ws_stamp stamp[3];
+	bool ok = false, stamped = ws_head_stamp(e, stamp);
 
+	if (stamped && e->stamp_known && e->head_known && ws_same_stamp(stamp, e->stamp)) {
+		ws_count(c, &c->stats.head_reuses);
+		return true;
+	}
+	e->stamp_known = false;
 	if (git_reference_name_to_id(&oid, e->repo, "HEAD") != 0) {
 		e->head_known = false;
 		return false;
+	}
+	/* The stamp was taken before the read: a change after it makes the
+	 * next stamp differ. */
+	if (stamped) {
+		memcpy(e->stamp, stamp, sizeof e->stamp);
+		e->stamp_known = true;
 	}
 	if (e->head_known && git_oid_equal(&oid, &e->head))
 		return true;

@@ -67,6 +67,7 @@ struct workspace_cache_stats {
 	uint64_t file_reads;  /* files read from disk */
 	uint64_t file_reuses; /* files whose cached bytes were used */
 	uint64_t tree_reads;  /* HEAD trees looked up */
+	uint64_t head_reuses; /* HEAD taken from the cache (its files unchanged) */
 };
 
 /* A new, empty cache. SB_OK or SB_ERR_NOMEM. */

@@ -301,6 +301,122 @@ static void test_stat_reuse(void **state)
 	harness_rmrf(dir);
 }
 
+/* HEAD is taken from the cache while .git/HEAD, the ref it names and
+ * packed-refs are the same old files; every way git moves it is seen: a
+ * commit (the ref replaced), the ref rewritten in place with its old mtime
+ * put back (ctime tells), the refs packed, a detached HEAD, a branch
+ * switched. */
+static void test_head_reuse(void **state)
+{
+	char dir[512], c1[41], c2[41], c3[41], cmd[1400], ref[64] = "";
+	struct buf out;
+	struct workspace_version v;
+	struct workspace_cache *c;
+	struct workspace_cache_stats s0, s1;
+	git_repository *r;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(dir, sizeof dir), 0);
+	assert_int_equal(workspace_cache_new(&c), SB_OK);
+	buf_init(&out, 1 << 20);
+	assert_int_equal(git_repository_init(&r, dir, 0), 0);
+	git_repository_free(r);
+	put(dir, "AGENTS.md", "rules\n");
+	commit_all(dir, c1);
+	{
+		char head[128];
+		FILE *f;
+
+		snprintf(cmd, sizeof cmd, "%s/.git/HEAD", dir);
+		f = fopen(cmd, "r");
+		assert_non_null(f);
+		assert_non_null(fgets(head, sizeof head, f));
+		fclose(f);
+		assert_int_equal(strncmp(head, "ref: ", 5), 0);
+		head[strcspn(head, "\n")] = '\0';
+		snprintf(ref, sizeof ref, ".git/%s", head + 5);
+	}
+	age(dir, ".git/HEAD", 100);
+	age(dir, ref, 100);
+	age(dir, "AGENTS.md", 100);
+	assert_int_equal(snap(c, dir, false, &out, &v), SB_OK);
+	assert_string_equal(v.commit, c1);
+	workspace_cache_stats(c, &s0);
+	assert_int_equal(snap(c, dir, false, &out, &v), SB_OK);
+	assert_int_equal(snap(c, dir, false, &out, &v), SB_OK);
+	workspace_cache_stats(c, &s1);
+	assert_int_equal(s1.head_reuses, s0.head_reuses + 2);
+	assert_string_equal(v.commit, c1);
+
+	/* a commit, the ref aged at once: a new inode */
+	put(dir, "AGENTS.md", "rules 2\n");
+	commit_all(dir, c2);
+	age(dir, ref, 100);
+	age(dir, "AGENTS.md", 100);
+	assert_int_equal(snap(c, dir, false, &out, &v), SB_OK);
+	assert_string_equal(v.commit, c2);
+	assert_false(v.dirty);
+
+	/* the ref rewritten in place with c1, its old mtime put back */
+	{
+		FILE *f;
+		char path[1100];
+
+		struct stat before;
+		struct timespec ts[2];
+
+		snprintf(path, sizeof path, "%s/%s", dir, ref);
+		assert_int_equal(stat(path, &before), 0);
+		f = fopen(path, "r+");
+		assert_non_null(f);
+		fprintf(f, "%s\n", c1);
+		fclose(f);
+		ts[0] = before.st_atim;
+		ts[1] = before.st_mtim;
+		assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+	}
+	assert_int_equal(snap(c, dir, false, &out, &v), SB_OK);
+	assert_string_equal(v.commit, c1);
+	assert_true(v.dirty); /* AGENTS.md is c2's */
+
+	/* the refs packed (the loose ref gone), then a detached HEAD at c2 */
+	snprintf(cmd, sizeof cmd,
+	         "cd '%s' && git pack-refs --all >/dev/null 2>&1 && touch -d '-100 seconds' "
+	         ".git/packed-refs",
+	         dir);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(snap(c, dir, false, &out, &v), SB_OK);
+	assert_string_equal(v.commit, c1);
+	put(dir, ".git/HEAD", c2);
+	age(dir, ".git/HEAD", 100);
+	assert_int_equal(snap(c, dir, false, &out, &v), SB_OK);
+	assert_string_equal(v.commit, c2);
+
+	/* back on a branch: another one, at a third commit */
+	snprintf(cmd, sizeof cmd,
+	         "cd '%s' && git -c user.name=t -c user.email=t@localhost checkout -q -b other "
+	         ">/dev/null 2>&1 && echo x > notes.txt && git add notes.txt && git -c "
+	         "user.name=t -c user.email=t@localhost commit -q -m x && git rev-parse HEAD > "
+	         ".c3 && touch -d '-100 seconds' .git/HEAD .git/refs/heads/other",
+	         dir);
+	assert_int_equal(system(cmd), 0);
+	{
+		char path[1100];
+		FILE *f;
+
+		snprintf(path, sizeof path, "%s/.c3", dir);
+		f = fopen(path, "r");
+		assert_non_null(f);
+		assert_non_null(fgets(c3, sizeof c3, f));
+		fclose(f);
+	}
+	assert_int_equal(snap(c, dir, false, &out, &v), SB_OK);
+	assert_string_equal(v.commit, c3);
+	workspace_cache_free(c);
+	buf_free(&out);
+	harness_rmrf(dir);
+}
+
 /* The cached prompt is the uncached one, byte for byte. */
 static void test_cached_equals_uncached(void **state)
 {
@@ -426,6 +542,7 @@ int main(void)
 	    cmocka_unit_test(test_version_outside_git),
 	    cmocka_unit_test(test_version_git),
 	    cmocka_unit_test(test_stat_reuse),
+	    cmocka_unit_test(test_head_reuse),
 	    cmocka_unit_test(test_cached_equals_uncached),
 	    cmocka_unit_test(test_boot_parse),
 	    cmocka_unit_test(test_init),
