@@ -56,21 +56,36 @@ int buf_puts(struct buf *b, const char *s)
 	return buf_append(b, s, strlen(s));
 }
 
+/* Formats straight into the free space: one pass when the text fits (most
+ * do, with the room kept ahead), a second with the room it needs when it
+ * does not. glibc's vsnprintf(NULL, 0) to measure first costs as much as
+ * the formatting, through its overflow path every 64 bytes. On an error
+ * the text is as it was. */
 int buf_vprintf(struct buf *b, const char *fmt, va_list ap)
 {
 	va_list cp;
+	size_t room;
 	int n, rc;
 
+	if (buf_reserve(b, 256) != SB_OK && (rc = buf_reserve(b, 0)) != SB_OK)
+		return rc;
+	room = b->cap - b->len;
 	va_copy(cp, ap);
-	n = vsnprintf(NULL, 0, fmt, cp);
+	n = vsnprintf(b->data + b->len, room, fmt, cp);
 	va_end(cp);
+	if (n >= 0 && (size_t)n < room) {
+		b->len += (size_t)n;
+		return SB_OK;
+	}
+	b->data[b->len] = '\0';
 	if (n < 0)
 		return SB_ERR_INVAL;
-	rc = buf_reserve(b, (size_t)n);
-	if (rc)
+	if ((rc = buf_reserve(b, (size_t)n)) != SB_OK)
 		return rc;
-	if (vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap) != n)
+	if (vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap) != n) {
+		b->data[b->len] = '\0';
 		return SB_ERR_INVAL;
+	}
 	b->len += (size_t)n;
 	return SB_OK;
 }

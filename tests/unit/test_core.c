@@ -56,6 +56,44 @@ static void test_buf_bounds(void **state)
 	buf_free(&b);
 }
 
+/* One pass into the free space, a second when it does not fit: long and
+ * short texts, a text that fills the room to the byte, and at the limit an
+ * error that leaves the text as it was. */
+static void test_buf_printf_passes(void **state)
+{
+	struct buf b;
+	char big[10001];
+
+	(void)state;
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	buf_init(&b, 1 << 20);
+	assert_int_equal(buf_printf(&b, "<%s>", big), SB_OK);
+	assert_int_equal(b.len, 10002);
+	assert_int_equal(b.data[0], '<');
+	assert_int_equal(b.data[10001], '>');
+	assert_int_equal(b.data[10002], '\0');
+	for (size_t k = 1; k < 600; k += 7) {
+		size_t before = b.len, room = b.cap - b.len - 1;
+
+		/* exactly the room left, then one more than it */
+		assert_int_equal(buf_printf(&b, "%.*s", (int)(room < k ? room : k), big), SB_OK);
+		assert_int_equal(b.len, before + (room < k ? room : k));
+		assert_int_equal(strlen(b.data), b.len);
+	}
+	buf_free(&b);
+
+	buf_init(&b, 300);
+	assert_int_equal(buf_printf(&b, "%.200s", big), SB_OK);
+	assert_int_equal(buf_printf(&b, "%.150s", big), SB_ERR_TOOBIG);
+	assert_int_equal(b.len, 200);
+	assert_int_equal(strlen(b.data), 200);
+	assert_int_equal(buf_printf(&b, "%.100s", big), SB_OK);
+	assert_int_equal(b.len, 300);
+	assert_int_equal(strlen(b.data), 300);
+	buf_free(&b);
+}
+
 static void test_buf_grows(void **state)
 {
 	struct buf b;
@@ -789,6 +827,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_buf_bounds),
 	    cmocka_unit_test(test_buf_grows),
+	    cmocka_unit_test(test_buf_printf_passes),
 	    cmocka_unit_test(test_num_parse),
 	    cmocka_unit_test(test_fmt_span),
 	    cmocka_unit_test(test_log_logfmt),
