@@ -580,8 +580,12 @@ int workspace_init(const char *dir, const char *agent_id, size_t *created, char 
 	if (!workspace_git()) {
 		/* Not goto out: without the library there is nothing to free,
 		 * and nothing to free it with. */
-		if (why && why_size)
-			snprintf(why, why_size, "%s", workspace_git_why);
+		if (!git_lazy_fns) {
+			if (why && why_size)
+				snprintf(why, why_size, "%s", workspace_git_why);
+		} else {
+			ws_why(why, why_size, "libgit2 failed to initialise");
+		}
 		return SB_ERR_IO;
 	}
 	rc = SB_ERR_IO;

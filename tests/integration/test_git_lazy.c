@@ -135,7 +135,7 @@ static void test_missing_library(void **state)
 	assert_int_equal(harness_write_file(ws, "not a library\n"), 0);
 	assert_int_equal(setenv("LD_LIBRARY_PATH", lib, 1), 0);
 
-	/* A new workspace needs git init: a clear error, nothing half made. */
+	/* A new workspace needs git init: a clear error, and no repository. */
 	snprintf(ws, sizeof ws, "%s/new-workspace", fx.home);
 	ws_init[2] = ws;
 	buf_init(&out, 1 << 16);
