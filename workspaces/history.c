@@ -3,7 +3,6 @@
  */
 #include "workspaces/history.h"
 
-#include <git2.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -11,6 +10,8 @@
 #include <string.h>
 
 #include "gateway/core/err.h"
+#define GIT_LAZY_NAMES
+#include "workspaces/git_lazy.h"
 #include "workspaces/workspace.h"
 
 #define HISTORY_LOG_MAX 1000
@@ -58,7 +59,7 @@ static bool history_path_ok(const char *p)
 static int history_open(const char *dir, git_repository **repo)
 {
 	*repo = NULL;
-	if (!workspace_git_ready())
+	if (!workspace_git_ready(NULL))
 		return SB_ERR_IO;
 	if (git_repository_open_ext(repo, dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) != 0)
 		return SB_ERR_NOTFOUND;

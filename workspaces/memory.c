@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <git2.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <sqlite3.h>
@@ -20,6 +19,8 @@
 #include "gateway/core/beneath.h"
 #include "gateway/core/buf.h"
 #include "gateway/core/err.h"
+#define GIT_LAZY_NAMES
+#include "workspaces/git_lazy.h"
 #include "workspaces/workspace.h"
 
 #define MEMORY_RACY_NS 2000000000LL
@@ -1034,6 +1035,7 @@ int memory_commit_files(const char *workspace, const char *const *paths, size_t 
 	git_repository *repo = NULL;
 	char dotgit[BENEATH_PATH_MAX + 8];
 	struct stat st;
+	const char *gwhy = NULL;
 	int root = -1, rc = SB_ERR_IO;
 	bool retry = false;
 
@@ -1056,8 +1058,8 @@ int memory_commit_files(const char *workspace, const char *const *paths, size_t 
 		snprintf(why, why_size, "the workspace is not a git repository");
 		return SB_ERR_NOTFOUND;
 	}
-	if (!workspace_git_ready()) {
-		snprintf(why, why_size, "libgit2 failed to initialise");
+	if (!workspace_git_ready(&gwhy)) {
+		snprintf(why, why_size, "%s", gwhy);
 		return SB_ERR_IO;
 	}
 	if ((rc = beneath_root(workspace, &root)))

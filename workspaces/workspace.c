@@ -5,7 +5,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <git2.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sodium.h>
@@ -18,16 +17,20 @@
 
 #include "gateway/core/beneath.h"
 #include "gateway/core/err.h"
+#include "gateway/core/log.h"
+#define GIT_LAZY_NAMES
+#include "workspaces/git_lazy.h"
 #include "workspaces/scaffold.h"
 
 #define WORKSPACE_FILE_MAX (64u << 20)
 /* A file modified this recently (ns) when read may change again unseen. */
 #define WORKSPACE_RACY_NS 2000000000LL
 
-/* ---- libgit2, once per process ---- */
+/* ---- libgit2, loaded and initialised once per process ---- */
 
 static pthread_once_t workspace_git_once = PTHREAD_ONCE_INIT;
 static int workspace_git_ok;
+static const char *workspace_git_why = "libgit2 failed to initialise";
 
 static void workspace_git_shutdown(void)
 {
@@ -36,6 +39,14 @@ static void workspace_git_shutdown(void)
 
 static void workspace_git_init(void)
 {
+	const char *why = NULL;
+
+	/* Loaded here, on first use, not at start-up (git_lazy.h). */
+	if (git_lazy_load(&why) != SB_OK) {
+		workspace_git_why = why;
+		log_error("workspace", "no git", LOG_S("error", why));
+		return;
+	}
 	workspace_git_ok = git_libgit2_init() > 0;
 	if (workspace_git_ok)
 		atexit(workspace_git_shutdown);
@@ -56,9 +67,13 @@ static bool workspace_git(void)
 	return workspace_git_ok;
 }
 
-bool workspace_git_ready(void)
+bool workspace_git_ready(const char **why)
 {
-	return workspace_git();
+	if (workspace_git())
+		return true;
+	if (why)
+		*why = workspace_git_why;
+	return false;
 }
 
 /* ---- the cache ---- */
@@ -296,7 +311,7 @@ static int ws_file_refresh(struct workspace_cache *c, struct ws_file *f, int roo
 	              (now.tv_nsec - st.st_mtim.tv_nsec) <
 	          WORKSPACE_RACY_NS;
 	crypto_generichash(f->hash, sizeof f->hash, (const unsigned char *)text, len, NULL, 0);
-	if (git_odb_hash(&f->blob, text, len, GIT_OBJECT_BLOB) != 0)
+	if (!workspace_git() || git_odb_hash(&f->blob, text, len, GIT_OBJECT_BLOB) != 0)
 		memset(&f->blob, 0, sizeof f->blob);
 	return SB_OK;
 absent:
@@ -519,7 +534,10 @@ static void ws_version(struct workspace_cache *c, struct ws_entry *e, struct wor
 
 		if (i == PROMPT_FILES_MAX || !v->info.files[k].present)
 			continue;
-		git_oid_tostr(v->files[k].blob, sizeof v->files[k].blob, &e->files[i].blob);
+		if (workspace_git())
+			git_oid_tostr(v->files[k].blob, sizeof v->files[k].blob, &e->files[i].blob);
+		else /* no libgit2: the zero id git_odb_hash's failure gives too */
+			snprintf(v->files[k].blob, sizeof v->files[k].blob, "%040d", 0);
 		v->files[k].mtime_ns =
 		    (int64_t)e->files[i].mtime.tv_sec * 1000000000LL + e->files[i].mtime.tv_nsec;
 	}
@@ -662,11 +680,18 @@ int workspace_init(const char *dir, const char *agent_id, size_t *created, char 
 		return SB_ERR_IO;
 	if (stat(path, &st) == 0)
 		return SB_OK; /* a repository already: the operator's to commit */
-	rc = SB_ERR_IO;
 	if (!workspace_git()) {
-		ws_why(why, why_size, "libgit2 failed to initialise");
-		goto out;
+		/* Not goto out: without the library there is nothing to free,
+		 * and nothing to free it with. */
+		if (!git_lazy_fns) {
+			if (why && why_size)
+				snprintf(why, why_size, "%s", workspace_git_why);
+		} else {
+			ws_why(why, why_size, "libgit2 failed to initialise");
+		}
+		return SB_ERR_IO;
 	}
+	rc = SB_ERR_IO;
 	if (git_repository_init(&repo, dir, 0) != 0) {
 		ws_why(why, why_size, "git init failed");
 		goto out;

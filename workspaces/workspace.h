@@ -85,9 +85,11 @@ void workspace_cache_stats(struct workspace_cache *c, struct workspace_cache_sta
 int workspace_snapshot(struct workspace_cache *c, const char *dir, const struct prompt_options *opt,
                        struct buf *out, struct workspace_version *ver);
 
-/* Initialises libgit2 for this process if it is not yet (once, thread
- * safe); false when it cannot be. */
-bool workspace_git_ready(void);
+/* Loads (workspaces/git_lazy.h) and initialises libgit2 for this process if
+ * it is not yet (once, thread safe; the first failure is logged). false when
+ * it cannot be, with *why (static text, why may be NULL) saying why. Any
+ * thread. */
+bool workspace_git_ready(const char **why);
 
 /* Lower-case hex of a 32-byte hash into out (65 bytes). */
 void workspace_hash_hex(const unsigned char *hash, char *out);
