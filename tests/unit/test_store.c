@@ -1485,6 +1485,66 @@ static void test_lazy_rides_with_next_write(void **state)
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM outbox WHERE state = 'sent'"), 1);
 }
 
+static void pause_cb(uv_timer_t *t)
+{
+	*(int *)t->data = 1;
+}
+
+/* Runs the loop until ms have passed (every timer due by then fires). */
+static void run_loop_ms(struct fx *f, uint64_t ms)
+{
+	uv_timer_t t;
+	int fired = 0;
+
+	uv_timer_init(&f->loop, &t);
+	t.data = &fired;
+	uv_timer_start(&t, pause_cb, ms, 0);
+	while (!fired)
+		uv_run(&f->loop, UV_RUN_ONCE);
+	uv_close((uv_handle_t *)&t, NULL);
+	uv_run(&f->loop, UV_RUN_NOWAIT);
+}
+
+/* Each lazy operation keeps its own bound: an outbox_done (10 ms) that
+ * rode with a put leaves its timer behind, and when it fires the
+ * kv_put_lazy queued since (a second) still waits for a write instead of
+ * committing alone (a commit and an fdatasync per message at one sender,
+ * in bench_pipeline). */
+static void test_lazy_keeps_its_own_bound(void **state)
+{
+	struct fx *f = *state;
+	struct store_outbox_new m = outbox_new("lazy-b", "chat-1", "{}", 0, 0);
+	struct put_res o, p = {0}, p2 = {0};
+	struct done_res d = {0}, dk = {0};
+	struct kv_res kv = {0};
+	struct claim_res c;
+	size_t commits;
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	o = put_outbox_wait(f, &m);
+	claim_outbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(store_outbox_done(f->st, o.id, NULL, done_cb, &d), SB_OK);
+	put_inbox(f, "default", "lazy-b-1", "{}", &p);
+	wait_calls(f, g_calls + 2); /* one commit: the put and the mark */
+	assert_int_equal(d.rc, SB_OK);
+	assert_int_equal(f->last_commit_ops, 2);
+	commits = f->commits;
+	assert_int_equal(store_kv_put_lazy(f->st, "ns", "k", "v", done_cb, &dk), SB_OK);
+	run_loop_ms(f, STORE_LAZY_DONE_MS * 3); /* the outbox_done's timer fires */
+	assert_int_equal(store_kv_get(f->st, "ns", "k", kv_cb, &kv), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(kv.rc, SB_ERR_NOTFOUND);
+	assert_int_equal(dk.calls, 0);
+	assert_int_equal(f->commits, commits + 1);
+	assert_int_equal(f->last_commit_ops, 1); /* the read, alone */
+	put_inbox(f, "default", "lazy-b-2", "{}", &p2);
+	wait_calls(f, g_calls + 2);
+	assert_int_equal(dk.rc, SB_OK);
+	assert_int_equal(f->commits, commits + 2);
+	assert_int_equal(f->last_commit_ops, 2);
+}
+
 static void test_failure_isolated(void **state)
 {
 	struct fx *f = *state;
@@ -1763,6 +1823,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_inbox_put_claimed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_inbox_done_claimed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lazy_rides_with_next_write, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lazy_keeps_its_own_bound, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_failure_isolated, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_one_statement_failure_isolated, setup, teardown),
