@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -483,6 +484,42 @@ static void test_old_page_size_kept(void **state)
 	assert_int_equal(q_int(f->path, "PRAGMA page_size"), 4096);
 	put_inbox_wait(f, "kept", "{\"a\":1}");
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE dedupe_key = 'kept'"), 1);
+}
+
+/* The WAL is checkpointed past 10,000 pages, not SQLite's 1,000: after
+ * some 1,600 pages of commits the main file has not grown (nothing was
+ * copied back) and the WAL holds them all. */
+static void test_checkpoint_interval(void **state)
+{
+	struct fx *f = *state;
+	char payload[4001], wal[sizeof f->path + 8];
+	struct stat db0, db1, w;
+
+	memset(payload, 'x', sizeof payload - 1);
+	payload[sizeof payload - 1] = '\0';
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	put_inbox_wait(f, "ckpt-first", "{}");
+	assert_int_equal(stat(f->path, &db0), 0);
+	for (int round = 0; round < 8; round++) {
+		struct put_res r[50];
+
+		memset(r, 0, sizeof r);
+		for (int i = 0; i < 50; i++) {
+			char key[32];
+
+			snprintf(key, sizeof key, "ckpt-%d-%d", round, i);
+			put_inbox(f, "default", key, payload, &r[i]);
+		}
+		wait_calls(f, g_calls + 50);
+		for (int i = 0; i < 50; i++)
+			assert_int_equal(r[i].rc, SB_OK);
+	}
+	snprintf(wal, sizeof wal, "%s-wal", f->path);
+	assert_int_equal(stat(f->path, &db1), 0);
+	assert_int_equal(stat(wal, &w), 0);
+	assert_int_equal(db1.st_size, db0.st_size);
+	assert_true(w.st_size > 1500 * (1024 + 24));
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox"), 401);
 }
 
 static void test_future_version_refused(void **state)
@@ -1805,6 +1842,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_open_migrates, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_old_page_size_kept, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_checkpoint_interval, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_future_version_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_inbox_roundtrip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_inbox_dedupe, setup, teardown),
