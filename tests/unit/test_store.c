@@ -1837,6 +1837,99 @@ static void test_transcript_pending_migration(void **state)
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE dedupe_key = 'kept'"), 1);
 }
 
+struct tbig_res {
+	int calls;
+	int rc;
+	size_t n;
+	char *bytes; /* the first row's */
+	size_t len;
+};
+
+static void tbig_cb(void *ud, int rc, const struct store_transcript_lines *v, size_t n)
+{
+	struct tbig_res *r = ud;
+
+	r->calls++;
+	r->rc = rc;
+	r->n = n;
+	if (n) {
+		r->bytes = malloc(v[0].len + 1);
+		assert_non_null(r->bytes);
+		memcpy(r->bytes, v[0].bytes, v[0].len);
+		r->len = v[0].len;
+	}
+	g_calls++;
+}
+
+/* A run's lines (a webhook message with one tool call, 5.3 KB, from
+ * bench_pipeline) are kept compressed, in about a fifth of their size, and
+ * come back byte for byte. */
+static void test_transcript_pending_compressed(void **state)
+{
+	struct fx *f = *state;
+	struct store_transcript_lines a = {0, "/h/run.jsonl", 0, NULL, 0};
+	struct put_res pa = {0};
+	struct tbig_res r = {0};
+	char *run = NULL;
+	size_t len = 0;
+	FILE *fp = fopen(SB_SOURCE_DIR "/tests/unit/data/transcript_run.jsonl", "rb");
+
+	assert_non_null(fp);
+	run = malloc(16384);
+	assert_non_null(run);
+	len = fread(run, 1, 16384, fp);
+	fclose(fp);
+	assert_true(len > 5000 && len < 16384);
+	a.bytes = run;
+	a.len = len;
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(store_transcript_put(f->st, &a, put_cb, &pa), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(pa.rc, SB_OK);
+	assert_true(q_int(f->path, "SELECT length(bytes) FROM transcript_pending") < 1100);
+	assert_int_equal(store_transcript_list(f->st, tbig_cb, &r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r.rc, SB_OK);
+	assert_int_equal(r.n, 1);
+	assert_int_equal(r.len, len);
+	assert_memory_equal(r.bytes, run, len);
+	free(r.bytes);
+	free(run);
+}
+
+/* A store of schema 5 keeps the rows it holds (as written) through the
+ * step to 6, and they list as they were, beside new ones. */
+static void test_transcript_pending_v5_rows(void **state)
+{
+	struct fx *f = *state;
+	struct store_transcript_lines b = {0, "/h/new.jsonl", 0, "{\"type\":\"session\"}\n", 19};
+	struct put_res pb = {0};
+	struct tlist_res l;
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	put_inbox_wait(f, "kept-5", "{}");
+	fx_close(f);
+	q_exec(f->path, "ALTER TABLE transcript_pending DROP COLUMN codec;"
+	                "ALTER TABLE transcript_pending DROP COLUMN raw_len;"
+	                "INSERT INTO transcript_pending (path, file_offset, created_at, bytes)"
+	                " VALUES ('/h/old.jsonl', 7, 1, CAST('{\"old\":1}' || char(10) AS BLOB));"
+	                "PRAGMA user_version = 5;");
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(q_int(f->path, "PRAGMA user_version"), STORE_SQLITE_SCHEMA_VERSION);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE dedupe_key = 'kept-5'"),
+	                 1);
+	assert_int_equal(store_transcript_put(f->st, &b, put_cb, &pb), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(pb.rc, SB_OK);
+	tlist_wait(f, &l);
+	assert_int_equal(l.n, 2);
+	assert_string_equal(l.path[0], "/h/old.jsonl");
+	assert_int_equal(l.offset[0], 7);
+	assert_string_equal(l.bytes[0], "{\"old\":1}\n");
+	assert_string_equal(l.path[1], "/h/new.jsonl");
+	assert_string_equal(l.bytes[1], "{\"type\":\"session\"}\n");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1870,6 +1963,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_close_flushes_and_refuses, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_transcript_pending, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_transcript_pending_migration, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_transcript_pending_compressed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_transcript_pending_v5_rows, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);

@@ -151,6 +151,10 @@ static const char *const sq_migrations[] = {
     "  created_at INTEGER NOT NULL,"
     "  bytes BLOB NOT NULL"
     ");",
+    /* 6: transcript bytes compressed (sq_transcripts.c); rows before are
+     * codec 0, as written */
+    "ALTER TABLE transcript_pending ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE transcript_pending ADD COLUMN raw_len INTEGER NOT NULL DEFAULT 0;",
 };
 
 _Static_assert(sizeof sq_migrations / sizeof *sq_migrations == STORE_SQLITE_SCHEMA_VERSION,
@@ -160,6 +164,7 @@ void sq_db_close(struct sq_store *s)
 {
 	int src;
 
+	sq_transcripts_close(s);
 	if (!s->db)
 		return;
 	sq_stmts_free(s);
