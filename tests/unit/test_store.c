@@ -1930,6 +1930,89 @@ static void test_transcript_pending_v5_rows(void **state)
 	assert_string_equal(l.bytes[1], "{\"type\":\"session\"}\n");
 }
 
+/* The claim indexes hold only what is still to do: after 300 messages
+ * answered and their replies sent, each is one page (a commit changes
+ * that page, not the last leaves of an index that grows with the
+ * history), and what is pending is still found through them. */
+static void test_claim_indexes_hold_live_rows(void **state)
+{
+	struct fx *f = *state;
+	struct claim_res c;
+	int64_t last = 0;
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	for (int round = 0; round < 10; round++) {
+		struct put_res p[30];
+		struct done_res d[30];
+		char keys[30][32];
+
+		memset(p, 0, sizeof p);
+		memset(d, 0, sizeof d);
+		for (int i = 0; i < 30; i++) {
+			snprintf(keys[i], sizeof keys[i], "live-%d-%d", round, i);
+			put_inbox(f, "default", keys[i], "{}", &p[i]);
+		}
+		wait_calls(f, g_calls + 30);
+		for (int i = 0; i < 30; i++) {
+			struct store_outbox_new m = outbox_new(keys[i], "chat-1", "{}", 0, 0);
+
+			assert_int_equal(p[i].rc, SB_OK);
+			assert_int_equal(store_inbox_done(f->st, p[i].id, &m, 1, done_cb, &d[i]),
+			                 SB_OK);
+		}
+		wait_calls(f, g_calls + 30);
+		claim_outbox_wait(f, 30, 60000, &c);
+		assert_int_equal(c.n, 30);
+		memset(d, 0, sizeof d);
+		for (size_t i = 0; i < c.n; i++)
+			assert_int_equal(
+			    store_outbox_done(f->st, c.items[i].id, NULL, done_cb, &d[i]), SB_OK);
+		wait_calls(f, g_calls + 30);
+	}
+	last = put_inbox_wait(f, "live-last", "{}");
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM outbox WHERE state = 'sent'"), 300);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM dbstat WHERE name = 'inbox_claim'"),
+	                 1);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM dbstat WHERE name = 'outbox_claim'"),
+	                 1);
+	claim_inbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.items[0].id, last);
+}
+
+/* A store of schema 6 (claim indexes over every row) moves to 7 with its
+ * rows: a message left pending is still claimed, once. */
+static void test_claim_indexes_migration(void **state)
+{
+	struct fx *f = *state;
+	struct claim_res c;
+	int64_t pending, done;
+	struct done_res d = {0};
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	done = put_inbox_wait(f, "mig-done", "{}");
+	assert_int_equal(store_inbox_done(f->st, done, NULL, 0, done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	pending = put_inbox_wait(f, "mig-pending", "{}");
+	fx_close(f);
+	q_exec(f->path, "DROP INDEX inbox_claim; CREATE INDEX inbox_claim ON inbox (state, id);"
+	                "DROP INDEX outbox_claim;"
+	                "CREATE INDEX outbox_claim ON outbox (state, due_at, id);"
+	                "PRAGMA user_version = 6;");
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(q_int(f->path, "PRAGMA user_version"), STORE_SQLITE_SCHEMA_VERSION);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
+	                                " AND name IN ('inbox_claim', 'outbox_claim')"
+	                                " AND sql LIKE '%WHERE state IN%'"),
+	                 2);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox"), 2);
+	claim_inbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.items[0].id, pending);
+	claim_inbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1965,6 +2048,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_transcript_pending_migration, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_transcript_pending_compressed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_transcript_pending_v5_rows, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_claim_indexes_hold_live_rows, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_claim_indexes_migration, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);

@@ -155,6 +155,14 @@ static const char *const sq_migrations[] = {
      * codec 0, as written */
     "ALTER TABLE transcript_pending ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE transcript_pending ADD COLUMN raw_len INTEGER NOT NULL DEFAULT 0;",
+    /* 7: the claim indexes hold the rows still to do, not the history:
+     * each message's commits change one small page of each instead of the
+     * last leaves of indexes that grew with every message (sq_messages.c's
+     * claims, recoveries and counts name the same condition) */
+    "DROP INDEX IF EXISTS inbox_claim;"
+    "CREATE INDEX inbox_claim ON inbox (id) WHERE state IN ('pending', 'claimed');"
+    "DROP INDEX IF EXISTS outbox_claim;"
+    "CREATE INDEX outbox_claim ON outbox (due_at, id) WHERE state IN ('pending', 'claimed');",
 };
 
 _Static_assert(sizeof sq_migrations / sizeof *sq_migrations == STORE_SQLITE_SCHEMA_VERSION,
