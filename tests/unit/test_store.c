@@ -2013,6 +2013,59 @@ static void test_claim_indexes_migration(void **state)
 	assert_int_equal(c.n, 0);
 }
 
+/* Sessions live in the b-tree of their key (schema 8: no table and key
+ * index to write apart), and a store of schema 7 moves its sessions
+ * there, each as it was, still listed by recency. */
+static void test_sessions_without_rowid(void **state)
+{
+	struct fx *f = *state;
+	struct store_session s1 = {"agent:main:a", "main", "sess-a", "{\"m\":1}", 1000};
+	struct store_session s2 = {"agent:main:b", "main", "sess-b", NULL, 2000};
+	struct done_res d1 = {0}, d2 = {0};
+	struct sess_res g = {0};
+	char text[64];
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sqlite_master WHERE name = 'sessions'"
+	                                " AND sql LIKE '%WITHOUT ROWID%'"),
+	                 1);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sqlite_master"
+	                                " WHERE name = 'sqlite_autoindex_sessions_1'"),
+	                 0);
+	fx_close(f);
+	/* back to schema 7, with two sessions in a table of rowids */
+	q_exec(f->path,
+	       "DROP TABLE sessions;"
+	       "CREATE TABLE sessions (key TEXT PRIMARY KEY NOT NULL, agent_id TEXT NOT NULL,"
+	       " session_id TEXT NOT NULL, meta TEXT, updated_at INTEGER NOT NULL);"
+	       "CREATE INDEX sessions_updated ON sessions (updated_at);"
+	       "PRAGMA user_version = 7;");
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(store_session_put(f->st, &s1, done_cb, &d1), SB_OK);
+	assert_int_equal(store_session_put(f->st, &s2, done_cb, &d2), SB_OK);
+	wait_calls(f, g_calls + 2);
+	assert_int_equal(d2.rc, SB_OK);
+	fx_close(f);
+	q_exec(f->path, "PRAGMA user_version = 7;");
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(q_int(f->path, "PRAGMA user_version"), STORE_SQLITE_SCHEMA_VERSION);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sqlite_master WHERE name = 'sessions'"
+	                                " AND sql LIKE '%WITHOUT ROWID%'"),
+	                 1);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sessions"), 2);
+	q_text(f->path,
+	       "SELECT group_concat(key) FROM (SELECT key FROM sessions"
+	       " ORDER BY updated_at DESC)",
+	       text, sizeof text);
+	assert_string_equal(text, "agent:main:b,agent:main:a");
+	assert_int_equal(store_session_get(f->st, "agent:main:a", sess_cb, &g), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(g.rc, SB_OK);
+	assert_string_equal(g.session_id, "sess-a");
+	assert_string_equal(g.meta, "{\"m\":1}");
+	assert_int_equal(g.updated_at, 1000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2050,6 +2103,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_transcript_pending_v5_rows, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_claim_indexes_hold_live_rows, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_claim_indexes_migration, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sessions_without_rowid, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);

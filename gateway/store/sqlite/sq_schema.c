@@ -163,6 +163,21 @@ static const char *const sq_migrations[] = {
     "CREATE INDEX inbox_claim ON inbox (id) WHERE state IN ('pending', 'claimed');"
     "DROP INDEX IF EXISTS outbox_claim;"
     "CREATE INDEX outbox_claim ON outbox (due_at, id) WHERE state IN ('pending', 'claimed');",
+    /* 8: sessions kept in the b-tree of their key (WITHOUT ROWID): a
+     * session's row is written in one b-tree instead of a table and the
+     * index of its key */
+    "CREATE TABLE sessions_8 ("
+    "  key TEXT PRIMARY KEY NOT NULL,"
+    "  agent_id TEXT NOT NULL,"
+    "  session_id TEXT NOT NULL,"
+    "  meta TEXT,"
+    "  updated_at INTEGER NOT NULL"
+    ") WITHOUT ROWID;"
+    "INSERT INTO sessions_8 (key, agent_id, session_id, meta, updated_at)"
+    "  SELECT key, agent_id, session_id, meta, updated_at FROM sessions;"
+    "DROP TABLE sessions;"
+    "ALTER TABLE sessions_8 RENAME TO sessions;"
+    "CREATE INDEX sessions_updated ON sessions (updated_at);",
 };
 
 _Static_assert(sizeof sq_migrations / sizeof *sq_migrations == STORE_SQLITE_SCHEMA_VERSION,
