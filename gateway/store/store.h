@@ -459,6 +459,6 @@ int store_transcript_list(struct store *s, store_transcript_list_cb cb, void *ud
 #define STORE_TRANSCRIPT_BYTES_MAX ((size_t)16 << 20)
 
 /* The schema version the SQLite backend migrates to. */
-#define STORE_SQLITE_SCHEMA_VERSION 5
+#define STORE_SQLITE_SCHEMA_VERSION 8
 
 #endif

@@ -314,6 +314,9 @@ struct store_op {
 	/* > 0: nobody waits on it: it may wait that many ms for the next
 	 * commit that writes (store.h). */
 	unsigned lazy_ms;
+	/* The loop time (uv_now) by which a lazy one must commit, set when
+	 * the backend queues it. */
+	uint64_t lazy_due_at;
 	struct store_commit commit;
 	/* Every allocation the operation owns, freed with it. */
 	void **mem;

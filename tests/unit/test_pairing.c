@@ -319,6 +319,8 @@ static void test_schema(void **state)
 	fx_close(f);
 	q_exec(f->path, "DROP TABLE pairing_requests; DROP TABLE allow_entries;"
 	                "DROP TABLE devices; DROP INDEX sessions_updated;"
+	                "ALTER TABLE transcript_pending DROP COLUMN codec;"
+	                "ALTER TABLE transcript_pending DROP COLUMN raw_len;"
 	                "INSERT INTO kv (ns, key, value, updated_at) VALUES ('t', 'k', 'v', 1);"
 	                "PRAGMA user_version = 1;");
 	fx_open(f);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -483,6 +484,42 @@ static void test_old_page_size_kept(void **state)
 	assert_int_equal(q_int(f->path, "PRAGMA page_size"), 4096);
 	put_inbox_wait(f, "kept", "{\"a\":1}");
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE dedupe_key = 'kept'"), 1);
+}
+
+/* The WAL is checkpointed past 10,000 pages, not SQLite's 1,000: after
+ * some 1,600 pages of commits the main file has not grown (nothing was
+ * copied back) and the WAL holds them all. */
+static void test_checkpoint_interval(void **state)
+{
+	struct fx *f = *state;
+	char payload[4001], wal[sizeof f->path + 8];
+	struct stat db0, db1, w;
+
+	memset(payload, 'x', sizeof payload - 1);
+	payload[sizeof payload - 1] = '\0';
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	put_inbox_wait(f, "ckpt-first", "{}");
+	assert_int_equal(stat(f->path, &db0), 0);
+	for (int round = 0; round < 8; round++) {
+		struct put_res r[50];
+
+		memset(r, 0, sizeof r);
+		for (int i = 0; i < 50; i++) {
+			char key[32];
+
+			snprintf(key, sizeof key, "ckpt-%d-%d", round, i);
+			put_inbox(f, "default", key, payload, &r[i]);
+		}
+		wait_calls(f, g_calls + 50);
+		for (int i = 0; i < 50; i++)
+			assert_int_equal(r[i].rc, SB_OK);
+	}
+	snprintf(wal, sizeof wal, "%s-wal", f->path);
+	assert_int_equal(stat(f->path, &db1), 0);
+	assert_int_equal(stat(wal, &w), 0);
+	assert_int_equal(db1.st_size, db0.st_size);
+	assert_true(w.st_size > 1500 * (1024 + 24));
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox"), 401);
 }
 
 static void test_future_version_refused(void **state)
@@ -1485,6 +1522,66 @@ static void test_lazy_rides_with_next_write(void **state)
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM outbox WHERE state = 'sent'"), 1);
 }
 
+static void pause_cb(uv_timer_t *t)
+{
+	*(int *)t->data = 1;
+}
+
+/* Runs the loop until ms have passed (every timer due by then fires). */
+static void run_loop_ms(struct fx *f, uint64_t ms)
+{
+	uv_timer_t t;
+	int fired = 0;
+
+	uv_timer_init(&f->loop, &t);
+	t.data = &fired;
+	uv_timer_start(&t, pause_cb, ms, 0);
+	while (!fired)
+		uv_run(&f->loop, UV_RUN_ONCE);
+	uv_close((uv_handle_t *)&t, NULL);
+	uv_run(&f->loop, UV_RUN_NOWAIT);
+}
+
+/* Each lazy operation keeps its own bound: an outbox_done (10 ms) that
+ * rode with a put leaves its timer behind, and when it fires the
+ * kv_put_lazy queued since (a second) still waits for a write instead of
+ * committing alone (a commit and an fdatasync per message at one sender,
+ * in bench_pipeline). */
+static void test_lazy_keeps_its_own_bound(void **state)
+{
+	struct fx *f = *state;
+	struct store_outbox_new m = outbox_new("lazy-b", "chat-1", "{}", 0, 0);
+	struct put_res o, p = {0}, p2 = {0};
+	struct done_res d = {0}, dk = {0};
+	struct kv_res kv = {0};
+	struct claim_res c;
+	size_t commits;
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	o = put_outbox_wait(f, &m);
+	claim_outbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(store_outbox_done(f->st, o.id, NULL, done_cb, &d), SB_OK);
+	put_inbox(f, "default", "lazy-b-1", "{}", &p);
+	wait_calls(f, g_calls + 2); /* one commit: the put and the mark */
+	assert_int_equal(d.rc, SB_OK);
+	assert_int_equal(f->last_commit_ops, 2);
+	commits = f->commits;
+	assert_int_equal(store_kv_put_lazy(f->st, "ns", "k", "v", done_cb, &dk), SB_OK);
+	run_loop_ms(f, STORE_LAZY_DONE_MS * 3); /* the outbox_done's timer fires */
+	assert_int_equal(store_kv_get(f->st, "ns", "k", kv_cb, &kv), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(kv.rc, SB_ERR_NOTFOUND);
+	assert_int_equal(dk.calls, 0);
+	assert_int_equal(f->commits, commits + 1);
+	assert_int_equal(f->last_commit_ops, 1); /* the read, alone */
+	put_inbox(f, "default", "lazy-b-2", "{}", &p2);
+	wait_calls(f, g_calls + 2);
+	assert_int_equal(dk.rc, SB_OK);
+	assert_int_equal(f->commits, commits + 2);
+	assert_int_equal(f->last_commit_ops, 2);
+}
+
 static void test_failure_isolated(void **state)
 {
 	struct fx *f = *state;
@@ -1740,11 +1837,241 @@ static void test_transcript_pending_migration(void **state)
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE dedupe_key = 'kept'"), 1);
 }
 
+struct tbig_res {
+	int calls;
+	int rc;
+	size_t n;
+	char *bytes; /* the first row's */
+	size_t len;
+};
+
+static void tbig_cb(void *ud, int rc, const struct store_transcript_lines *v, size_t n)
+{
+	struct tbig_res *r = ud;
+
+	r->calls++;
+	r->rc = rc;
+	r->n = n;
+	if (n) {
+		r->bytes = malloc(v[0].len + 1);
+		assert_non_null(r->bytes);
+		memcpy(r->bytes, v[0].bytes, v[0].len);
+		r->len = v[0].len;
+	}
+	g_calls++;
+}
+
+/* A run's lines (a webhook message with one tool call, 5.3 KB, from
+ * bench_pipeline) are kept compressed, in about a fifth of their size, and
+ * come back byte for byte. */
+static void test_transcript_pending_compressed(void **state)
+{
+	struct fx *f = *state;
+	struct store_transcript_lines a = {0, "/h/run.jsonl", 0, NULL, 0};
+	struct put_res pa = {0};
+	struct tbig_res r = {0};
+	char *run = NULL;
+	size_t len = 0;
+	FILE *fp = fopen(SB_SOURCE_DIR "/tests/unit/data/transcript_run.jsonl", "rb");
+
+	assert_non_null(fp);
+	run = malloc(16384);
+	assert_non_null(run);
+	len = fread(run, 1, 16384, fp);
+	fclose(fp);
+	assert_true(len > 5000 && len < 16384);
+	a.bytes = run;
+	a.len = len;
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(store_transcript_put(f->st, &a, put_cb, &pa), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(pa.rc, SB_OK);
+	assert_true(q_int(f->path, "SELECT length(bytes) FROM transcript_pending") < 1100);
+	assert_int_equal(store_transcript_list(f->st, tbig_cb, &r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r.rc, SB_OK);
+	assert_int_equal(r.n, 1);
+	assert_int_equal(r.len, len);
+	assert_memory_equal(r.bytes, run, len);
+	free(r.bytes);
+	free(run);
+}
+
+/* A store of schema 5 keeps the rows it holds (as written) through the
+ * step to 6, and they list as they were, beside new ones. */
+static void test_transcript_pending_v5_rows(void **state)
+{
+	struct fx *f = *state;
+	struct store_transcript_lines b = {0, "/h/new.jsonl", 0, "{\"type\":\"session\"}\n", 19};
+	struct put_res pb = {0};
+	struct tlist_res l;
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	put_inbox_wait(f, "kept-5", "{}");
+	fx_close(f);
+	q_exec(f->path, "ALTER TABLE transcript_pending DROP COLUMN codec;"
+	                "ALTER TABLE transcript_pending DROP COLUMN raw_len;"
+	                "INSERT INTO transcript_pending (path, file_offset, created_at, bytes)"
+	                " VALUES ('/h/old.jsonl', 7, 1, CAST('{\"old\":1}' || char(10) AS BLOB));"
+	                "PRAGMA user_version = 5;");
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(q_int(f->path, "PRAGMA user_version"), STORE_SQLITE_SCHEMA_VERSION);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE dedupe_key = 'kept-5'"),
+	                 1);
+	assert_int_equal(store_transcript_put(f->st, &b, put_cb, &pb), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(pb.rc, SB_OK);
+	tlist_wait(f, &l);
+	assert_int_equal(l.n, 2);
+	assert_string_equal(l.path[0], "/h/old.jsonl");
+	assert_int_equal(l.offset[0], 7);
+	assert_string_equal(l.bytes[0], "{\"old\":1}\n");
+	assert_string_equal(l.path[1], "/h/new.jsonl");
+	assert_string_equal(l.bytes[1], "{\"type\":\"session\"}\n");
+}
+
+/* The claim indexes hold only what is still to do: after 300 messages
+ * answered and their replies sent, each is one page (a commit changes
+ * that page, not the last leaves of an index that grows with the
+ * history), and what is pending is still found through them. */
+static void test_claim_indexes_hold_live_rows(void **state)
+{
+	struct fx *f = *state;
+	struct claim_res c;
+	int64_t last = 0;
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	for (int round = 0; round < 10; round++) {
+		struct put_res p[30];
+		struct done_res d[30];
+		char keys[30][32];
+
+		memset(p, 0, sizeof p);
+		memset(d, 0, sizeof d);
+		for (int i = 0; i < 30; i++) {
+			snprintf(keys[i], sizeof keys[i], "live-%d-%d", round, i);
+			put_inbox(f, "default", keys[i], "{}", &p[i]);
+		}
+		wait_calls(f, g_calls + 30);
+		for (int i = 0; i < 30; i++) {
+			struct store_outbox_new m = outbox_new(keys[i], "chat-1", "{}", 0, 0);
+
+			assert_int_equal(p[i].rc, SB_OK);
+			assert_int_equal(store_inbox_done(f->st, p[i].id, &m, 1, done_cb, &d[i]),
+			                 SB_OK);
+		}
+		wait_calls(f, g_calls + 30);
+		claim_outbox_wait(f, 30, 60000, &c);
+		assert_int_equal(c.n, 30);
+		memset(d, 0, sizeof d);
+		for (size_t i = 0; i < c.n; i++)
+			assert_int_equal(
+			    store_outbox_done(f->st, c.items[i].id, NULL, done_cb, &d[i]), SB_OK);
+		wait_calls(f, g_calls + 30);
+	}
+	last = put_inbox_wait(f, "live-last", "{}");
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM outbox WHERE state = 'sent'"), 300);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM dbstat WHERE name = 'inbox_claim'"),
+	                 1);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM dbstat WHERE name = 'outbox_claim'"),
+	                 1);
+	claim_inbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.items[0].id, last);
+}
+
+/* A store of schema 6 (claim indexes over every row) moves to 7 with its
+ * rows: a message left pending is still claimed, once. */
+static void test_claim_indexes_migration(void **state)
+{
+	struct fx *f = *state;
+	struct claim_res c;
+	int64_t pending, done;
+	struct done_res d = {0};
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	done = put_inbox_wait(f, "mig-done", "{}");
+	assert_int_equal(store_inbox_done(f->st, done, NULL, 0, done_cb, &d), SB_OK);
+	wait_calls(f, g_calls + 1);
+	pending = put_inbox_wait(f, "mig-pending", "{}");
+	fx_close(f);
+	q_exec(f->path, "DROP INDEX inbox_claim; CREATE INDEX inbox_claim ON inbox (state, id);"
+	                "DROP INDEX outbox_claim;"
+	                "CREATE INDEX outbox_claim ON outbox (state, due_at, id);"
+	                "PRAGMA user_version = 6;");
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(q_int(f->path, "PRAGMA user_version"), STORE_SQLITE_SCHEMA_VERSION);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sqlite_master WHERE type = 'index'"
+	                                " AND name IN ('inbox_claim', 'outbox_claim')"
+	                                " AND sql LIKE '%WHERE state IN%'"),
+	                 2);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox"), 2);
+	claim_inbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 1);
+	assert_int_equal(c.items[0].id, pending);
+	claim_inbox_wait(f, 10, 60000, &c);
+	assert_int_equal(c.n, 0);
+}
+
+/* Sessions live in the b-tree of their key (schema 8: no table and key
+ * index to write apart), and a store of schema 7 moves its sessions
+ * there, each as it was, still listed by recency. */
+static void test_sessions_without_rowid(void **state)
+{
+	struct fx *f = *state;
+	struct store_session s1 = {"agent:main:a", "main", "sess-a", "{\"m\":1}", 1000};
+	struct store_session s2 = {"agent:main:b", "main", "sess-b", NULL, 2000};
+	struct done_res d1 = {0}, d2 = {0};
+	struct sess_res g = {0};
+	char text[64];
+
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sqlite_master WHERE name = 'sessions'"
+	                                " AND sql LIKE '%WITHOUT ROWID%'"),
+	                 1);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sqlite_master"
+	                                " WHERE name = 'sqlite_autoindex_sessions_1'"),
+	                 0);
+	fx_close(f);
+	/* back to schema 7, with two sessions in a table of rowids */
+	q_exec(f->path,
+	       "DROP TABLE sessions;"
+	       "CREATE TABLE sessions (key TEXT PRIMARY KEY NOT NULL, agent_id TEXT NOT NULL,"
+	       " session_id TEXT NOT NULL, meta TEXT, updated_at INTEGER NOT NULL);"
+	       "CREATE INDEX sessions_updated ON sessions (updated_at);"
+	       "PRAGMA user_version = 7;");
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(store_session_put(f->st, &s1, done_cb, &d1), SB_OK);
+	assert_int_equal(store_session_put(f->st, &s2, done_cb, &d2), SB_OK);
+	wait_calls(f, g_calls + 2);
+	assert_int_equal(d2.rc, SB_OK);
+	fx_close(f);
+	q_exec(f->path, "PRAGMA user_version = 7;");
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(q_int(f->path, "PRAGMA user_version"), STORE_SQLITE_SCHEMA_VERSION);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sqlite_master WHERE name = 'sessions'"
+	                                " AND sql LIKE '%WITHOUT ROWID%'"),
+	                 1);
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM sessions"), 2);
+	q_text(f->path,
+	       "SELECT group_concat(key) FROM (SELECT key FROM sessions"
+	       " ORDER BY updated_at DESC)",
+	       text, sizeof text);
+	assert_string_equal(text, "agent:main:b,agent:main:a");
+	assert_int_equal(store_session_get(f->st, "agent:main:a", sess_cb, &g), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(g.rc, SB_OK);
+	assert_string_equal(g.session_id, "sess-a");
+	assert_string_equal(g.meta, "{\"m\":1}");
+	assert_int_equal(g.updated_at, 1000);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_open_migrates, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_old_page_size_kept, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_checkpoint_interval, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_future_version_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_inbox_roundtrip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_inbox_dedupe, setup, teardown),
@@ -1763,6 +2090,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_inbox_put_claimed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_inbox_done_claimed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lazy_rides_with_next_write, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_lazy_keeps_its_own_bound, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_group_commit, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_failure_isolated, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_one_statement_failure_isolated, setup, teardown),
@@ -1771,6 +2099,11 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_close_flushes_and_refuses, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_transcript_pending, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_transcript_pending_migration, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_transcript_pending_compressed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_transcript_pending_v5_rows, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_claim_indexes_hold_live_rows, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_claim_indexes_migration, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_sessions_without_rowid, setup, teardown),
 	};
 
 	return cmocka_run_group_tests_name("store", tests, NULL, NULL);

@@ -57,6 +57,8 @@ struct sq_async {
 };
 
 /* A prepared statement, found by the address of its SQL text. */
+struct z_stream_s;
+
 struct sq_cached {
 	const char *sql;
 	sqlite3_stmt *st;
@@ -75,6 +77,9 @@ struct sq_store {
 	sqlite3 *db;
 	struct sq_cached *stmts; /* open addressing, capstmts a power of 2 */
 	size_t nstmts, capstmts;
+	/* A deflate stream with the transcripts' dictionary already loaded,
+	 * copied for each row (sq_transcripts.c); NULL until the first. */
+	struct z_stream_s *tdeflate;
 
 	/* Loop thread only. */
 	struct sq_async *async;
@@ -91,6 +96,9 @@ struct sq_store {
 	size_t queued; /* operations waiting for the writer */
 	struct store_op *done_head, *done_tail;
 };
+
+/* Frees what sq_transcripts.c keeps (writer thread, at close). */
+void sq_transcripts_close(struct sq_store *s);
 
 /* The runs: one per operation (store_backend.h), writer thread. Each returns
  * the operation's result code and fills its results. */

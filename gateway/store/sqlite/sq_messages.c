@@ -15,21 +15,26 @@ static const char SQ_INBOX_INSERT[] =
     " ON CONFLICT (channel, account, dedupe_key) DO NOTHING";
 static const char SQ_INBOX_FIND[] =
     "SELECT id FROM inbox WHERE channel = ?1 AND account = ?2 AND dedupe_key = ?3";
+/* The claim indexes (schema 7) hold only the rows whose state is pending
+ * or claimed: every statement that looks for such rows says so in those
+ * words, so that SQLite may use them. */
+#define SQ_LIVE "state IN ('pending', 'claimed')"
 /* ?1 now, ?2 lease_until, ?3 max. RETURNING order is unspecified: the caller
  * sorts. attempts comes back already incremented. */
 static const char SQ_INBOX_CLAIM[] =
     "UPDATE inbox SET state = 'claimed', lease_until = ?2, attempts = attempts + 1"
-    " WHERE id IN (SELECT id FROM inbox WHERE state = 'pending'"
-    "  OR (state = 'claimed' AND lease_until < ?1) ORDER BY id LIMIT ?3)"
+    " WHERE id IN (SELECT id FROM inbox WHERE " SQ_LIVE " AND (state = 'pending'"
+    "  OR (state = 'claimed' AND lease_until < ?1)) ORDER BY id LIMIT ?3)"
     " RETURNING id, channel, account, dedupe_key, payload, attempts, received_at";
 static const char SQ_INBOX_DONE[] = "UPDATE inbox SET state = 'done', done_at = ?2,"
                                     " lease_until = NULL WHERE id = ?1";
 static const char SQ_INBOX_RELEASE[] = "UPDATE inbox SET state = 'pending', lease_until = NULL"
                                        " WHERE id = ?1 AND state = 'claimed'";
 static const char SQ_RECOVER_INBOX[] = "UPDATE inbox SET state = 'pending', lease_until = NULL"
-                                       " WHERE state = 'claimed'";
-static const char SQ_RECOVER_OUTBOX[] = "UPDATE outbox SET state = 'pending', lease_until = NULL,"
-                                        " due_at = MIN(due_at, ?1) WHERE state = 'claimed'";
+                                       " WHERE " SQ_LIVE " AND state = 'claimed'";
+static const char SQ_RECOVER_OUTBOX[] =
+    "UPDATE outbox SET state = 'pending', lease_until = NULL,"
+    " due_at = MIN(due_at, ?1) WHERE " SQ_LIVE " AND state = 'claimed'";
 static const char SQ_OUTBOX_INSERT[] =
     "INSERT INTO outbox (idempotency_key, channel, account, target, payload, state,"
     " lease_until, attempts, due_at, inbox_id, created_at)"
@@ -42,8 +47,9 @@ static const char SQ_INBOX_REPLY[] =
 static const char SQ_OUTBOX_FIND[] = "SELECT id FROM outbox WHERE idempotency_key = ?1";
 static const char SQ_OUTBOX_CLAIM[] =
     "UPDATE outbox SET state = 'claimed', lease_until = ?2, attempts = attempts + 1"
-    " WHERE id IN (SELECT id FROM outbox WHERE (state = 'pending' AND due_at <= ?1)"
-    "  OR (state = 'claimed' AND lease_until < ?1) ORDER BY due_at, id LIMIT ?3)"
+    " WHERE id IN (SELECT id FROM outbox WHERE " SQ_LIVE " AND ((state = 'pending'"
+    "  AND due_at <= ?1) OR (state = 'claimed' AND lease_until < ?1)) ORDER BY due_at, id"
+    "  LIMIT ?3)"
     " RETURNING id, idempotency_key, channel, account, target, payload, attempts,"
     " due_at, inbox_id";
 static const char SQ_OUTBOX_DONE[] = "UPDATE outbox SET state = 'sent', channel_msg_id = ?2,"
@@ -54,10 +60,8 @@ static const char SQ_OUTBOX_RETRY[] = "UPDATE outbox SET state = 'pending', due_
                                       " WHERE id = ?1 AND state <> 'sent'";
 static const char SQ_OUTBOX_FAIL[] = "UPDATE outbox SET state = 'failed', last_error = ?2,"
                                      " lease_until = NULL WHERE id = ?1 AND state <> 'sent'";
-static const char SQ_STATS_INBOX[] =
-    "SELECT count(*) FROM inbox WHERE state IN ('pending', 'claimed')";
-static const char SQ_STATS_OUTBOX[] =
-    "SELECT count(*) FROM outbox WHERE state IN ('pending', 'claimed')";
+static const char SQ_STATS_INBOX[] = "SELECT count(*) FROM inbox WHERE " SQ_LIVE;
+static const char SQ_STATS_OUTBOX[] = "SELECT count(*) FROM outbox WHERE " SQ_LIVE;
 
 /* Reads the id of the row a put found already there (the ON CONFLICT). */
 static int sq_find_id(struct sq_store *s, sqlite3_stmt *st, const char *what, int64_t *id)

@@ -1,6 +1,7 @@
 /*
  * sq_schema.c - the SQLite backend's file: opening it, the connection's
- * settings (WAL, synchronous=FULL, foreign keys) and the migrations.
+ * settings (WAL, synchronous=FULL, the checkpoint interval, foreign keys)
+ * and the migrations.
  * Loop thread, while the store opens; sq_db_close runs on the writer.
  */
 #include <fcntl.h>
@@ -22,6 +23,18 @@
  * pwrite per page) and no measurable CPU (docs/performance.md). */
 #define SQ_PAGE_SIZE 1024
 #define SQ_PAGE_SIZE_TEXT "1024"
+
+/* The WAL size, in pages, past which a commit checkpoints (SQLite's
+ * default is 1,000). A checkpoint writes each page the WAL holds once,
+ * however many commits changed it, and a message's commits change the same
+ * few pages again and again (the last leaf of each table and index, the
+ * pages the transcript rows use and free): checkpointing every 10,000
+ * pages instead of every 1,000 writes those once per some 280 messages
+ * instead of once per 28 (bench_pipeline at one sender: 87 KB -> 67 KB
+ * written per message, docs/performance.md). Nothing is less durable: a
+ * commit is on disk when the WAL is; the WAL file keeps its largest size
+ * (about 10 MiB) and a start replays it. */
+#define SQ_WAL_CHECKPOINT_PAGES_TEXT "10000"
 
 /* Each step moves the schema from version i to i + 1 in one transaction.
  * Append only: a step that has shipped is never edited. */
@@ -138,6 +151,33 @@ static const char *const sq_migrations[] = {
     "  created_at INTEGER NOT NULL,"
     "  bytes BLOB NOT NULL"
     ");",
+    /* 6: transcript bytes compressed (sq_transcripts.c); rows before are
+     * codec 0, as written */
+    "ALTER TABLE transcript_pending ADD COLUMN codec INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE transcript_pending ADD COLUMN raw_len INTEGER NOT NULL DEFAULT 0;",
+    /* 7: the claim indexes hold the rows still to do, not the history:
+     * each message's commits change one small page of each instead of the
+     * last leaves of indexes that grew with every message (sq_messages.c's
+     * claims, recoveries and counts name the same condition) */
+    "DROP INDEX IF EXISTS inbox_claim;"
+    "CREATE INDEX inbox_claim ON inbox (id) WHERE state IN ('pending', 'claimed');"
+    "DROP INDEX IF EXISTS outbox_claim;"
+    "CREATE INDEX outbox_claim ON outbox (due_at, id) WHERE state IN ('pending', 'claimed');",
+    /* 8: sessions kept in the b-tree of their key (WITHOUT ROWID): a
+     * session's row is written in one b-tree instead of a table and the
+     * index of its key */
+    "CREATE TABLE sessions_8 ("
+    "  key TEXT PRIMARY KEY NOT NULL,"
+    "  agent_id TEXT NOT NULL,"
+    "  session_id TEXT NOT NULL,"
+    "  meta TEXT,"
+    "  updated_at INTEGER NOT NULL"
+    ") WITHOUT ROWID;"
+    "INSERT INTO sessions_8 (key, agent_id, session_id, meta, updated_at)"
+    "  SELECT key, agent_id, session_id, meta, updated_at FROM sessions;"
+    "DROP TABLE sessions;"
+    "ALTER TABLE sessions_8 RENAME TO sessions;"
+    "CREATE INDEX sessions_updated ON sessions (updated_at);",
 };
 
 _Static_assert(sizeof sq_migrations / sizeof *sq_migrations == STORE_SQLITE_SCHEMA_VERSION,
@@ -147,6 +187,7 @@ void sq_db_close(struct sq_store *s)
 {
 	int src;
 
+	sq_transcripts_close(s);
 	if (!s->db)
 		return;
 	sq_stmts_free(s);
@@ -324,7 +365,9 @@ int sq_schema_open(struct sq_store *s, int64_t busy_timeout_ms)
 		rc = SB_ERR_STORE;
 		goto out;
 	}
-	if ((rc = sq_exec_text(s, "PRAGMA synchronous = FULL", "synchronous")) != SB_OK)
+	if ((rc = sq_exec_text(s, "PRAGMA synchronous = FULL", "synchronous")) != SB_OK ||
+	    (rc = sq_exec_text(s, "PRAGMA wal_autocheckpoint = " SQ_WAL_CHECKPOINT_PAGES_TEXT,
+	                       "wal_autocheckpoint")) != SB_OK)
 		goto out;
 	rc = sq_migrate(s);
 out:

@@ -292,17 +292,32 @@ static void sq_idle_cb(uv_idle_t *h)
 	(void)h; /* its being active is what counts: poll does not block */
 }
 
-/* A lazy operation waited long enough: it commits, alone if need be. */
+/* The timer of the earliest queued lazy operation fired: when one has
+ * waited its time they all commit, alone if need be. Otherwise the one the
+ * timer was armed for left with a commit that wrote, and the timer is
+ * armed again for the earliest left: a kv_put_lazy (a second) must not
+ * commit alone at the bound of an outbox_done (10 ms) that already went,
+ * which cost a commit and an fdatasync for every other message at one
+ * sender. */
 static void sq_lazy_cb(uv_timer_t *h)
 {
 	struct sq_store *s = h->data;
+	uint64_t now, first = UINT64_MAX;
 
 	if (!s)
 		return;
+	now = uv_now(s->loop);
 	pthread_mutex_lock(&s->mu);
-	s->lazy_due = true;
-	pthread_cond_signal(&s->cv);
+	for (const struct store_op *op = s->queue_head; op; op = op->next)
+		if (op->lazy_ms && op->lazy_due_at < first)
+			first = op->lazy_due_at;
+	if (first <= now) {
+		s->lazy_due = true;
+		pthread_cond_signal(&s->cv);
+	}
 	pthread_mutex_unlock(&s->mu);
+	if (first > now && first != UINT64_MAX)
+		uv_timer_start(h, sq_lazy_cb, first - now, 0);
 }
 
 /* ---- loop thread: submission ---- */
@@ -312,6 +327,8 @@ static int sq_submit(struct store *base, struct store_op *op)
 	struct sq_store *s = (struct sq_store *)base;
 
 	op->next = NULL;
+	if (op->lazy_ms)
+		op->lazy_due_at = uv_now(s->loop) + op->lazy_ms;
 	pthread_mutex_lock(&s->mu);
 	if (s->queue_tail)
 		s->queue_tail->next = op;
