@@ -3,11 +3,11 @@
  */
 #include "workspaces/git_lazy.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
 
 #include "gateway/core/err.h"
+#include "gateway/core/lazylib.h"
 
 /* The soname of the libgit2 the gateway was built against (CMakeLists.txt
  * reads it from the library): libgit2 changes it with every minor version,
@@ -22,10 +22,7 @@ static struct git_lazy git_lazy_table;
 static pthread_once_t git_lazy_once = PTHREAD_ONCE_INIT;
 static const char *git_lazy_why = "libgit2 was not loaded";
 
-static const struct {
-	const char *symbol;
-	size_t offset;
-} git_lazy_symbols[] = {
+static const struct lazylib_symbol git_lazy_symbols[] = {
 #define GIT_LAZY_SYMBOL(f) {#f, offsetof(struct git_lazy, f)},
     GIT_LAZY_FUNCTIONS(GIT_LAZY_SYMBOL)
 #undef GIT_LAZY_SYMBOL
@@ -33,25 +30,16 @@ static const struct {
 
 static void git_lazy_open(void)
 {
-	/* Never closed: libgit2 keeps process-wide state until exit. */
-	void *lib = dlopen(GIT_LAZY_SONAME, RTLD_NOW | RTLD_LOCAL);
+	int rc = lazylib_load(GIT_LAZY_SONAME, git_lazy_symbols,
+	                      sizeof git_lazy_symbols / sizeof *git_lazy_symbols, &git_lazy_table);
 
-	if (!lib) {
+	if (rc == SB_ERR_NOTFOUND)
 		git_lazy_why = "cannot load " GIT_LAZY_SONAME
 		               " (install libgit2, the version the gateway was built with)";
-		return;
-	}
-	for (size_t i = 0; i < sizeof git_lazy_symbols / sizeof *git_lazy_symbols; i++) {
-		void *sym = dlsym(lib, git_lazy_symbols[i].symbol);
-
-		if (!sym) {
-			git_lazy_why = GIT_LAZY_SONAME " lacks a function the gateway needs";
-			return;
-		}
-		/* POSIX guarantees data and function pointers convert. */
-		*(void **)((char *)&git_lazy_table + git_lazy_symbols[i].offset) = sym;
-	}
-	git_lazy_fns = &git_lazy_table;
+	else if (rc != SB_OK)
+		git_lazy_why = GIT_LAZY_SONAME " lacks a function the gateway needs";
+	else
+		git_lazy_fns = &git_lazy_table;
 }
 
 int git_lazy_load(const char **why)

@@ -3,11 +3,11 @@
  */
 #include "gateway/core/curl_lazy.h"
 
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stddef.h>
 
 #include "gateway/core/err.h"
+#include "gateway/core/lazylib.h"
 
 /* The soname of libcurl 7.x/8.x (Debian's libcurl4 package). */
 #define CURL_LAZY_SONAME "libcurl.so.4"
@@ -18,10 +18,7 @@ static struct curl_lazy curl_lazy_table;
 static pthread_once_t curl_lazy_once = PTHREAD_ONCE_INIT;
 static const char *curl_lazy_why = "libcurl was not loaded";
 
-static const struct {
-	const char *symbol;
-	size_t offset;
-} curl_lazy_symbols[] = {
+static const struct lazylib_symbol curl_lazy_symbols[] = {
     {"curl_global_init", offsetof(struct curl_lazy, global_init)},
     {"curl_global_cleanup", offsetof(struct curl_lazy, global_cleanup)},
     {"curl_easy_init", offsetof(struct curl_lazy, easy_init)},
@@ -44,25 +41,17 @@ static const struct {
 
 static void curl_lazy_open(void)
 {
-	/* Never closed: curl keeps process-wide state until exit. */
-	void *lib = dlopen(CURL_LAZY_SONAME, RTLD_NOW | RTLD_LOCAL);
+	int rc =
+	    lazylib_load(CURL_LAZY_SONAME, curl_lazy_symbols,
+	                 sizeof curl_lazy_symbols / sizeof *curl_lazy_symbols, &curl_lazy_table);
 
-	if (!lib) {
+	if (rc == SB_ERR_NOTFOUND)
 		curl_lazy_why = "cannot load " CURL_LAZY_SONAME " (install the libcurl4 package)";
-		return;
-	}
-	for (size_t i = 0; i < sizeof curl_lazy_symbols / sizeof *curl_lazy_symbols; i++) {
-		void *sym = dlsym(lib, curl_lazy_symbols[i].symbol);
-
-		if (!sym) {
-			curl_lazy_why = CURL_LAZY_SONAME " lacks a function the gateway needs "
-			                                 "(libcurl too old?)";
-			return;
-		}
-		/* POSIX guarantees data and function pointers convert. */
-		*(void **)((char *)&curl_lazy_table + curl_lazy_symbols[i].offset) = sym;
-	}
-	curl_lazy_fns = &curl_lazy_table;
+	else if (rc != SB_OK)
+		curl_lazy_why = CURL_LAZY_SONAME " lacks a function the gateway needs "
+		                                 "(libcurl too old?)";
+	else
+		curl_lazy_fns = &curl_lazy_table;
 }
 
 int curl_lazy_load(const char **why)
