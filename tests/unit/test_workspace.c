@@ -301,6 +301,20 @@ static void test_stat_reuse(void **state)
 	harness_rmrf(dir);
 }
 
+/* The first line of dir/name, without its newline. */
+static void first_line(const char *dir, const char *name, char *out, size_t size)
+{
+	char path[1100];
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/%s", dir, name);
+	f = fopen(path, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(out, (int)size, f));
+	fclose(f);
+	out[strcspn(out, "\n")] = '\0';
+}
+
 /* HEAD is taken from the cache while .git/HEAD, the ref it names and
  * packed-refs are the same old files; every way git moves it is seen: a
  * commit (the ref replaced), the ref rewritten in place with its old mtime
@@ -325,15 +339,9 @@ static void test_head_reuse(void **state)
 	commit_all(dir, c1);
 	{
 		char head[128];
-		FILE *f;
 
-		snprintf(cmd, sizeof cmd, "%s/.git/HEAD", dir);
-		f = fopen(cmd, "r");
-		assert_non_null(f);
-		assert_non_null(fgets(head, sizeof head, f));
-		fclose(f);
+		first_line(dir, ".git/HEAD", head, sizeof head);
 		assert_int_equal(strncmp(head, "ref: ", 5), 0);
-		head[strcspn(head, "\n")] = '\0';
 		snprintf(ref, sizeof ref, ".git/%s", head + 5);
 	}
 	age(dir, ".git/HEAD", 100);
@@ -400,16 +408,7 @@ static void test_head_reuse(void **state)
 	         ".c3 && touch -d '-100 seconds' .git/HEAD .git/refs/heads/other",
 	         dir);
 	assert_int_equal(system(cmd), 0);
-	{
-		char path[1100];
-		FILE *f;
-
-		snprintf(path, sizeof path, "%s/.c3", dir);
-		f = fopen(path, "r");
-		assert_non_null(f);
-		assert_non_null(fgets(c3, sizeof c3, f));
-		fclose(f);
-	}
+	first_line(dir, ".c3", c3, sizeof c3);
 	assert_int_equal(snap(c, dir, false, &out, &v), SB_OK);
 	assert_string_equal(v.commit, c3);
 	workspace_cache_free(c);
