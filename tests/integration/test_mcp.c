@@ -1142,6 +1142,39 @@ static void wait_log(const char *s, const char *server, int n)
 			HARNESS_SKIP("not root: the gateway runs no ownership pass");              \
 	} while (0)
 
+/* Starts a call of mcp__h__echo with text while the pass is held (the n-th
+ * time), checks that the gateway answers and the program is not running,
+ * and returns the caller's pid with the pass still held. */
+static pid_t held_call(const char *mark, const char *text, int n)
+{
+	char steps[256];
+	pid_t pid;
+
+	hold(fx.home, true);
+	snprintf(steps, sizeof steps,
+	         "[{\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":{\"text\":\"%s\"}}]},"
+	         "{\"text\":\"all done\"}]",
+	         text);
+	script(steps);
+	pid = ask_in_background("holder", "u-hold");
+	wait_held(fx.home, n);
+	assert_int_equal(healthz(fx.d.port), 200);
+	assert_int_equal(count_marked(mark), 0);
+	return pid;
+}
+
+/* Lets the held pass go and waits for the call: its tool result. */
+static char *release_call(pid_t pid, bool ok)
+{
+	int st;
+
+	hold(fx.home, false);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	if (ok)
+		assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	return last_tool_result();
+}
+
 /* A root gateway gives the workspace to the sandbox's uid before the
  * server's program starts, on a pool thread: while that walk is held the
  * gateway still answers, and the program is not running yet; once it ends
@@ -1152,56 +1185,29 @@ static void wait_log(const char *s, const char *server, int n)
 static void test_start_waits_for_the_ownership_pass(void **state)
 {
 	char mark[80], ws[700], away[720], *r;
-	int st;
 	pid_t pid;
 
 	(void)state;
 	NEED_NODE();
 	NEED_ROOT();
 	snprintf(mark, sizeof mark, "%s-hold", fx.mark);
-	hold(fx.home, true);
-	script("[{\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":{\"text\":\"held\"}}]},"
-	       "{\"text\":\"all done\"}]");
-	pid = ask_in_background("holder", "u-hold");
-	wait_held(fx.home, 1);
-	assert_int_equal(healthz(fx.d.port), 200);
-	assert_int_equal(count_marked(mark), 0);
-	hold(fx.home, false);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	r = last_tool_result();
+	r = release_call(held_call(mark, "held", 1), true);
 	HAS(r, "echo: held");
 	free(r);
 
 	/* stopped when idle; a call starts it again, and waits */
 	wait_log("stopping the idle MCP server", "holder/h", 1);
-	hold(fx.home, true);
-	script("[{\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":{\"text\":\"queued\"}}]},"
-	       "{\"text\":\"all done\"}]");
-	pid = ask_in_background("holder", "u-hold");
-	wait_held(fx.home, 2);
-	assert_int_equal(healthz(fx.d.port), 200);
-	assert_int_equal(count_marked(mark), 0);
-	hold(fx.home, false);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-	r = last_tool_result();
+	r = release_call(held_call(mark, "queued", 2), true);
 	HAS(r, "echo: queued");
 	free(r);
 
 	/* the walk fails (the workspace went meanwhile): the call is told */
 	wait_log("stopping the idle MCP server", "holder/h", 2);
-	hold(fx.home, true);
-	script("[{\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":{\"text\":\"lost\"}}]},"
-	       "{\"text\":\"all done\"}]");
-	pid = ask_in_background("holder", "u-hold");
-	wait_held(fx.home, 3);
+	pid = held_call(mark, "lost", 3);
 	snprintf(ws, sizeof ws, "%s/workspaces/holder", fx.home);
 	snprintf(away, sizeof away, "%s.away", ws);
 	assert_int_equal(rename(ws, away), 0);
-	hold(fx.home, false);
-	assert_int_equal(waitpid(pid, &st, 0), pid);
-	r = last_tool_result();
+	r = release_call(pid, false);
 	assert_int_equal(rename(away, ws), 0);
 	HAS(r, "the MCP server h could not start");
 	HAS(r, "did not run: the workspace ");
