@@ -459,6 +459,24 @@ static bool ws_same_stamp(const struct ws_stamp a[3], const struct ws_stamp b[3]
 	return true;
 }
 
+/* Does HEAD name a ref that is itself symbolic? (true when that cannot be
+ * told: the stamp is then not kept.) */
+static bool ws_head_chain_long(git_repository *repo)
+{
+	git_reference *head = NULL, *ref = NULL;
+	bool long_chain = true;
+
+	if (git_reference_lookup(&head, repo, "HEAD") != 0)
+		return true;
+	if (git_reference_type(head) != GIT_REFERENCE_SYMBOLIC)
+		long_chain = false;
+	else if (git_reference_lookup(&ref, repo, git_reference_symbolic_target(head)) == 0)
+		long_chain = git_reference_type(ref) == GIT_REFERENCE_SYMBOLIC;
+	git_reference_free(ref);
+	git_reference_free(head);
+	return long_chain;
+}
+
 /* Looks up HEAD and, when it moved, the blobs of the bootstrap files in
  * its tree. false: no commit (unborn branch) or unreadable. */
 static bool ws_git_head(struct workspace_cache *c, struct ws_entry *e)
@@ -479,7 +497,11 @@ static bool ws_git_head(struct workspace_cache *c, struct ws_entry *e)
 		return false;
 	}
 	/* The stamp was taken before the read: a change after it makes the
-	 * next stamp differ. */
+	 * next stamp differ. It covers HEAD and the one ref HEAD names: when
+	 * that ref is itself symbolic (git symbolic-ref refs/heads/alias
+	 * refs/heads/main), a commit rewrites a ref the stamp does not see. */
+	if (stamped && ws_head_chain_long(e->repo))
+		stamped = false;
 	if (stamped) {
 		memcpy(e->stamp, stamp, sizeof e->stamp);
 		e->stamp_known = true;

@@ -508,7 +508,12 @@ static int stdio_open(struct mcp_server *s, const struct mcp_env *env, void **ou
 	t->timer.data = t;
 	t->handles = 1;
 	t->argv = calloc(c->n_args + 2, sizeof *t->argv);
-	if (!t->argv || !(t->cwd = strdup(env->workspace)))
+	if (!t->argv)
+		goto out;
+	/* The real path: the ownership pass refuses a symlink in the
+	 * workspace's place (one put there while the pass waits). */
+	t->cwd = realpath(env->workspace, NULL);
+	if (!t->cwd && !(t->cwd = strdup(env->workspace)))
 		goto out;
 	t->argv[0] = c->command;
 	for (i = 0; i < c->n_args; i++)

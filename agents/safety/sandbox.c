@@ -789,7 +789,10 @@ int sandbox_own(const struct sandbox_policy *policy, const char *workspace, unsi
 		own_skip_add(&w, policy->hide[i]);
 	for (size_t i = 0; policy && policy->hide_more && i < policy->n_hide_more; i++)
 		own_skip_add(&w, policy->hide_more[i]);
-	fd = open(workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* The workspace is a real path: a symlink there now was put in its
+	 * place since (while the walk waited for the pool, say), and what it
+	 * points to is not the workspace. */
+	fd = open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		rc = SB_ERR_NOTFOUND;
 		goto out;

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1219,6 +1220,45 @@ static void test_start_waits_for_the_ownership_pass(void **state)
 	r = call_tool("holder", "u-hold", "mcp__h__echo", "{\"text\":\"back\"}");
 	HAS(r, "echo: back");
 	free(r);
+
+	/* the workspace replaced by a symlink to another directory while the
+	 * walk is held: nothing there is given to the sandbox's uid, and the
+	 * server does not start in it */
+	{
+		char out[512], file[600];
+		struct stat sb;
+
+		assert_int_equal(harness_tmpdir(out, sizeof out), 0);
+		snprintf(file, sizeof file, "%s/owned.txt", out);
+		assert_int_equal(harness_write_file(file, "root's\n"), 0);
+		assert_int_equal(chown(file, 0, 0), 0);
+		assert_int_equal(chown(out, 0, 0), 0);
+		wait_log("stopping the idle MCP server", "holder/h", 3);
+		hold(fx.home, true);
+		script("[{\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":{\"text\":"
+		       "\"swapped\"}}]},{\"text\":\"all done\"}]");
+		pid = ask_in_background("holder", "u-hold");
+		wait_held(fx.home, 4);
+		assert_int_equal(rename(ws, away), 0);
+		assert_int_equal(symlink(out, ws), 0);
+		hold(fx.home, false);
+		assert_int_equal(waitpid(pid, &st, 0), pid);
+		r = last_tool_result();
+		assert_int_equal(unlink(ws), 0);
+		assert_int_equal(rename(away, ws), 0);
+		assert_int_equal(stat(file, &sb), 0);
+		assert_int_equal(sb.st_uid, 0);
+		assert_int_equal(sb.st_gid, 0);
+		assert_int_equal(stat(out, &sb), 0);
+		assert_int_equal(sb.st_gid, 0);
+		LACKS(r, "echo: swapped");
+		free(r);
+		harness_rmrf(out);
+	}
+	sleep(2); /* the back-off */
+	r = call_tool("holder", "u-hold", "mcp__h__echo", "{\"text\":\"back again\"}");
+	HAS(r, "echo: back again");
+	free(r);
 }
 
 /* A gateway stopped while a server's ownership pass is held stops it
@@ -1434,8 +1474,8 @@ static void test_reload_while_the_pass_is_held(void **state)
 	NEED_NODE();
 	NEED_ROOT();
 	/* the holder's server, known and stopped (idle) since the tests above */
-	wait_log("stopping the idle MCP server", "holder/h", 3);
-	holds = 4;
+	wait_log("stopping the idle MCP server", "holder/h", 4);
+	holds = 5;
 	hold(fx.home, true);
 	script("[{\"match\":\"first call\",\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":"
 	       "{\"text\":\"one\"}}]},{\"match\":\"first call\",\"text\":\"all done\"},"

@@ -252,6 +252,26 @@ static void test_escapes(void **state)
 		assert_int_equal(unlink(lnk), 0);
 		assert_int_equal(beneath_stat(t->rootfd, "top", &st), SB_ERR_NOTFOUND);
 	}
+	/* A link to a directory outside, named with a trailing "/" or "/."
+	 * (which make the kernel follow a link): still the link, not the
+	 * directory it points to. */
+	{
+		char lnk[400];
+		struct stat out;
+
+		snprintf(lnk, sizeof lnk, "%s/dtop", t->root);
+		assert_int_equal(symlink(t->out, lnk), 0);
+		assert_int_equal(stat(t->out, &out), 0);
+		static const char *const names[] = {"dtop/", "dtop/.", "dtop//", "./dtop/./",
+		                                    "a/../dtop/"};
+		for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+			memset(&st, 0, sizeof st);
+			assert_int_equal(beneath_stat(t->rootfd, names[i], &st), SB_OK);
+			assert_true(S_ISLNK(st.st_mode));
+			assert_false(st.st_ino == out.st_ino && st.st_dev == out.st_dev);
+		}
+		assert_int_equal(unlink(lnk), 0);
+	}
 }
 
 /* A symlink at each component, and every operation through it. */

@@ -725,6 +725,81 @@ static void test_paths(void **state)
 	assert_int_equal(decide(&p, "read", "{\"path\":\"a.txt\"}", NULL, 0, NULL, 0), PERM_ALLOW);
 }
 
+/* Links inside the workspace that lead back into it: the verdict is on the
+ * file the link reaches (its .git, a denied directory), and a path that
+ * folds to the workspace itself is the workspace. */
+static void test_paths_links_inside(void **state)
+{
+	struct permissions p;
+	char lnk[PATH_MAX + 64], msg[PERM_MSG_MAX];
+	json_t *in;
+	struct perm_decision d;
+
+	(void)state;
+	load("agents:\n"
+	     "  - id: main\n"
+	     "    permissions:\n"
+	     "      - {deny_paths: [\"secrets/\"]}\n");
+	snprintf(lnk, sizeof lnk, "%s/secrets", fx.ws);
+	assert_int_equal(mkdir(lnk, 0700), 0);
+	write_file("secrets/key", "x");
+	snprintf(lnk, sizeof lnk, "%s/gl", fx.ws);
+	assert_int_equal(symlink(".git", lnk), 0);
+	snprintf(lnk, sizeof lnk, "%s/self", fx.ws);
+	assert_int_equal(symlink(".", lnk), 0);
+	snprintf(lnk, sizeof lnk, "%s/sl", fx.ws);
+	assert_int_equal(symlink("secrets", lnk), 0);
+	snprintf(lnk, sizeof lnk, "%s/loop", fx.ws);
+	assert_int_equal(symlink("loop", lnk), 0);
+	perms_for(&p, true, false, "cli", NULL);
+	/* .git through a link: an existing file, a new one, through the
+	 * workspace's own link to itself */
+	assert_int_equal(decide(&p, "write", "{\"path\":\"gl/config\",\"content\":\"x\"}", msg,
+	                        sizeof msg, NULL, 0),
+	                 PERM_DENY);
+	assert_non_null(strstr(msg, ".git"));
+	assert_int_equal(decide(&p, "write", "{\"path\":\"gl/hooks/pre-commit\",\"content\":\"x\"}",
+	                        msg, sizeof msg, NULL, 0),
+	                 PERM_DENY);
+	assert_non_null(strstr(msg, ".git"));
+	assert_int_equal(decide(&p, "edit",
+	                        "{\"path\":\"self/self/.git/config\",\"old_string\":\"a\","
+	                        "\"new_string\":\"b\"}",
+	                        msg, sizeof msg, NULL, 0),
+	                 PERM_DENY);
+	assert_non_null(strstr(msg, ".git"));
+	/* a denied directory through a link */
+	assert_int_equal(decide(&p, "read", "{\"path\":\"sl/key\"}", msg, sizeof msg, NULL, 0),
+	                 PERM_DENY);
+	assert_non_null(strstr(msg, "denied"));
+	assert_int_equal(decide(&p, "read", "{\"path\":\"self/secrets/key\"}", NULL, 0, NULL, 0),
+	                 PERM_DENY);
+	/* a loop is refused, not followed */
+	assert_int_equal(decide(&p, "read", "{\"path\":\"loop/x\"}", NULL, 0, NULL, 0), PERM_DENY);
+	/* out through a link and back by "..": folded first, so the workspace */
+	in = json_pack("{ss}", "path", "etc-link/..");
+	assert_int_equal(permissions_check(&p, "ls", in, &d), SB_OK);
+	assert_int_equal(d.action, PERM_ALLOW);
+	assert_true(!d.input ||
+	            strcmp(json_string_value(json_object_get(d.input, "path")), ".") == 0);
+	perm_decision_release(&d);
+	json_decref(in);
+	/* the rewritten path of a read through the self link is the file itself */
+	in = json_pack("{ss}", "path", "self/a.txt");
+	assert_int_equal(permissions_check(&p, "read", in, &d), SB_OK);
+	assert_int_equal(d.action, PERM_ALLOW);
+	assert_non_null(d.input);
+	assert_string_equal(json_string_value(json_object_get(d.input, "path")), "a.txt");
+	perm_decision_release(&d);
+	json_decref(in);
+	for (size_t i = 0; i < 4; i++) {
+		static const char *const names[] = {"gl", "self", "sl", "loop"};
+
+		snprintf(lnk, sizeof lnk, "%s/%s", fx.ws, names[i]);
+		assert_int_equal(unlink(lnk), 0);
+	}
+}
+
 /* ---- gate 3 and the executor ---- */
 
 struct exec_run {
@@ -1167,6 +1242,7 @@ int main(void)
 	    cmocka_unit_test(test_command_rules),
 	    cmocka_unit_test(test_classifier_property),
 	    cmocka_unit_test(test_paths),
+	    cmocka_unit_test(test_paths_links_inside),
 	    cmocka_unit_test(test_executor_gates),
 	    cmocka_unit_test(test_executor_approvals),
 	    cmocka_unit_test(test_denied_command_goes_back_to_the_model),

@@ -950,6 +950,82 @@ static void test_write_failure(void **state)
 	transcript_loaded_free(&l);
 }
 
+/* Two transcripts in one write job (the lane), one of whose writes fails
+ * half-way: that one is cut back to its last whole line, the other gets
+ * its lines whole, and neither gets the other's bytes. */
+static void test_write_failure_in_a_shared_lane(void **state)
+{
+	struct fixture *fx = *state;
+	struct transcript *a, *b;
+	struct transcript_info bi = info;
+	struct transcript_loaded l;
+	struct rlimit old, lim;
+	struct stat sa, sb;
+	char big[4096], bpath[PATH_MAX];
+	int fa = -1, fb = -1;
+	char text[16384];
+	unsigned long long jobs;
+	json_t *f;
+
+	bi.session_id = "01jabcdefghjkmnpqrstvwxyz1";
+	snprintf(bpath, sizeof bpath, "%s/agents/main/sessions/%s.jsonl", fx->dir, bi.session_id);
+	open_t(fx, &a);
+	append_text(a, "a one", NULL);
+	close_t(fx, a);
+	open_t(fx, &a);
+	assert_int_equal(transcript_open(&b, &fx->loop, bpath, &bi), SB_OK);
+	append_text(b, "b one", NULL);
+	close_t(fx, b);
+	assert_int_equal(transcript_open(&b, &fx->loop, bpath, &bi), SB_OK);
+	assert_int_equal(stat(fx->path, &sa), 0);
+	assert_int_equal(stat(bpath, &sb), 0);
+	memset(big, 'x', sizeof big - 1);
+	big[sizeof big - 1] = '\0';
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = (rlim_t)(sa.st_size > sb.st_size ? sa.st_size : sb.st_size) + 1000;
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	jobs = transcript_jobs_submitted();
+	f = message_fields(msg_user_text_new(big));
+	assert_int_equal(transcript_append(a, "message", f, NULL, 0), SB_OK);
+	json_decref(f);
+	append_text(b, "b two", NULL);
+	assert_int_equal(transcript_flush(a, on_flush_failed, &fa), SB_OK);
+	assert_int_equal(transcript_flush(b, on_flush_failed, &fb), SB_OK);
+	assert_int_equal(transcript_jobs_submitted() - jobs, 1); /* one job for both */
+	uv_run(&fx->loop, UV_RUN_DEFAULT);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	signal(SIGXFSZ, SIG_DFL);
+	assert_int_equal(fa, SB_ERR_IO);
+	assert_int_equal(fb, SB_OK);
+	close_t(fx, a);
+	close_t(fx, b);
+	assert_int_equal(stat(fx->path, &sa), 0);
+	assert_true(sa.st_size < (off_t)lim.rlim_cur);
+	assert_int_equal(transcript_load(fx->path, &l), SB_OK);
+	assert_int_equal(l.torn, 0);
+	assert_int_equal(json_array_size(l.messages), 1);
+	transcript_loaded_free(&l);
+	assert_int_equal(transcript_load(bpath, &l), SB_OK);
+	assert_int_equal(l.torn, 0);
+	assert_int_equal(json_array_size(l.messages), 2);
+	transcript_loaded_free(&l);
+	{
+		FILE *fp = fopen(bpath, "r");
+		size_t n;
+
+		assert_non_null(fp);
+		n = fread(text, 1, sizeof text - 1, fp);
+		fclose(fp);
+		text[n] = '\0';
+		assert_non_null(strstr(text, "b two"));
+		assert_null(strstr(text, "a one"));
+		assert_null(strstr(text, "xxxxxxxx"));
+	}
+	assert_int_equal(unlink(bpath), 0);
+}
+
 /* What loading says about the context: the summary breaker counts failed
  * summaries (level 3) only, with the time of the last, not failed archive
  * or trim writes; a note's edit is applied; the last todo list. */
@@ -1255,6 +1331,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_flush_when_idle, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_lane_many_transcripts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_write_failure, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_write_failure_in_a_shared_lane, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_take_and_restore, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_restore_torn_tail, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_take_needs_flush, setup, teardown),

@@ -416,6 +416,66 @@ static void test_head_reuse(void **state)
 	harness_rmrf(dir);
 }
 
+/* HEAD names a ref that is itself symbolic (git symbolic-ref refs/heads/alias
+ * refs/heads/main): a commit on main moves HEAD while .git/HEAD, the alias
+ * and packed-refs stay the same files. */
+static void test_head_symbolic_chain(void **state)
+{
+	char dir[512], c1[41], c2[41], cmd[1400];
+	struct buf out;
+	struct workspace_version v;
+	struct workspace_cache *c;
+	git_repository *r;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(dir, sizeof dir), 0);
+	assert_int_equal(workspace_cache_new(&c), SB_OK);
+	buf_init(&out, 1 << 20);
+	assert_int_equal(git_repository_init(&r, dir, 0), 0);
+	git_repository_free(r);
+	put(dir, "AGENTS.md", "rules\n");
+	commit_all(dir, c1);
+	snprintf(cmd, sizeof cmd,
+	         "cd '%s' && b=$(git symbolic-ref HEAD) && git symbolic-ref refs/heads/alias $b && "
+	         "git symbolic-ref HEAD refs/heads/alias && touch -d '-100 seconds' .git/HEAD "
+	         ".git/refs/heads/alias $(git rev-parse --git-path $b) AGENTS.md",
+	         dir);
+	assert_int_equal(system(cmd), 0);
+	assert_int_equal(snap(c, dir, false, &out, &v), SB_OK);
+	assert_string_equal(v.commit, c1);
+	assert_int_equal(snap(c, dir, false, &out, &v), SB_OK);
+	assert_string_equal(v.commit, c1);
+
+	/* a commit through the alias: only the branch it names is rewritten */
+	put(dir, "AGENTS.md", "rules 2\n");
+	snprintf(cmd, sizeof cmd,
+	         "cd '%s' && git add AGENTS.md && git -c user.name=t -c user.email=t@localhost "
+	         "commit -q -m two && test \"$(git symbolic-ref --no-recurse HEAD)\" = "
+	         "refs/heads/alias && "
+	         "git symbolic-ref refs/heads/alias >/dev/null && git rev-parse HEAD > .c2 && "
+	         "touch -d '-100 seconds' AGENTS.md $(git rev-parse --git-path $(git "
+	         "symbolic-ref refs/heads/alias))",
+	         dir);
+	assert_int_equal(system(cmd), 0);
+	{
+		char path[1100];
+		FILE *f;
+
+		snprintf(path, sizeof path, "%s/.c2", dir);
+		f = fopen(path, "r");
+		assert_non_null(f);
+		assert_non_null(fgets(c2, sizeof c2, f));
+		fclose(f);
+		unlink(path);
+	}
+	assert_int_equal(snap(c, dir, false, &out, &v), SB_OK);
+	assert_string_equal(v.commit, c2);
+	assert_false(v.dirty);
+	workspace_cache_free(c);
+	buf_free(&out);
+	harness_rmrf(dir);
+}
+
 /* The cached prompt is the uncached one, byte for byte. */
 static void test_cached_equals_uncached(void **state)
 {
@@ -542,6 +602,7 @@ int main(void)
 	    cmocka_unit_test(test_version_git),
 	    cmocka_unit_test(test_stat_reuse),
 	    cmocka_unit_test(test_head_reuse),
+	    cmocka_unit_test(test_head_symbolic_chain),
 	    cmocka_unit_test(test_cached_equals_uncached),
 	    cmocka_unit_test(test_boot_parse),
 	    cmocka_unit_test(test_init),
