@@ -73,8 +73,11 @@
 	X(git_patch_line_stats)                                                                    \
 	X(git_patch_to_buf)                                                                        \
 	X(git_reference_free)                                                                      \
+	X(git_reference_lookup)                                                                    \
 	X(git_reference_name_to_id)                                                                \
+	X(git_reference_symbolic_target)                                                           \
 	X(git_reference_target)                                                                    \
+	X(git_reference_type)                                                                      \
 	X(git_repository_free)                                                                     \
 	X(git_repository_head)                                                                     \
 	X(git_repository_index)                                                                    \
@@ -179,8 +182,11 @@ int git_lazy_load(const char **why);
 #define git_patch_line_stats (git_lazy_fns->git_patch_line_stats)
 #define git_patch_to_buf (git_lazy_fns->git_patch_to_buf)
 #define git_reference_free (git_lazy_fns->git_reference_free)
+#define git_reference_lookup (git_lazy_fns->git_reference_lookup)
 #define git_reference_name_to_id (git_lazy_fns->git_reference_name_to_id)
+#define git_reference_symbolic_target (git_lazy_fns->git_reference_symbolic_target)
 #define git_reference_target (git_lazy_fns->git_reference_target)
+#define git_reference_type (git_lazy_fns->git_reference_type)
 #define git_repository_free (git_lazy_fns->git_repository_free)
 #define git_repository_head (git_lazy_fns->git_repository_head)
 #define git_repository_index (git_lazy_fns->git_repository_index)

@@ -1234,16 +1234,10 @@ static void test_start_waits_for_the_ownership_pass(void **state)
 		assert_int_equal(chown(file, 0, 0), 0);
 		assert_int_equal(chown(out, 0, 0), 0);
 		wait_log("stopping the idle MCP server", "holder/h", 3);
-		hold(fx.home, true);
-		script("[{\"tool_calls\":[{\"name\":\"mcp__h__echo\",\"input\":{\"text\":"
-		       "\"swapped\"}}]},{\"text\":\"all done\"}]");
-		pid = ask_in_background("holder", "u-hold");
-		wait_held(fx.home, 4);
+		pid = held_call(mark, "swapped", 4);
 		assert_int_equal(rename(ws, away), 0);
 		assert_int_equal(symlink(out, ws), 0);
-		hold(fx.home, false);
-		assert_int_equal(waitpid(pid, &st, 0), pid);
-		r = last_tool_result();
+		r = release_call(pid, false);
 		assert_int_equal(unlink(ws), 0);
 		assert_int_equal(rename(away, ws), 0);
 		assert_int_equal(stat(file, &sb), 0);
