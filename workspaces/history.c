@@ -61,7 +61,8 @@ static int history_open(const char *dir, git_repository **repo)
 	*repo = NULL;
 	if (!workspace_git_ready(NULL))
 		return SB_ERR_IO;
-	if (git_repository_open_ext(repo, dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) != 0)
+	if (!workspace_git_dir_ok(dir, NULL) ||
+	    git_repository_open_ext(repo, dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) != 0)
 		return SB_ERR_NOTFOUND;
 	return SB_OK;
 }
@@ -240,8 +241,8 @@ int workspace_git_log(const char *dir, const char *path, size_t limit, json_t **
 		}
 	}
 	rc = SB_ERR_NOMEM;
-	*out = json_pack("{so so}", "head", *head_id ? json_string(head_id) : json_null(), "commits",
-	                 commits);
+	*out = json_pack("{so so}", "head", *head_id ? json_string(head_id) : json_null(),
+	                 "commits", commits);
 	commits = NULL;
 	if (*out)
 		rc = SB_OK;
@@ -320,8 +321,7 @@ out:
 	return rc;
 }
 
-int workspace_git_show(const char *dir, const char *rev, const char *path, size_t max,
-                       json_t **out)
+int workspace_git_show(const char *dir, const char *rev, const char *path, size_t max, json_t **out)
 {
 	git_repository *repo = NULL;
 	git_commit *c = NULL;
@@ -369,9 +369,9 @@ int workspace_git_show(const char *dir, const char *rev, const char *path, size_
 	                 (json_int_t)size, "blob", blob, "binary", binary, "truncated",
 	                 !binary && size > max);
 	if (*out && !binary)
-		json_object_set_new(*out, "text",
-		                    history_text((const char *)git_blob_rawcontent(b),
-		                                 size > max ? max : size));
+		json_object_set_new(
+		    *out, "text",
+		    history_text((const char *)git_blob_rawcontent(b), size > max ? max : size));
 	rc = *out ? SB_OK : SB_ERR_NOMEM;
 out:
 	git_blob_free(b);
@@ -429,7 +429,8 @@ int workspace_git_diff(const char *dir, const char *from, const char *to, const 
 		return SB_ERR_INVAL;
 	if ((rc = history_open(dir, &repo)))
 		return rc;
-	if ((rc = history_commit(repo, from, &a)) || (!worktree && (rc = history_commit(repo, to, &b))))
+	if ((rc = history_commit(repo, from, &a)) ||
+	    (!worktree && (rc = history_commit(repo, to, &b))))
 		goto out;
 	rc = SB_ERR_IO;
 	if (git_commit_tree(&ta, a) != 0 || (b && git_commit_tree(&tb, b) != 0))

@@ -54,8 +54,8 @@ bool memory_path_ok(const char *path)
 	if (strcmp(path, MEMORY_FILE) == 0)
 		return true;
 	n = strlen(path);
-	return strncmp(path, MEMORY_DIR "/", sizeof MEMORY_DIR) == 0 &&
-	       n > sizeof MEMORY_DIR + 3 && strcmp(path + n - 3, ".md") == 0;
+	return strncmp(path, MEMORY_DIR "/", sizeof MEMORY_DIR) == 0 && n > sizeof MEMORY_DIR + 3 &&
+	       strcmp(path + n - 3, ".md") == 0;
 }
 
 void memory_daily_path(int64_t t, int32_t off_s, char *out, size_t size)
@@ -205,7 +205,8 @@ static char *memory_message_text(const char *line, size_t len, const char **role
 			if (out.len)
 				(void)buf_puts(&out, "\n");
 			if (buf_puts(&out, t) != SB_OK)
-				(void)buf_append(&out, t, out.max > out.len ? out.max - out.len : 0);
+				(void)buf_append(&out, t,
+				                 out.max > out.len ? out.max - out.len : 0);
 		}
 	}
 	json_decref(j);
@@ -512,14 +513,15 @@ static int memory_sync_db(sqlite3 *db, const struct memory_scope *s,
 	rc = SB_ERR_STORE;
 	if (sqlite3_prepare_v2(db, "SELECT size, mtime, hash, indexed FROM files WHERE path = ?",
 	                       -1, &ms.get, NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(db,
-	                       "INSERT OR REPLACE INTO files(path, size, mtime, hash, indexed, seen)"
-	                       " VALUES(?, ?, ?, ?, ?, ?)",
-	                       -1, &ms.put, NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(
+	        db,
+	        "INSERT OR REPLACE INTO files(path, size, mtime, hash, indexed, seen)"
+	        " VALUES(?, ?, ?, ?, ?, ?)",
+	        -1, &ms.put, NULL) != SQLITE_OK ||
 	    sqlite3_prepare_v2(db, "UPDATE files SET seen = ? WHERE path = ?", -1, &ms.touch,
 	                       NULL) != SQLITE_OK ||
-	    sqlite3_prepare_v2(db, "DELETE FROM chunks WHERE path = ?", -1, &ms.del_chunks,
-	                       NULL) != SQLITE_OK ||
+	    sqlite3_prepare_v2(db, "DELETE FROM chunks WHERE path = ?", -1, &ms.del_chunks, NULL) !=
+	        SQLITE_OK ||
 	    sqlite3_prepare_v2(db,
 	                       "INSERT INTO chunks(text, path, line_from, line_to)"
 	                       " VALUES(?, ?, ?, ?)",
@@ -768,8 +770,8 @@ int memory_get_until(const char *workspace, const char *path, int64_t from, int6
 		return *out ? SB_OK : SB_ERR_NOMEM;
 	}
 	if (rc == SB_ERR_PERM) {
-		snprintf(why, why_size, "%s is not a regular file (symbolic links are not followed)",
-		         rel);
+		snprintf(why, why_size,
+		         "%s is not a regular file (symbolic links are not followed)", rel);
 		return rc;
 	}
 	if (rc == SB_ERR_TOOBIG) {
@@ -844,11 +846,12 @@ int memory_append_until(const char *workspace, const char *path, const char *tex
 	} else if (rc == SB_ERR_ABORTED) {
 		goto out;
 	} else if (rc == SB_ERR_PERM) {
-		snprintf(why, why_size, "%s is not a regular file (symbolic links are not followed)",
-		         rel);
+		snprintf(why, why_size,
+		         "%s is not a regular file (symbolic links are not followed)", rel);
 		goto out;
 	} else if (rc == SB_ERR_TOOBIG) {
-		snprintf(why, why_size, "%s is larger than %zu bytes already", rel, MEMORY_FILE_MAX);
+		snprintf(why, why_size, "%s is larger than %zu bytes already", rel,
+		         MEMORY_FILE_MAX);
 		goto out;
 	} else if (rc) {
 		snprintf(why, why_size, "cannot read %s", rel);
@@ -975,8 +978,8 @@ static int memory_commit_once(git_repository *repo, int root, const char *const 
 		memory_git_why(why, why_size, "cannot make a commit signature");
 		goto out;
 	}
-	grc = git_commit_create(&commit_id, repo, "HEAD", sig, sig, NULL, message, tree, head ? 1 : 0,
-	                        (const git_commit **)&head);
+	grc = git_commit_create(&commit_id, repo, "HEAD", sig, sig, NULL, message, tree,
+	                        head ? 1 : 0, (const git_commit **)&head);
 	if (grc != 0) {
 		/* HEAD moved (another writer) or was locked: try again on top. */
 		*retry = grc == GIT_EMODIFIED || grc == GIT_ELOCKED;
@@ -1033,7 +1036,6 @@ int memory_commit_files(const char *workspace, const char *const *paths, size_t 
                         const char *message, char *commit, char *why, size_t why_size)
 {
 	git_repository *repo = NULL;
-	char dotgit[BENEATH_PATH_MAX + 8];
 	struct stat st;
 	const char *gwhy = NULL;
 	int root = -1, rc = SB_ERR_IO;
@@ -1053,9 +1055,8 @@ int memory_commit_files(const char *workspace, const char *const *paths, size_t 
 		    strncmp(norm, ".git/", 5) == 0)
 			return SB_ERR_INVAL;
 	}
-	if (snprintf(dotgit, sizeof dotgit, "%s/.git", workspace) >= (int)sizeof dotgit ||
-	    stat(dotgit, &st) != 0) {
-		snprintf(why, why_size, "the workspace is not a git repository");
+	if (!workspace_git_dir_ok(workspace, &st)) {
+		snprintf(why, why_size, "the workspace is not a git repository the gateway made");
 		return SB_ERR_NOTFOUND;
 	}
 	if (!workspace_git_ready(&gwhy)) {
@@ -1071,7 +1072,8 @@ int memory_commit_files(const char *workspace, const char *const *paths, size_t 
 		goto out;
 	}
 	for (int attempt = 0; attempt < 5; attempt++) {
-		rc = memory_commit_once(repo, root, paths, n, message, commit, why, why_size, &retry);
+		rc = memory_commit_once(repo, root, paths, n, message, commit, why, why_size,
+		                        &retry);
 		if (rc == SB_OK || !retry)
 			break;
 	}

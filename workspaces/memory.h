@@ -33,9 +33,9 @@
 
 #define MEMORY_FILE "MEMORY.md"
 #define MEMORY_DIR "memory"
-#define MEMORY_FILE_MAX ((size_t)4 << 20)      /* a bigger memory file is not indexed */
-#define MEMORY_FILES_MAX 5000                  /* memory files indexed */
-#define MEMORY_TRANSCRIPTS_MAX 2000            /* transcripts indexed (the newest by name) */
+#define MEMORY_FILE_MAX ((size_t)4 << 20)        /* a bigger memory file is not indexed */
+#define MEMORY_FILES_MAX 5000                    /* memory files indexed */
+#define MEMORY_TRANSCRIPTS_MAX 2000              /* transcripts indexed (the newest by name) */
 #define MEMORY_TRANSCRIPT_MAX ((size_t)32 << 20) /* a bigger transcript is not indexed */
 #define MEMORY_CHUNK_LINES 12
 #define MEMORY_CHUNK_BYTES 1200
@@ -59,11 +59,11 @@ struct memory_scope {
 
 /* What a sync did (tests, logs). */
 struct memory_sync_stats {
-	size_t files;    /* files looked at */
-	size_t indexed;  /* files (re)indexed */
-	size_t hashed;   /* files read and hashed, reindexed or not */
-	size_t removed;  /* files gone from the index */
-	size_t skipped;  /* too big, not regular, over the count */
+	size_t files;   /* files looked at */
+	size_t indexed; /* files (re)indexed */
+	size_t hashed;  /* files read and hashed, reindexed or not */
+	size_t removed; /* files gone from the index */
+	size_t skipped; /* too big, not regular, over the count */
 };
 
 /* Brings the index up to date (as described above). SB_OK, SB_ERR_NOTFOUND

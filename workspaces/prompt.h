@@ -44,8 +44,8 @@ struct prompt_file {
 	bool present;
 	bool included; /* some of it is in the prompt */
 	bool truncated;
-	bool blank;                            /* present, but only white space: skipped */
-	bool refused; /* not a regular file (a symlink, a FIFO): never read */
+	bool blank;    /* present, but only white space: skipped */
+	bool refused;  /* not a regular file (a symlink, a FIFO): never read */
 	bool left_out; /* present, not blank, but the total cap was spent: only named */
 	/* truncated: the cap it was cut to (bytes), whether that was what was
 	 * left of the total cap rather than the per-file one, and what of it

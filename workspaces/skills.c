@@ -15,7 +15,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-
 #include "gateway/core/beneath.h"
 #include "gateway/core/err.h"
 #include "gateway/core/yamljson.h"

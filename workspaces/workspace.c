@@ -356,14 +356,32 @@ static void ws_git_close(struct ws_entry *e)
 	e->stamp_known = false;
 }
 
+bool workspace_git_dir_ok(const char *dir, struct stat *out)
+{
+	char path[PATH_MAX];
+	struct stat st, cd;
+	int fd;
+	bool ok;
+
+	if (snprintf(path, sizeof path, "%s/.git", dir) >= (int)sizeof path)
+		return false;
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ok = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+	     fstatat(fd, "commondir", &cd, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
+	close(fd);
+	if (ok && out)
+		*out = st;
+	return ok;
+}
+
 /* Opens (or keeps) the repository whose top is e->dir. false: none. */
 static bool ws_git_open(struct ws_entry *e)
 {
-	char path[PATH_MAX];
 	struct stat st;
 
-	if (snprintf(path, sizeof path, "%s/.git", e->dir) >= (int)sizeof path ||
-	    stat(path, &st) != 0) {
+	if (!workspace_git_dir_ok(e->dir, &st)) {
 		ws_git_close(e);
 		return false;
 	}

@@ -38,6 +38,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <sys/stat.h>
 #include <stdint.h>
 
 #include "gateway/core/buf.h"
@@ -90,6 +91,15 @@ int workspace_snapshot(struct workspace_cache *c, const char *dir, const struct 
  * it cannot be, with *why (static text, why may be NULL) saying why. Any
  * thread. */
 bool workspace_git_ready(const char **why);
+
+/* Whether the gateway may open dir's repository: dir/.git is a directory,
+ * not a link and not a "gitdir:" file, owned by the gateway's own uid, and
+ * names no other directory as its common one (.git/commondir). A command
+ * in the sandbox can write a workspace that has no .git: what it made there
+ * must not lead the gateway's libgit2 to a repository on the host (to stamp
+ * replies with its commit, or to commit a memory file into it). On false,
+ * *st is unchanged. */
+bool workspace_git_dir_ok(const char *dir, struct stat *st);
 
 /* Lower-case hex of a 32-byte hash into out (65 bytes). */
 void workspace_hash_hex(const unsigned char *hash, char *out);

@@ -25,6 +25,7 @@
 #include "gateway/core/err.h"
 #include "tests/integration/harness.h"
 #include "workspaces/scaffold.h"
+#include "workspaces/memory.h"
 #include "workspaces/workspace.h"
 
 static void put(const char *dir, const char *name, const char *text)
@@ -476,6 +477,104 @@ static void test_head_symbolic_chain(void **state)
 	harness_rmrf(dir);
 }
 
+/* A .git the gateway did not make is not opened: a "gitdir:" file or a
+ * link to another repository, a .git naming another as its common
+ * directory, one owned by another uid (what a command in the sandbox makes
+ * in a workspace that had none). The snapshot says commit "none" and a
+ * memory commit is refused, leaving the other repository as it was. */
+static void test_git_dir_not_ours(void **state)
+{
+	char ws[512], other[512], c_other[41], path[1200], commit[64], why[256];
+	const char *files[] = {"AGENTS.md"};
+	struct workspace_cache *c;
+	struct workspace_version v;
+	struct buf out;
+	git_repository *r;
+
+	(void)state;
+	assert_int_equal(harness_tmpdir(ws, sizeof ws), 0);
+	assert_int_equal(harness_tmpdir(other, sizeof other), 0);
+	assert_int_equal(git_repository_init(&r, other, 0), 0);
+	git_repository_free(r);
+	put(other, "AGENTS.md", "theirs\n");
+	commit_all(other, c_other);
+	put(ws, "AGENTS.md", "mine\n");
+	buf_init(&out, 1 << 20);
+
+	/* a gitdir file */
+	snprintf(path, sizeof path, "gitdir: %s/.git\n", other);
+	put(ws, ".git", path);
+	assert_int_equal(workspace_cache_new(&c), SB_OK);
+	assert_int_equal(snap(c, ws, false, &out, &v), SB_OK);
+	assert_string_equal(v.commit, "none");
+	assert_false(v.git);
+	assert_int_not_equal(memory_commit_files(ws, files, 1, "m", commit, why, sizeof why),
+	                     SB_OK);
+	workspace_cache_free(c);
+
+	/* a link to the other's .git */
+	snprintf(path, sizeof path, "%s/.git", ws);
+	assert_int_equal(unlink(path), 0);
+	{
+		char target[600];
+
+		snprintf(target, sizeof target, "%s/.git", other);
+		assert_int_equal(symlink(target, path), 0);
+	}
+	assert_int_equal(workspace_cache_new(&c), SB_OK);
+	assert_int_equal(snap(c, ws, false, &out, &v), SB_OK);
+	assert_string_equal(v.commit, "none");
+	assert_int_not_equal(memory_commit_files(ws, files, 1, "m", commit, why, sizeof why),
+	                     SB_OK);
+	workspace_cache_free(c);
+	assert_int_equal(unlink(path), 0);
+
+	/* a .git of its own naming the other as its common directory */
+	assert_int_equal(git_repository_init(&r, ws, 0), 0);
+	git_repository_free(r);
+	snprintf(path, sizeof path, "%s/.git\n", other);
+	put(ws, ".git/commondir", path);
+	assert_int_equal(workspace_cache_new(&c), SB_OK);
+	assert_int_equal(snap(c, ws, false, &out, &v), SB_OK);
+	assert_string_equal(v.commit, "none");
+	assert_int_not_equal(memory_commit_files(ws, files, 1, "m", commit, why, sizeof why),
+	                     SB_OK);
+	workspace_cache_free(c);
+	snprintf(path, sizeof path, "%s/.git/commondir", ws);
+	assert_int_equal(unlink(path), 0);
+
+	/* owned by another uid (root only can make one) */
+	if (geteuid() == 0) {
+		snprintf(path, sizeof path, "%s/.git", ws);
+		assert_int_equal(chown(path, 65533, 65533), 0);
+		assert_int_equal(workspace_cache_new(&c), SB_OK);
+		assert_int_equal(snap(c, ws, false, &out, &v), SB_OK);
+		assert_false(v.git);
+		workspace_cache_free(c);
+		assert_int_equal(chown(path, 0, 0), 0);
+	}
+	/* its own, the gateway's: opened (no commit yet) */
+	assert_int_equal(workspace_cache_new(&c), SB_OK);
+	assert_int_equal(snap(c, ws, false, &out, &v), SB_OK);
+	assert_true(v.git);
+	workspace_cache_free(c);
+
+	/* the other repository is as it was */
+	assert_int_equal(git_repository_open(&r, other), 0);
+	{
+		git_oid head;
+		char hex[41];
+
+		assert_int_equal(git_reference_name_to_id(&head, r, "HEAD"), 0);
+		git_oid_tostr(hex, sizeof hex, &head);
+		assert_string_equal(hex, c_other);
+	}
+	git_repository_free(r);
+	buf_free(&out);
+	harness_rmrf(ws);
+	harness_rmrf(other);
+}
+
 /* The cached prompt is the uncached one, byte for byte. */
 static void test_cached_equals_uncached(void **state)
 {
@@ -602,6 +701,7 @@ int main(void)
 	    cmocka_unit_test(test_version_git),
 	    cmocka_unit_test(test_stat_reuse),
 	    cmocka_unit_test(test_head_reuse),
+	    cmocka_unit_test(test_git_dir_not_ours),
 	    cmocka_unit_test(test_head_symbolic_chain),
 	    cmocka_unit_test(test_cached_equals_uncached),
 	    cmocka_unit_test(test_boot_parse),
