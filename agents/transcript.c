@@ -86,7 +86,6 @@ struct transcript_lane {
 };
 
 struct transcript {
-	uv_loop_t *loop;
 	int fd;
 	char *path;
 	char last_id[40];
@@ -805,7 +804,6 @@ int transcript_open(struct transcript **out, uv_loop_t *loop, const char *path,
 	if (!t)
 		goto out;
 	t->fd = -1;
-	t->loop = loop;
 	t->path = strdup(path);
 	t->lane = lane_get(loop);
 	if (!t->path || !t->lane)
