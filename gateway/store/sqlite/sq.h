@@ -7,6 +7,7 @@
  *   sq_state.c     kv and sessions
  *   sq_identity.c  pairing, the allow list, devices
  *   sq_cron.c      cron jobs and runs
+ *   sq_vfs.c       the VFS: the WAL's frames gathered into one write per commit
  *
  * Threads. The loop thread turns each call into an operation (struct
  * store_op, owning a copy of every string it was given) and sq_submit appends
@@ -146,6 +147,20 @@ int sq_schema_open(struct sq_store *s, int64_t busy_timeout_ms);
 /* Finalises the statements and closes the connection; no connection is a
  * no-op. */
 void sq_db_close(struct sq_store *s);
+
+/* ---- sq_vfs.c ---- */
+
+/* Registers (once per process, not as the default) the store's VFS over
+ * the VFS named inner (NULL: SQLite's default): the inner one's files, with
+ * a write-ahead log's consecutive writes passed on in one write per commit
+ * (sq_vfs.c). Returns its name for sqlite3_open_v2, or NULL (inner not
+ * found, or a different inner registered before). Any thread. */
+const char *sq_vfs_register(const char *inner);
+/* How many times SQLite published a commit to other connections (the
+ * shared memory's barrier) while frames of it were still buffered: 0
+ * unless SQLite's order of writes is not the one sq_vfs.c relies on. For
+ * tests. Any thread. */
+unsigned long sq_vfs_late_barriers(void);
 
 /* ---- sq_writer.c ---- */
 

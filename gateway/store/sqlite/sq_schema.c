@@ -327,15 +327,19 @@ static void sq_schema_private(const char *path)
 int sq_schema_open(struct sq_store *s, int64_t busy_timeout_ms)
 {
 	char mode[16];
+	const char *vfs;
 	int64_t version = 0;
 	int src, rc = SB_ERR_STORE;
 
 	sq_schema_private(s->path);
+	if (!(vfs = sq_vfs_register(NULL)))
+		log_warn("store", "the WAL's write gathering is off (its VFS was not registered)",
+		         LOG_S("path", s->path));
 	/* NOMUTEX: one thread at a time uses the connection (the loop thread
 	 * during open, then the writer until it closes it). */
 	src =
 	    sqlite3_open_v2(s->path, &s->db,
-	                    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+	                    SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, vfs);
 	if (src != SQLITE_OK) {
 		log_error("store", "open failed", LOG_S("path", s->path),
 		          LOG_S("error", s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(src)),
