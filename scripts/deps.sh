@@ -10,7 +10,7 @@ what=${1:-run}
 pkgs=(build-essential cmake pkg-config
       libuv1-dev libwebsockets-dev libwebsockets-evlib-uv libcurl4-openssl-dev
       libjansson-dev libyaml-dev libsodium-dev libsqlite3-dev libgit2-dev bubblewrap libseccomp-dev
-      libpcre2-dev zlib1g-dev
+      libpcre2-dev zlib1g-dev libzstd-dev
       tzdata)
 if [ "$what" = test ]; then
   pkgs+=(libcmocka-dev sqlite3 clang)

@@ -1887,6 +1887,11 @@ static void test_transcript_pending_compressed(void **state)
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(pa.rc, SB_OK);
 	assert_true(q_int(f->path, "SELECT length(bytes) FROM transcript_pending") < 1100);
+	assert_int_equal(q_int(f->path, "SELECT codec FROM transcript_pending"), 2);
+	/* A Zstandard frame (its magic number, little-endian). */
+	assert_int_equal(q_int(f->path, "SELECT hex(substr(bytes, 1, 4)) = '28B52FFD'"
+	                                " FROM transcript_pending"),
+	                 1);
 	assert_int_equal(store_transcript_list(f->st, tbig_cb, &r), SB_OK);
 	wait_calls(f, g_calls + 1);
 	assert_int_equal(r.rc, SB_OK);
@@ -1894,6 +1899,86 @@ static void test_transcript_pending_compressed(void **state)
 	assert_int_equal(r.len, len);
 	assert_memory_equal(r.bytes, run, len);
 	free(r.bytes);
+	free(run);
+}
+
+/* Rows an earlier build compressed with codec 1 (raw DEFLATE with the
+ * same dictionary; the fixture is such a row of transcript_run.jsonl) are
+ * still read, byte for byte; a codec 2 row whose frame is damaged, cut or
+ * of another length than its raw_len, and a codec unknown to this build,
+ * fail the list with SB_ERR_STORE instead of restoring wrong bytes. */
+static void test_transcript_pending_old_codec(void **state)
+{
+	struct fx *f = *state;
+	struct store_transcript_lines a = {0, "/h/run.jsonl", 0, NULL, 0};
+	struct put_res pa = {0};
+	struct tbig_res r = {0};
+	char *run = malloc(16384), *old = malloc(4096), sql[10000];
+	size_t len, olen, k;
+	FILE *fp = fopen(SB_SOURCE_DIR "/tests/unit/data/transcript_run.jsonl", "rb");
+	static const char *const damage[] = {
+	    "UPDATE transcript_pending SET raw_len = raw_len + 1",
+	    "UPDATE transcript_pending SET bytes = substr(bytes, 1, length(bytes) - 3)",
+	    "UPDATE transcript_pending SET bytes = substr(bytes, 1, 20) || x'00' ||"
+	    " substr(bytes, 22)",
+	    "UPDATE transcript_pending SET bytes = bytes || x'00'",
+	    /* a byte of the compressed data changed: the checksum fails */
+	    "UPDATE transcript_pending SET bytes = CAST(substr(bytes, 1, 400) || CASE WHEN"
+	    " substr(bytes, 401, 1) = x'00' THEN x'01' ELSE x'00' END || substr(bytes, 402)"
+	    " AS BLOB)",
+	    "UPDATE transcript_pending SET codec = 3",
+	};
+
+	assert_non_null(run);
+	assert_non_null(old);
+	assert_non_null(fp);
+	len = fread(run, 1, 16384, fp);
+	fclose(fp);
+	assert_non_null(fp = fopen(SB_SOURCE_DIR "/tests/unit/data/transcript_run.deflate1", "rb"));
+	olen = fread(old, 1, 4096, fp);
+	fclose(fp);
+	assert_true(olen > 500 && olen < 1100);
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	fx_close(f);
+	k = (size_t)snprintf(sql, sizeof sql,
+	                     "INSERT INTO transcript_pending (path, file_offset, created_at, bytes,"
+	                     " codec, raw_len) VALUES ('/h/old.jsonl', 0, 1, x'");
+	for (size_t i = 0; i < olen; i++)
+		k += (size_t)snprintf(sql + k, sizeof sql - k, "%02x", (unsigned char)old[i]);
+	snprintf(sql + k, sizeof sql - k, "', 1, %zu)", len);
+	q_exec(f->path, sql);
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	assert_int_equal(store_transcript_list(f->st, tbig_cb, &r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r.rc, SB_OK);
+	assert_int_equal(r.n, 1);
+	assert_int_equal(r.len, len);
+	assert_memory_equal(r.bytes, run, len);
+	free(r.bytes);
+	fx_close(f);
+	q_exec(f->path, "DELETE FROM transcript_pending");
+	for (size_t d = 0; d < sizeof damage / sizeof *damage; d++) {
+		struct tbig_res bad = {0};
+
+		a.bytes = run;
+		a.len = len;
+		pa.calls = 0;
+		assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+		assert_int_equal(store_transcript_put(f->st, &a, put_cb, &pa), SB_OK);
+		wait_calls(f, g_calls + 1);
+		assert_int_equal(pa.rc, SB_OK);
+		fx_close(f);
+		q_exec(f->path, damage[d]);
+		assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+		assert_int_equal(store_transcript_list(f->st, tbig_cb, &bad), SB_OK);
+		wait_calls(f, g_calls + 1);
+		if (bad.rc != SB_ERR_STORE)
+			fail_msg("damage %zu (%s) listed with %d", d, damage[d], bad.rc);
+		free(bad.bytes);
+		fx_close(f);
+		q_exec(f->path, "DELETE FROM transcript_pending");
+	}
+	free(old);
 	free(run);
 }
 
@@ -2100,6 +2185,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_transcript_pending, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_transcript_pending_migration, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_transcript_pending_compressed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_transcript_pending_old_codec, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_transcript_pending_v5_rows, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_claim_indexes_hold_live_rows, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_claim_indexes_migration, setup, teardown),

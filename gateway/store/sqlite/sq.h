@@ -58,7 +58,8 @@ struct sq_async {
 };
 
 /* A prepared statement, found by the address of its SQL text. */
-struct z_stream_s;
+struct ZSTD_CCtx_s;
+struct ZSTD_CDict_s;
 
 struct sq_cached {
 	const char *sql;
@@ -78,9 +79,10 @@ struct sq_store {
 	sqlite3 *db;
 	struct sq_cached *stmts; /* open addressing, capstmts a power of 2 */
 	size_t nstmts, capstmts;
-	/* A deflate stream with the transcripts' dictionary already loaded,
-	 * copied for each row (sq_transcripts.c); NULL until the first. */
-	struct z_stream_s *tdeflate;
+	/* The transcripts' compressor and its digested dictionary
+	 * (sq_transcripts.c); NULL until the first row. */
+	struct ZSTD_CCtx_s *tzctx;
+	struct ZSTD_CDict_s *tzdict;
 
 	/* Loop thread only. */
 	struct sq_async *async;
