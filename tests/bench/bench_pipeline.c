@@ -33,6 +33,16 @@
  * COUNT_MESSAGES, PERF=0 (no counting phase). Prints `name: value` lines;
  * exits 1 on any failure, an invalid callback or a callback that matches no
  * outstanding message. Loopback (127.0.0.1) only.
+ *
+ * Before the gateway starts, the driver times the creation of 200 files in
+ * a directory of the home (`fs_create_us_per_file`, the files kept until
+ * the gateway has stopped): every message of this pipeline is a new
+ * conversation with a new transcript file, and on some file systems that
+ * cost swings by an order of magnitude with their state (ext4 without a
+ * journal skips inodes freed in the last half minute, so a home made just
+ * after another was deleted pays hundreds of microseconds per file;
+ * docs/performance.md). Read the figures of two runs side by side only when
+ * this one is alike.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -1119,9 +1129,53 @@ static void print_level(struct bench *b, int c, const struct level_figures *f, b
 	fflush(stdout);
 }
 
+#define BP_PROBE_FILES 200
+
+/* Times BP_PROBE_FILES creations (open O_CREAT|O_EXCL, a line, close) in
+ * HOME/bench-fs-probe; *dir gets the directory for the clean-up. Returns
+ * microseconds per file, or -1. */
+static double fs_probe(const char *home, char *dir, size_t size)
+{
+	struct timespec a, z;
+	char path[4200];
+
+	if (snprintf(dir, size, "%s/bench-fs-probe", home) >= (int)size || mkdir(dir, 0700) != 0)
+		return -1;
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (int i = 0; i < BP_PROBE_FILES; i++) {
+		int fd;
+
+		snprintf(path, sizeof path, "%s/%04d.jsonl", dir, i);
+		fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0 || write(fd, "{}\n", 3) != 3) {
+			if (fd >= 0)
+				close(fd);
+			return -1;
+		}
+		close(fd);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &z);
+	return ((double)(z.tv_sec - a.tv_sec) * 1e9 + (double)(z.tv_nsec - a.tv_nsec)) / 1e3 /
+	       BP_PROBE_FILES;
+}
+
+static void fs_probe_clean(const char *dir)
+{
+	char path[4200];
+
+	if (!*dir)
+		return;
+	for (int i = 0; i < BP_PROBE_FILES; i++) {
+		snprintf(path, sizeof path, "%s/%04d.jsonl", dir, i);
+		(void)unlink(path);
+	}
+	(void)rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
 	static struct bench bench;
+	char probe_dir[4096] = "";
 	struct bench *b = &bench;
 	bool echo = argc >= 2 && strcmp(argv[1], "--echo") == 0;
 	const char *bin = NULL, *home = NULL, *lv, *prefix = getenv("PIPELINE_PREFIX");
@@ -1198,6 +1252,12 @@ int main(int argc, char **argv)
 		}
 		close(efd);
 	} else {
+		double us = fs_probe(home, probe_dir, sizeof probe_dir);
+
+		if (us < 0)
+			printf("%sfs_create_us_per_file: not measured\n", prefix);
+		else
+			printf("%sfs_create_us_per_file: %.1f\n", prefix, us);
 		write_config(home, b->recv_port);
 		b->target_port = free_port();
 		gw = gateway_start(bin, home, b->target_port);
@@ -1268,6 +1328,7 @@ int main(int argc, char **argv)
 			b->failed = true;
 		}
 	}
+	fs_probe_clean(probe_dir);
 	while (b->nconns > 0)
 		conn_free(b, b->conns[0]);
 	for (int k = 0; k < BP_SENDERS_MAX; k++)
