@@ -356,46 +356,63 @@ static void ws_git_close(struct ws_entry *e)
 	e->stamp_known = false;
 }
 
-bool workspace_git_dir_ok(const char *dir, struct stat *out)
+/* workspace_git_dir_ok's checks on an open .git; the descriptor (the
+ * caller closes it) or -1. */
+static int ws_git_dir_open(const char *dir, struct stat *out)
 {
 	char path[PATH_MAX];
 	struct stat st, cd;
 	int fd;
-	bool ok;
 
 	if (snprintf(path, sizeof path, "%s/.git", dir) >= (int)sizeof path)
-		return false;
+		return -1;
 	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return false;
-	ok = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
-	     fstatat(fd, "commondir", &cd, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
-	close(fd);
-	if (ok && out)
+		return -1;
+	if (fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+	    fstatat(fd, "commondir", &cd, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT) {
+		close(fd);
+		return -1;
+	}
+	if (out)
 		*out = st;
-	return ok;
+	return fd;
 }
 
-/* Opens (or keeps) the repository whose top is e->dir. false: none. */
-static bool ws_git_open(struct ws_entry *e)
+bool workspace_git_dir_ok(const char *dir, struct stat *out)
+{
+	int fd = ws_git_dir_open(dir, out);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
+}
+
+/* Opens (or keeps) the repository whose top is e->dir. -1: none; else the
+ * descriptor of its .git, checked as workspace_git_dir_ok checks it, which
+ * the HEAD stamp of this turn reads (the caller closes it). */
+static int ws_git_open(struct ws_entry *e)
 {
 	struct stat st;
+	int gd = ws_git_dir_open(e->dir, &st);
 
-	if (!workspace_git_dir_ok(e->dir, &st)) {
+	if (gd < 0) {
 		ws_git_close(e);
-		return false;
+		return -1;
 	}
 	if (e->repo && e->git_dev == st.st_dev && e->git_ino == st.st_ino)
-		return true;
+		return gd;
 	ws_git_close(e);
 	if (!workspace_git() ||
 	    git_repository_open_ext(&e->repo, e->dir, GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) != 0) {
 		e->repo = NULL;
-		return false;
+		close(gd);
+		return -1;
 	}
 	e->git_dev = st.st_dev;
 	e->git_ino = st.st_ino;
-	return true;
+	return gd;
 }
 
 /* The files HEAD is read from, as they are now: .git/HEAD, the loose ref it
@@ -403,28 +420,21 @@ static bool ws_git_open(struct ws_entry *e)
  * told (.git is not a directory, HEAD unreadable or odd, a file changed in
  * the last WORKSPACE_RACY_NS, which a stamp cannot vouch for). git replaces
  * each of them by a rename: a new inode every time. */
-static bool ws_head_stamp(const struct ws_entry *e, struct ws_stamp st[3])
+static bool ws_head_stamp(int gd, struct ws_stamp st[3])
 {
-	char path[PATH_MAX], head[256];
+	char head[256];
 	const char *rel[3] = {"HEAD", NULL, "packed-refs"};
 	struct timespec now;
 	ssize_t n;
-	int gd, fd;
+	int fd;
 	bool ok = true;
 
-	if (snprintf(path, sizeof path, "%s/.git", e->dir) >= (int)sizeof path)
-		return false;
-	gd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (gd < 0)
-		return false;
 	fd = openat(gd, "HEAD", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	n = fd >= 0 ? read(fd, head, sizeof head - 1) : -1;
 	if (fd >= 0)
 		close(fd);
-	if (n <= 5 || (size_t)n >= sizeof head - 1) {
-		close(gd);
+	if (n <= 5 || (size_t)n >= sizeof head - 1)
 		return false;
-	}
 	head[n] = '\0';
 	if (strncmp(head, "ref: refs/", 10) == 0) {
 		char *nl = strchr(head, '\n');
@@ -461,7 +471,6 @@ static bool ws_head_stamp(const struct ws_entry *e, struct ws_stamp st[3])
 		st[i].mtime = sb.st_mtim;
 		st[i].ctime = sb.st_ctim;
 	}
-	close(gd);
 	return ok;
 }
 
@@ -497,13 +506,13 @@ static bool ws_head_chain_long(git_repository *repo)
 
 /* Looks up HEAD and, when it moved, the blobs of the bootstrap files in
  * its tree. false: no commit (unborn branch) or unreadable. */
-static bool ws_git_head(struct workspace_cache *c, struct ws_entry *e)
+static bool ws_git_head(struct workspace_cache *c, struct ws_entry *e, int gd)
 {
 	git_oid oid;
 	git_commit *commit = NULL;
 	git_tree *tree = NULL;
 	struct ws_stamp stamp[3];
-	bool ok = false, stamped = ws_head_stamp(e, stamp);
+	bool ok = false, stamped = ws_head_stamp(gd, stamp);
 
 	if (stamped && e->stamp_known && e->head_known && ws_same_stamp(stamp, e->stamp)) {
 		ws_count(c, &c->stats.head_reuses);
@@ -557,6 +566,7 @@ static void ws_version(struct workspace_cache *c, struct ws_entry *e, struct wor
 {
 	crypto_generichash_state hs;
 	bool head;
+	int gd;
 
 	crypto_generichash_init(&hs, NULL, 0, sizeof v->hash);
 	for (size_t k = 0; k < v->info.n_files; k++) {
@@ -584,10 +594,12 @@ static void ws_version(struct workspace_cache *c, struct ws_entry *e, struct wor
 
 	snprintf(v->commit, sizeof v->commit, "%s", WORKSPACE_COMMIT_NONE);
 	v->dirty = false;
-	v->git = ws_git_open(e);
+	gd = ws_git_open(e);
+	v->git = gd >= 0;
 	if (!v->git)
 		return;
-	head = ws_git_head(c, e);
+	head = ws_git_head(c, e, gd);
+	close(gd);
 	if (head)
 		git_oid_tostr(v->commit, sizeof v->commit, &e->head);
 	for (size_t k = 0; k < v->info.n_files; k++) {
