@@ -1982,6 +1982,75 @@ static void test_transcript_pending_old_codec(void **state)
 	free(run);
 }
 
+struct tmany_res {
+	int rc;
+	size_t n;
+	char *bytes[3];
+	size_t len[3];
+};
+
+static void tmany_cb(void *ud, int rc, const struct store_transcript_lines *v, size_t n)
+{
+	struct tmany_res *r = ud;
+
+	r->rc = rc;
+	r->n = n;
+	for (size_t i = 0; i < n && i < 3; i++) {
+		r->bytes[i] = malloc(v[i].len + 1);
+		assert_non_null(r->bytes[i]);
+		memcpy(r->bytes[i], v[i].bytes, v[i].len);
+		r->len[i] = v[i].len;
+	}
+	g_calls++;
+}
+
+/* The writer's compressor after a row that did not shrink (random bytes,
+ * stored as written): the next row is compressed again, and both read back
+ * byte for byte; so does a row of two bytes (too small to try). */
+static void test_transcript_pending_after_incompressible(void **state)
+{
+	struct fx *f = *state;
+	char *noise = malloc(6000), *run = malloc(16384);
+	struct store_transcript_lines rows[3] = {{0, "/h/a.jsonl", 0, NULL, 6000},
+	                                         {0, "/h/b.jsonl", 0, NULL, 0},
+	                                         {0, "/h/c.jsonl", 0, "{\n", 2}};
+	struct put_res pr[3] = {{0}};
+	struct tmany_res r = {0};
+	FILE *fp = fopen(SB_SOURCE_DIR "/tests/unit/data/transcript_run.jsonl", "rb");
+	uint32_t seed = 7;
+
+	assert_non_null(noise);
+	assert_non_null(run);
+	assert_non_null(fp);
+	rows[1].len = fread(run, 1, 16384, fp);
+	fclose(fp);
+	for (size_t i = 0; i < 6000; i++)
+		noise[i] = (char)((seed = seed * 1103515245u + 12345u) >> 16);
+	rows[0].bytes = noise;
+	rows[1].bytes = run;
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(store_transcript_put(f->st, &rows[i], put_cb, &pr[i]), SB_OK);
+		wait_calls(f, g_calls + 1);
+		assert_int_equal(pr[i].rc, SB_OK);
+	}
+	assert_int_equal(q_int(f->path, "SELECT (SELECT group_concat(codec, ',') FROM"
+	                                " (SELECT codec FROM transcript_pending ORDER BY id))"
+	                                " = '0,2,0'"),
+	                 1);
+	assert_int_equal(store_transcript_list(f->st, tmany_cb, &r), SB_OK);
+	wait_calls(f, g_calls + 1);
+	assert_int_equal(r.rc, SB_OK);
+	assert_int_equal(r.n, 3);
+	for (size_t i = 0; i < 3; i++) {
+		assert_int_equal(r.len[i], rows[i].len);
+		assert_memory_equal(r.bytes[i], rows[i].bytes, rows[i].len);
+		free(r.bytes[i]);
+	}
+	free(noise);
+	free(run);
+}
+
 /* A store of schema 5 keeps the rows it holds (as written) through the
  * step to 6, and they list as they were, beside new ones. */
 static void test_transcript_pending_v5_rows(void **state)
@@ -2186,6 +2255,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_transcript_pending_migration, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_transcript_pending_compressed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_transcript_pending_old_codec, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_transcript_pending_after_incompressible, setup,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_transcript_pending_v5_rows, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_claim_indexes_hold_live_rows, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_claim_indexes_migration, setup, teardown),
