@@ -156,19 +156,43 @@ static int transcript_keep(struct transcript *t, const char *p, size_t len)
 
 /* ---- time and ids ---- */
 
+/* Writes n decimal digits of v at p (zero-padded). */
+static void transcript_digits(char *p, unsigned v, int n)
+{
+	while (n-- > 0) {
+		p[n] = (char)('0' + v % 10u);
+		v /= 10u;
+	}
+}
+
+/* "YYYY-MM-DDTHH:MM:SS.mmmZ" (24 characters and a NUL: size >= 25). The
+ * digits are placed by hand: strftime and snprintf cost more than the rest
+ * of an entry's framing, and every entry has a time. */
 static void transcript_now_rfc3339(char *out, size_t size)
 {
 	struct timespec ts;
 	struct tm tm;
-	char base[24];
-	unsigned ms;
+	unsigned year;
 
+	if (size < 25) {
+		if (size)
+			out[0] = '\0';
+		return;
+	}
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
-	if (strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm) == 0)
-		base[0] = '\0';
-	ms = (unsigned)(ts.tv_nsec / 1000000) % 1000u;
-	snprintf(out, size, "%.19s.%03uZ", base, ms);
+	/* Years past 9999 are not RFC 3339; they saturate. */
+	year = tm.tm_year + 1900 < 0      ? 0u
+	       : tm.tm_year + 1900 > 9999 ? 9999u
+	                                  : (unsigned)tm.tm_year + 1900u;
+	memcpy(out, "0000-00-00T00:00:00.000Z", 25);
+	transcript_digits(out, year, 4);
+	transcript_digits(out + 5, (unsigned)tm.tm_mon + 1u, 2);
+	transcript_digits(out + 8, (unsigned)tm.tm_mday, 2);
+	transcript_digits(out + 11, (unsigned)tm.tm_hour, 2);
+	transcript_digits(out + 14, (unsigned)tm.tm_min, 2);
+	transcript_digits(out + 17, (unsigned)tm.tm_sec, 2);
+	transcript_digits(out + 20, (unsigned)(ts.tv_nsec / 1000000) % 1000u, 3);
 }
 
 static void transcript_new_entry_id(char *out, size_t size)
@@ -178,7 +202,12 @@ static void transcript_new_entry_id(char *out, size_t size)
 
 	randombytes_buf(raw, sizeof raw);
 	sodium_bin2hex(hex, sizeof hex, raw, sizeof raw);
-	snprintf(out, size, "%s", hex);
+	if (size > sizeof hex - 1) {
+		memcpy(out, hex, sizeof hex);
+	} else if (size) {
+		memcpy(out, hex, size - 1);
+		out[size - 1] = '\0';
+	}
 }
 
 /* A ULID in lower case from ms and 10 bytes: 48 bits of milliseconds in
@@ -894,12 +923,20 @@ static int transcript_line(struct buf *b, const struct transcript *t, const char
 	if (rc == SB_OK)
 		rc = jsonw_append_string(b, type, strlen(type));
 	if (rc == SB_OK)
-		rc = buf_printf(b, ",\"id\":\"%s\",\"parent_id\":", id);
+		rc = buf_puts(b, ",\"id\":\"");
+	if (rc == SB_OK)
+		rc = buf_puts(b, id);
+	if (rc == SB_OK)
+		rc = buf_puts(b, "\",\"parent_id\":");
 	if (rc == SB_OK)
 		rc = t->last_id[0] ? jsonw_append_string(b, t->last_id, strlen(t->last_id))
 		                   : buf_puts(b, "null");
 	if (rc == SB_OK)
-		rc = buf_printf(b, ",\"ts\":\"%s\"%s", ts, t->torn ? ",\"follows_torn\":true" : "");
+		rc = buf_puts(b, ",\"ts\":\"");
+	if (rc == SB_OK)
+		rc = buf_puts(b, ts);
+	if (rc == SB_OK)
+		rc = buf_puts(b, t->torn ? "\",\"follows_torn\":true" : "\"");
 	json_object_foreach((json_t *)fields, key, v)
 	{
 		if (rc != SB_OK)

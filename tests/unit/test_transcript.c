@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -199,6 +200,7 @@ static void test_append_order_and_chain(void **state)
 	char id1[40], id2[40], id3[40];
 	json_t *asst = msg_assistant_new(), *f, *e;
 	int flushed = 0;
+	time_t before = time(NULL);
 
 	open_t(fx, &t);
 	append_text(t, "first", id1);
@@ -236,6 +238,19 @@ static void test_append_order_and_chain(void **state)
 	assert_string_equal(json_string_value(json_object_get(e, "id")), id1);
 	assert_true(json_is_null(json_object_get(e, "parent_id")));
 	assert_matches(json_string_value(json_object_get(e, "ts")), "^" TS_RE "$");
+	{
+		/* The time itself: read back as UTC, between the clock read before
+		 * the append and now (the digits of each field in their place). */
+		struct tm tm = {0};
+		const char *ts = json_string_value(json_object_get(e, "ts"));
+		const char *end = strptime(ts, "%Y-%m-%dT%H:%M:%S", &tm);
+		time_t now = time(NULL), at;
+
+		assert_non_null(end);
+		assert_int_equal(end[0], '.');
+		at = timegm(&tm);
+		assert_true(at >= before && at <= now);
+	}
 	e = json_array_get(l.entries, 1);
 	assert_string_equal(json_string_value(json_object_get(e, "type")), "message");
 	assert_string_equal(json_string_value(json_object_get(e, "id")), id2);
