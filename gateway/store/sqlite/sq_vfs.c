@@ -341,49 +341,22 @@ static int sq_vfs_unfetch(sqlite3_file *f, sqlite3_int64 off, void *p)
 	return in->pMethods->xUnfetch(in, off, p);
 }
 
-static const sqlite3_io_methods sq_vfs_db_methods = {
-    .iVersion = 3,
-    .xClose = sq_vfs_close,
-    .xRead = sq_vfs_read,
-    .xWrite = sq_vfs_write,
-    .xTruncate = sq_vfs_truncate,
-    .xSync = sq_vfs_sync,
-    .xFileSize = sq_vfs_file_size,
-    .xLock = sq_vfs_lock,
-    .xUnlock = sq_vfs_unlock,
-    .xCheckReservedLock = sq_vfs_check_reserved,
-    .xFileControl = sq_vfs_file_control,
-    .xSectorSize = sq_vfs_sector_size,
-    .xDeviceCharacteristics = sq_vfs_device_characteristics,
-    .xShmMap = sq_vfs_shm_map,
-    .xShmLock = sq_vfs_shm_lock,
-    .xShmBarrier = sq_vfs_shm_barrier,
-    .xShmUnmap = sq_vfs_shm_unmap,
-    .xFetch = sq_vfs_fetch,
-    .xUnfetch = sq_vfs_unfetch,
-};
+/* The two tables differ in their write: a WAL's gathers. */
+#define SQ_VFS_METHODS(write)                                                                      \
+	{                                                                                          \
+		.iVersion = 3, .xClose = sq_vfs_close, .xRead = sq_vfs_read, .xWrite = (write),    \
+		.xTruncate = sq_vfs_truncate, .xSync = sq_vfs_sync, .xFileSize = sq_vfs_file_size, \
+		.xLock = sq_vfs_lock, .xUnlock = sq_vfs_unlock,                                    \
+		.xCheckReservedLock = sq_vfs_check_reserved, .xFileControl = sq_vfs_file_control,  \
+		.xSectorSize = sq_vfs_sector_size,                                                 \
+		.xDeviceCharacteristics = sq_vfs_device_characteristics,                           \
+		.xShmMap = sq_vfs_shm_map, .xShmLock = sq_vfs_shm_lock,                            \
+		.xShmBarrier = sq_vfs_shm_barrier, .xShmUnmap = sq_vfs_shm_unmap,                  \
+		.xFetch = sq_vfs_fetch, .xUnfetch = sq_vfs_unfetch,                                \
+	}
 
-static const sqlite3_io_methods sq_vfs_wal_methods = {
-    .iVersion = 3,
-    .xClose = sq_vfs_close,
-    .xRead = sq_vfs_read,
-    .xWrite = sq_vfs_wal_write,
-    .xTruncate = sq_vfs_truncate,
-    .xSync = sq_vfs_sync,
-    .xFileSize = sq_vfs_file_size,
-    .xLock = sq_vfs_lock,
-    .xUnlock = sq_vfs_unlock,
-    .xCheckReservedLock = sq_vfs_check_reserved,
-    .xFileControl = sq_vfs_file_control,
-    .xSectorSize = sq_vfs_sector_size,
-    .xDeviceCharacteristics = sq_vfs_device_characteristics,
-    .xShmMap = sq_vfs_shm_map,
-    .xShmLock = sq_vfs_shm_lock,
-    .xShmBarrier = sq_vfs_shm_barrier,
-    .xShmUnmap = sq_vfs_shm_unmap,
-    .xFetch = sq_vfs_fetch,
-    .xUnfetch = sq_vfs_unfetch,
-};
+static const sqlite3_io_methods sq_vfs_db_methods = SQ_VFS_METHODS(sq_vfs_write);
+static const sqlite3_io_methods sq_vfs_wal_methods = SQ_VFS_METHODS(sq_vfs_wal_write);
 
 static int sq_vfs_open(sqlite3_vfs *vfs, sqlite3_filename name, sqlite3_file *f, int flags,
                        int *out_flags)
