@@ -104,6 +104,12 @@ struct sender {
 	char id[64];
 	double t0, tack, t1;
 	bool busy, acked, answered;
+	/* The request in flight, sent again on a new connection when the
+	 * gateway closes the old one before any byte of an answer (an idle
+	 * keep-alive connection it timed out just as the request went). */
+	char req[1024];
+	int req_len;
+	int resends;
 };
 
 struct bench {
@@ -116,6 +122,7 @@ struct bench {
 	long target, issued, completed;
 	double *lat, *ack;
 	long invalid, stray;
+	long resent; /* requests sent again (see struct sender) */
 	bool failed;
 	bool echo_child;
 	struct conn *conns[BP_CONNS_MAX]; /* the connections conn_new made */
@@ -333,9 +340,22 @@ static int connect_loopback(int port)
 
 /* ---- the senders ---- */
 
+/* Writes s's request, on a new connection when it has none. */
+static void sender_write(struct bench *b, struct sender *s)
+{
+	if (s->c.fd < 0) {
+		int fd = connect_loopback(b->target_port);
+
+		if (fd < 0)
+			die("cannot connect to the gateway");
+		conn_add(b, &s->c, fd, CK_SEND);
+	}
+	conn_write(b, &s->c, s->req, (size_t)s->req_len);
+}
+
 static void sender_send(struct bench *b, struct sender *s)
 {
-	char body[256], sig[BP_SIG_B64], req[1024];
+	char body[256], sig[BP_SIG_B64], *req = s->req;
 	long long ts = (long long)time(NULL);
 	int blen, rlen;
 
@@ -347,24 +367,19 @@ static void sender_send(struct bench *b, struct sender *s)
 	                s->seq, b->level, s->index, b->level, s->index, s->seq);
 	sign(HOOK_KEY, s->id, ts, body, (size_t)blen, sig);
 	rlen = snprintf(
-	    req, sizeof req,
+	    req, sizeof s->req,
 	    "POST /hooks/bench HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 	    "Content-Type: application/json\r\nContent-Length: %d\r\n"
 	    "webhook-id: %s\r\nwebhook-timestamp: %lld\r\nwebhook-signature: v1,%s\r\n\r\n%s",
 	    blen, s->id, ts, sig, body);
-	if (rlen <= 0 || (size_t)rlen >= sizeof req)
+	if (rlen <= 0 || (size_t)rlen >= sizeof s->req)
 		die("request too long");
-	if (s->c.fd < 0) {
-		int fd = connect_loopback(b->target_port);
-
-		if (fd < 0)
-			die("cannot connect to the gateway");
-		conn_add(b, &s->c, fd, CK_SEND);
-	}
+	s->req_len = rlen;
+	s->resends = 0;
 	s->busy = true;
 	s->acked = s->answered = false;
 	s->t0 = now_ms();
-	conn_write(b, &s->c, req, (size_t)rlen);
+	sender_write(b, s);
 }
 
 static void sender_check_done(struct bench *b, struct sender *s)
@@ -571,12 +586,24 @@ static void conn_bury(struct bench *b, struct graveyard *g, struct conn *c)
 
 static void conn_gone(struct bench *b, struct graveyard *g, struct conn *c)
 {
-	if (c->kind == CK_SEND && c->s->busy && !c->s->acked) {
+	struct sender *s = c->kind == CK_SEND ? c->s : NULL;
+	bool resend = s && s->busy && !s->acked && c->rlen == 0 && s->resends < 3;
+
+	if (s && s->busy && !s->acked && !resend) {
 		fprintf(stderr,
 		        "bench_pipeline: the gateway closed a connection before answering\n");
 		b->failed = true;
 	}
 	conn_bury(b, g, c);
+	/* Nothing of an answer came: the request goes again on a new
+	 * connection, as any HTTP client does when a server closes an idle
+	 * persistent connection under it. The same webhook-id: the gateway
+	 * takes it once. */
+	if (resend) {
+		s->resends++;
+		b->resent++;
+		sender_write(b, s);
+	}
 }
 
 static void conn_readable(struct bench *b, struct graveyard *g, struct conn *c)
@@ -1315,6 +1342,7 @@ int main(int argc, char **argv)
 		printf("%sdriver_max_msgs_per_s: %.0f\n", prefix, b->best);
 		printf("%sdriver_cpu_us_per_msg: %.1f\n", prefix, b->best_cpu);
 	}
+	printf("%sresent_requests: %ld\n", prefix, b->resent);
 	printf("%sinvalid_callbacks: %ld\n", prefix, b->invalid);
 	printf("%sstray_callbacks: %ld\n", prefix, b->stray);
 	fflush(stdout);

@@ -522,6 +522,57 @@ static void test_checkpoint_interval(void **state)
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox"), 401);
 }
 
+/* Past 10,000 pages the WAL is checkpointed: the database file takes the
+ * pages and the WAL starts again from its beginning; every row stays
+ * readable. */
+static void test_checkpoint_past_interval(void **state)
+{
+	struct fx *f = *state;
+	char payload[4001];
+	struct stat db0, db1;
+
+	memset(payload, 'y', sizeof payload - 1);
+	payload[sizeof payload - 1] = '\0';
+	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
+	put_inbox_wait(f, "ckpt-first", "{}");
+	assert_int_equal(stat(f->path, &db0), 0);
+	for (int round = 0; round < 30; round++) {
+		struct put_res r[100];
+
+		memset(r, 0, sizeof r);
+		for (int i = 0; i < 100; i++) {
+			char key[32];
+
+			snprintf(key, sizeof key, "ckpt-%d-%d", round, i);
+			put_inbox(f, "default", key, payload, &r[i]);
+		}
+		wait_calls(f, g_calls + 100);
+		for (int i = 0; i < 100; i++)
+			assert_int_equal(r[i].rc, SB_OK);
+	}
+	put_inbox_wait(f, "ckpt-last", "{}");
+	assert_int_equal(stat(f->path, &db1), 0);
+	/* 3,000 rows of 4 KB, some 13,000 pages through the WAL: most of them
+	 * are in the database file now. */
+	assert_true(db1.st_size > db0.st_size + 5000 * 1024);
+	/* The WAL holds what came after the checkpoint, not all 13,000. */
+	{
+		sqlite3 *db = NULL;
+		sqlite3_stmt *st = NULL;
+
+		assert_int_equal(sqlite3_open_v2(f->path, &db, SQLITE_OPEN_READWRITE, NULL),
+		                 SQLITE_OK);
+		assert_int_equal(
+		    sqlite3_prepare_v2(db, "PRAGMA wal_checkpoint(PASSIVE)", -1, &st, NULL),
+		    SQLITE_OK);
+		assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+		assert_true(sqlite3_column_int64(st, 1) < 8000); /* frames in the log */
+		sqlite3_finalize(st);
+		assert_int_equal(sqlite3_close(db), SQLITE_OK);
+	}
+	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox"), 3002);
+}
+
 static void test_future_version_refused(void **state)
 {
 	struct fx *f = *state;
@@ -2226,6 +2277,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_open_migrates, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_old_page_size_kept, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_checkpoint_interval, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_checkpoint_past_interval, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_future_version_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_inbox_roundtrip, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_inbox_dedupe, setup, teardown),
