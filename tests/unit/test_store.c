@@ -486,34 +486,43 @@ static void test_old_page_size_kept(void **state)
 	assert_int_equal(q_int(f->path, "SELECT count(*) FROM inbox WHERE dedupe_key = 'kept'"), 1);
 }
 
+/* Puts rounds x 100 inbox rows of 4 KB ("ckpt-<round>-<i>"), waiting for
+ * each round: commits of about 5 pages a row. */
+static void put_big_rounds(struct fx *f, int rounds)
+{
+	static char payload[4001];
+
+	memset(payload, 'x', sizeof payload - 1);
+	payload[sizeof payload - 1] = '\0';
+	for (int round = 0; round < rounds; round++) {
+		struct put_res r[100];
+
+		memset(r, 0, sizeof r);
+		for (int i = 0; i < 100; i++) {
+			char key[32];
+
+			snprintf(key, sizeof key, "ckpt-%d-%d", round, i);
+			put_inbox(f, "default", key, payload, &r[i]);
+		}
+		wait_calls(f, g_calls + 100);
+		for (int i = 0; i < 100; i++)
+			assert_int_equal(r[i].rc, SB_OK);
+	}
+}
+
 /* The WAL is checkpointed past 10,000 pages, not SQLite's 1,000: after
  * some 1,600 pages of commits the main file has not grown (nothing was
  * copied back) and the WAL holds them all. */
 static void test_checkpoint_interval(void **state)
 {
 	struct fx *f = *state;
-	char payload[4001], wal[sizeof f->path + 8];
+	char wal[sizeof f->path + 8];
 	struct stat db0, db1, w;
 
-	memset(payload, 'x', sizeof payload - 1);
-	payload[sizeof payload - 1] = '\0';
 	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
 	put_inbox_wait(f, "ckpt-first", "{}");
 	assert_int_equal(stat(f->path, &db0), 0);
-	for (int round = 0; round < 8; round++) {
-		struct put_res r[50];
-
-		memset(r, 0, sizeof r);
-		for (int i = 0; i < 50; i++) {
-			char key[32];
-
-			snprintf(key, sizeof key, "ckpt-%d-%d", round, i);
-			put_inbox(f, "default", key, payload, &r[i]);
-		}
-		wait_calls(f, g_calls + 50);
-		for (int i = 0; i < 50; i++)
-			assert_int_equal(r[i].rc, SB_OK);
-	}
+	put_big_rounds(f, 4);
 	snprintf(wal, sizeof wal, "%s-wal", f->path);
 	assert_int_equal(stat(f->path, &db1), 0);
 	assert_int_equal(stat(wal, &w), 0);
@@ -528,28 +537,12 @@ static void test_checkpoint_interval(void **state)
 static void test_checkpoint_past_interval(void **state)
 {
 	struct fx *f = *state;
-	char payload[4001];
 	struct stat db0, db1;
 
-	memset(payload, 'y', sizeof payload - 1);
-	payload[sizeof payload - 1] = '\0';
 	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
 	put_inbox_wait(f, "ckpt-first", "{}");
 	assert_int_equal(stat(f->path, &db0), 0);
-	for (int round = 0; round < 30; round++) {
-		struct put_res r[100];
-
-		memset(r, 0, sizeof r);
-		for (int i = 0; i < 100; i++) {
-			char key[32];
-
-			snprintf(key, sizeof key, "ckpt-%d-%d", round, i);
-			put_inbox(f, "default", key, payload, &r[i]);
-		}
-		wait_calls(f, g_calls + 100);
-		for (int i = 0; i < 100; i++)
-			assert_int_equal(r[i].rc, SB_OK);
-	}
+	put_big_rounds(f, 30);
 	put_inbox_wait(f, "ckpt-last", "{}");
 	assert_int_equal(stat(f->path, &db1), 0);
 	/* 3,000 rows of 4 KB, some 13,000 pages through the WAL: most of them
