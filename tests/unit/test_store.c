@@ -487,15 +487,17 @@ static void test_old_page_size_kept(void **state)
 }
 
 /* Puts rounds x 100 inbox rows of 4 KB ("ckpt-<round>-<i>"), waiting for
- * each round: commits of about 5 pages a row. */
+ * each round: commits of about 5 pages a row. The results are static: when
+ * an assertion ends the test with puts in flight (an allocation failing,
+ * in the failalloc runs), their callbacks still find them at teardown. */
 static void put_big_rounds(struct fx *f, int rounds)
 {
 	static char payload[4001];
+	static struct put_res r[100];
 
 	memset(payload, 'x', sizeof payload - 1);
 	payload[sizeof payload - 1] = '\0';
 	for (int round = 0; round < rounds; round++) {
-		struct put_res r[100];
 
 		memset(r, 0, sizeof r);
 		for (int i = 0; i < 100; i++) {
