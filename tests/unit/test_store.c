@@ -1907,6 +1907,24 @@ static void tbig_cb(void *ud, int rc, const struct store_transcript_lines *v, si
 	g_calls++;
 }
 
+/* The whole of tests/unit/data/<name> (up to 16 KiB), NUL after it; the
+ * caller frees it. */
+static char *read_data(const char *name, size_t *len)
+{
+	char path[512];
+	char *buf = malloc(16385);
+	FILE *fp;
+
+	snprintf(path, sizeof path, SB_SOURCE_DIR "/tests/unit/data/%s", name);
+	assert_non_null(buf);
+	assert_non_null(fp = fopen(path, "rb"));
+	*len = fread(buf, 1, 16384, fp);
+	assert_true(feof(fp));
+	fclose(fp);
+	buf[*len] = '\0';
+	return buf;
+}
+
 /* A run's lines (a webhook message with one tool call, 5.3 KB, from
  * bench_pipeline) are kept compressed, in about a fifth of their size, and
  * come back byte for byte. */
@@ -1916,15 +1934,9 @@ static void test_transcript_pending_compressed(void **state)
 	struct store_transcript_lines a = {0, "/h/run.jsonl", 0, NULL, 0};
 	struct put_res pa = {0};
 	struct tbig_res r = {0};
-	char *run = NULL;
 	size_t len = 0;
-	FILE *fp = fopen(SB_SOURCE_DIR "/tests/unit/data/transcript_run.jsonl", "rb");
+	char *run = read_data("transcript_run.jsonl", &len);
 
-	assert_non_null(fp);
-	run = malloc(16384);
-	assert_non_null(run);
-	len = fread(run, 1, 16384, fp);
-	fclose(fp);
 	assert_true(len > 5000 && len < 16384);
 	a.bytes = run;
 	a.len = len;
@@ -1959,9 +1971,10 @@ static void test_transcript_pending_old_codec(void **state)
 	struct store_transcript_lines a = {0, "/h/run.jsonl", 0, NULL, 0};
 	struct put_res pa = {0};
 	struct tbig_res r = {0};
-	char *run = malloc(16384), *old = malloc(4096), sql[10000];
+	char sql[10000];
 	size_t len, olen, k;
-	FILE *fp = fopen(SB_SOURCE_DIR "/tests/unit/data/transcript_run.jsonl", "rb");
+	char *run = read_data("transcript_run.jsonl", &len);
+	char *old = read_data("transcript_run.deflate1", &olen);
 	static const char *const damage[] = {
 	    "UPDATE transcript_pending SET raw_len = raw_len + 1",
 	    "UPDATE transcript_pending SET bytes = substr(bytes, 1, length(bytes) - 3)",
@@ -1975,14 +1988,6 @@ static void test_transcript_pending_old_codec(void **state)
 	    "UPDATE transcript_pending SET codec = 3",
 	};
 
-	assert_non_null(run);
-	assert_non_null(old);
-	assert_non_null(fp);
-	len = fread(run, 1, 16384, fp);
-	fclose(fp);
-	assert_non_null(fp = fopen(SB_SOURCE_DIR "/tests/unit/data/transcript_run.deflate1", "rb"));
-	olen = fread(old, 1, 4096, fp);
-	fclose(fp);
 	assert_true(olen > 500 && olen < 1100);
 	assert_int_equal(fx_open(f, 0, 0, 0), SB_OK);
 	fx_close(f);
@@ -2056,20 +2061,15 @@ static void tmany_cb(void *ud, int rc, const struct store_transcript_lines *v, s
 static void test_transcript_pending_after_incompressible(void **state)
 {
 	struct fx *f = *state;
-	char *noise = malloc(6000), *run = malloc(16384);
 	struct store_transcript_lines rows[3] = {{0, "/h/a.jsonl", 0, NULL, 6000},
 	                                         {0, "/h/b.jsonl", 0, NULL, 0},
 	                                         {0, "/h/c.jsonl", 0, "{\n", 2}};
+	char *noise = malloc(6000), *run = read_data("transcript_run.jsonl", &rows[1].len);
 	struct put_res pr[3] = {{0}};
 	struct tmany_res r = {0};
-	FILE *fp = fopen(SB_SOURCE_DIR "/tests/unit/data/transcript_run.jsonl", "rb");
 	uint32_t seed = 7;
 
 	assert_non_null(noise);
-	assert_non_null(run);
-	assert_non_null(fp);
-	rows[1].len = fread(run, 1, 16384, fp);
-	fclose(fp);
 	for (size_t i = 0; i < 6000; i++)
 		noise[i] = (char)((seed = seed * 1103515245u + 12345u) >> 16);
 	rows[0].bytes = noise;

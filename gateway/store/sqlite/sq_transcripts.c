@@ -299,17 +299,14 @@ static int sq_transcript_row(struct store_op *op, sqlite3_stmt *st, void *elem)
 		e->len = n;
 		return store_op_memdup(op, b ? b : "", n, &e->bytes);
 	case SQ_TCODEC_DEFLATE_1:
+	case SQ_TCODEC_ZSTD_1:
 		raw_len = sqlite3_column_int64(st, 5);
 		if (raw_len < 0)
 			return SB_ERR_STORE;
 		e->len = (size_t)raw_len;
-		return sq_tinflate(op, b ? b : "", n, e->len, &e->bytes);
-	case SQ_TCODEC_ZSTD_1:
-		raw_len = sqlite3_column_int64(st, 5);
-		if (raw_len < 0 || !b)
-			return SB_ERR_STORE;
-		e->len = (size_t)raw_len;
-		return sq_tdecompress(op, b, n, e->len, &e->bytes);
+		return sqlite3_column_int(st, 4) == SQ_TCODEC_DEFLATE_1
+		           ? sq_tinflate(op, b ? b : "", n, e->len, &e->bytes)
+		           : sq_tdecompress(op, b ? b : "", n, e->len, &e->bytes);
 	default: /* a codec of a newer build */
 		return SB_ERR_STORE;
 	}

@@ -62,7 +62,7 @@ struct sq_vfs_file {
 
 static sqlite3_vfs sq_vfs;
 static sqlite3_vfs *sq_vfs_inner_vfs;
-static char sq_vfs_name[64];
+static const char sq_vfs_name[] = "switchboard-wal";
 static pthread_mutex_t sq_vfs_mu = PTHREAD_MUTEX_INITIALIZER;
 static const sqlite3_io_methods sq_vfs_db_methods;
 static const sqlite3_io_methods sq_vfs_wal_methods;
@@ -91,20 +91,28 @@ static int sq_vfs_flush(struct sq_vfs_file *f)
 }
 
 /* Before a call on a database file's shared memory: its WAL's bytes are
- * on the file first. Returns what the flush returned. */
+ * on the file first. Returns what the flush returned; a caller that cannot
+ * report it keeps it in the WAL (sq_vfs_flush_peer_kept). */
 static int sq_vfs_flush_peer(sqlite3_file *db, bool end_commit)
 {
 	struct sq_vfs_file *w = ((struct sq_vfs_file *)db)->peer;
-	int rc;
 
 	if (!w)
 		return SQLITE_OK;
 	if (end_commit)
 		w->through = false;
-	rc = sq_vfs_flush(w);
+	return sq_vfs_flush(w);
+}
+
+/* The same from a call that returns nothing: a failure makes the WAL
+ * refuse every later call (see the top of the file). */
+static void sq_vfs_flush_peer_kept(sqlite3_file *db, bool end_commit)
+{
+	struct sq_vfs_file *w = ((struct sq_vfs_file *)db)->peer;
+	int rc = sq_vfs_flush_peer(db, end_commit);
+
 	if (rc != SQLITE_OK)
 		w->err = rc;
-	return rc;
 }
 
 /* ---- calls passed on as they are (the WAL's after its flush) ---- */
@@ -306,7 +314,7 @@ static void sq_vfs_shm_barrier(sqlite3_file *f)
 
 	if (w && w->len > 0)
 		atomic_fetch_add_explicit(&sq_vfs_late, 1, memory_order_relaxed);
-	(void)sq_vfs_flush_peer(f, true);
+	sq_vfs_flush_peer_kept(f, true);
 	if (in->pMethods->iVersion >= 2 && in->pMethods->xShmBarrier)
 		in->pMethods->xShmBarrier(in);
 }
@@ -315,7 +323,7 @@ static int sq_vfs_shm_unmap(sqlite3_file *f, int del)
 {
 	sqlite3_file *in = sq_vfs_inner(f);
 
-	(void)sq_vfs_flush_peer(f, false);
+	sq_vfs_flush_peer_kept(f, false);
 	if (in->pMethods->iVersion < 2 || !in->pMethods->xShmUnmap)
 		return SQLITE_OK;
 	return in->pMethods->xShmUnmap(in, del);
@@ -481,8 +489,6 @@ const char *sq_vfs_register(const char *inner)
 		goto out;
 	}
 	if (!(in = sqlite3_vfs_find(inner)))
-		goto out;
-	if (snprintf(sq_vfs_name, sizeof sq_vfs_name, "switchboard-wal") >= (int)sizeof sq_vfs_name)
 		goto out;
 	sq_vfs = (sqlite3_vfs){
 	    .iVersion = 2,
